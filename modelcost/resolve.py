@@ -1,0 +1,761 @@
+"""Stage 2, resolve: AST → Spec IR.
+
+Loads imports (relative to the importing file), follows `extends`, evaluates parameters
+and expressions with late binding, expands blocks and repeats, fills dtype defaults per
+role, binds layer statements to the built-in vocabulary, and checks everything a spec
+can get wrong. Every failure is a SpecError pointing at the culprit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import spec as ir
+from . import syntax as s
+from .dtypes import DType, dtype_names, lookup_dtype
+from .errors import SpecError, did_you_mean
+from .parse import parse
+from .vocabulary import (
+    REQUIRED,
+    SIGNATURES,
+    ArgSpec,
+    ArgType,
+    CheckFailure,
+    Derived,
+    OpSignature,
+    Ref,
+    argument_names,
+)
+
+# Bounds that keep any spec, however hostile, cheap to compile.
+MAX_ABS_INT = 2**63 - 1
+MAX_DIM = 2**40
+MAX_REPEAT = 100_000
+MAX_MULTIPLICITY = 10_000_000
+MAX_OPS = 100_000
+MAX_DEPTH = 64
+MAX_EXPONENT = 256
+
+FUNCTIONS = ("min", "max", "ceil", "floor")
+METADATA = ("title",)
+ROLE_CHAIN = {  # role -> the names that set it, most specific first
+    "weights": ("weight_dtype", "dtype"),
+    "activations": ("act_dtype", "dtype"),
+    "kv_cache": ("kv_dtype", "act_dtype", "dtype"),
+}
+DEFAULT_DTYPE = DType.bf16
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    """A bare name that denotes a constant of the language: a dtype or an activation."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Value = bool | int | float | str | Symbol
+SYMBOLS = frozenset(dtype_names()) | frozenset(a.value for a in ir.Activation)
+
+
+# ---------------------------------------------------------------- sources and units
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    filename: str
+    lines: tuple[str, ...]
+
+    def error(self, message: str, pos: s.Pos, hint: str | None = None) -> SpecError:
+        line_text = self.lines[pos.line - 1] if 0 < pos.line <= len(self.lines) else None
+        return SpecError(
+            message,
+            filename=self.filename,
+            line=pos.line,
+            column=pos.column,
+            hint=hint,
+            source_line=line_text,
+            width=pos.width,
+        )
+
+
+@dataclass(eq=False, slots=True)
+class Unit:
+    """One parsed file and the definitions it can see (its own and its imports')."""
+
+    path: Path | None
+    src: Source
+    module: s.Module
+    models: dict[str, tuple[s.ModelDef, Unit]] = field(default_factory=dict)
+    blocks: dict[str, tuple[s.BlockDef, Unit]] = field(default_factory=dict)
+    local_models: list[str] = field(default_factory=list)
+
+
+class Loader:
+    """Parses files once each and links their imports, refusing cycles."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, Unit] = {}
+        self._stack: list[Path] = []
+
+    def load_path(self, path: Path, src: Source | None = None, pos: s.Pos | None = None) -> Unit:
+        resolved = path.resolve()
+        if resolved in self._stack:
+            cycle = " → ".join(p.name for p in [*self._stack[self._stack.index(resolved) :]])
+            err = f"import cycle: {cycle} → {resolved.name}"
+            if src and pos:
+                raise src.error(err, pos, "a file cannot import itself, even indirectly")
+            raise SpecError(err, filename=str(path))
+        if resolved in self._cache:
+            return self._cache[resolved]
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            if src and pos:
+                raise src.error(f"cannot read `{path}`: {reason}", pos) from None
+            raise SpecError(f"cannot read file: {reason}", filename=str(path)) from None
+        self._stack.append(resolved)
+        try:
+            unit = self.load_text(text, str(path), resolved)
+        finally:
+            self._stack.pop()
+        self._cache[resolved] = unit
+        return unit
+
+    def load_text(self, text: str, filename: str, path: Path | None) -> Unit:
+        module = parse(text, filename)
+        src = Source(filename, tuple(text.splitlines()))
+        unit = Unit(path, src, module)
+        base = path.parent if path else Path.cwd()
+        for item in module.items:
+            if isinstance(item, s.Import):
+                if not item.path:
+                    raise src.error("empty import path", item.pos)
+                imported = self.load_path(base / item.path, src, item.pos)
+                for name, entry in imported.models.items():
+                    _define(unit.models, name, entry, src, item.pos)
+                for name, entry in imported.blocks.items():
+                    _define(unit.blocks, name, entry, src, item.pos)
+        for item in module.items:
+            if isinstance(item, s.ModelDef | s.BlockDef):
+                if item.name in unit.models or item.name in unit.blocks:
+                    raise src.error(
+                        f"`{item.name}` is already defined",
+                        item.name_pos,
+                        "model and block names share one namespace per file",
+                    )
+                table = unit.models if isinstance(item, s.ModelDef) else unit.blocks
+                table[item.name] = (item, unit)
+                if isinstance(item, s.ModelDef):
+                    unit.local_models.append(item.name)
+        return unit
+
+
+def _define(table: dict, name: str, entry: tuple, src: Source, pos: s.Pos) -> None:
+    if name in table and table[name][0] is not entry[0]:
+        raise src.error(f"import brings a second definition of `{name}`", pos)
+    table[name] = entry
+
+
+# ---------------------------------------------------------------- scopes and expressions
+
+
+@dataclass(slots=True)
+class Def:
+    expr: s.Expr
+    unit: Unit
+
+
+class Scope:
+    """Names visible at a point: pre-bound values, then lazy definitions, then the parent.
+
+    Definitions are evaluated on first use, in the scope that holds them (late binding:
+    a child model's override changes every parent expression that uses the name).
+    """
+
+    def __init__(
+        self,
+        defs: dict[str, Def],
+        parent: Scope | None = None,
+        values: dict[str, Value] | None = None,
+    ) -> None:
+        self.defs = defs
+        self.parent = parent
+        self.values: dict[str, Value] = dict(values or {})
+        self.used: set[str] = set()
+        self._busy: list[str] = []
+
+    def defines(self, name: str) -> bool:
+        return name in self.values or name in self.defs
+
+    def visible(self) -> Iterator[str]:
+        scope: Scope | None = self
+        while scope is not None:
+            yield from scope.values
+            yield from scope.defs
+            scope = scope.parent
+
+    def get(self, name: str, src: Source, pos: s.Pos) -> Value | None:
+        """The value of `name`, or None when no scope in the chain defines it."""
+        scope: Scope | None = self
+        while scope is not None:
+            if scope.defines(name):
+                return scope._value(name, src, pos)
+            scope = scope.parent
+        return None
+
+    def _value(self, name: str, src: Source, pos: s.Pos) -> Value:
+        self.used.add(name)
+        if name in self.values:
+            return self.values[name]
+        if name in self._busy:
+            cycle = " → ".join([*self._busy[self._busy.index(name) :], name])
+            raise src.error(f"parameter cycle: {cycle}", pos, "a parameter cannot depend on itself")
+        if len(self._busy) > MAX_DEPTH:
+            raise src.error("parameters depend on each other too deeply", pos)
+        d = self.defs[name]
+        self._busy.append(name)
+        try:
+            value = evaluate(d.expr, self, d.unit.src)
+        finally:
+            self._busy.pop()
+        self.values[name] = value
+        return value
+
+    def lookup(self, name: str, src: Source, pos: s.Pos) -> Value:
+        value = self.get(name, src, pos)
+        if value is not None:
+            return value
+        if name in SYMBOLS:
+            return Symbol(name)
+        hint = did_you_mean(name, [*self.visible(), *SYMBOLS])
+        raise src.error(f"unknown name `{name}`", pos, hint)
+
+
+def _check_magnitude(value: int | float, src: Source, pos: s.Pos) -> int | float:
+    if isinstance(value, int) and abs(value) > MAX_ABS_INT:
+        raise src.error("value is too large", pos, f"values are bounded by {MAX_ABS_INT:,}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise src.error("value is not a finite number", pos)
+    return value
+
+
+def _number(value: Value, src: Source, pos: s.Pos, context: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        shown = _show(value)
+        raise src.error(f"{context} needs a number, got {shown}", pos)
+    return value
+
+
+def _show(value: Value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return f"`{value}`" if isinstance(value, Symbol) else str(value)
+
+
+def _arith(op: str, a: int | float, b: int | float, src: Source, pos: s.Pos) -> int | float:
+    if op in ("/", "//", "%") and b == 0:
+        raise src.error("division by zero", pos)
+    match op:
+        case "+":
+            return a + b
+        case "-":
+            return a - b
+        case "*":
+            return a * b
+        case "/":
+            if isinstance(a, int) and isinstance(b, int) and a % b == 0:
+                return a // b
+            return a / b
+        case "//":
+            return a // b
+        case "%":
+            return a % b
+    # "**"
+    if isinstance(a, int) and isinstance(b, int) and b >= 0:
+        if b > MAX_EXPONENT and abs(a) > 1:
+            raise src.error(
+                f"exponent {b} is too large", pos, f"exponents are bounded by {MAX_EXPONENT}"
+            )
+        return a**b
+    if a == 0 and b < 0:
+        raise src.error("division by zero", pos, "0 raised to a negative power")
+    try:
+        return math.pow(a, b)
+    except OverflowError:
+        raise src.error("value is too large", pos) from None
+    except ValueError:
+        raise src.error("a negative number to a fractional power is not real", pos) from None
+
+
+def evaluate(expr: s.Expr, scope: Scope, src: Source) -> Value:
+    """The value of an expression in a scope."""
+    match expr:
+        case s.Number(value=value):
+            return _check_magnitude(value, src, expr.pos)
+        case s.String(value=value) | s.Bool(value=value):
+            return value
+        case s.Name(id=name):
+            return scope.lookup(name, src, expr.pos)
+        case s.Unary(op=op, operand=operand):
+            v = _number(evaluate(operand, scope, src), src, operand.pos, f"unary `{op}`")
+            return -v if op == "-" else v
+        case s.BinOp(op=op, left=left, right=right):
+            a = _number(evaluate(left, scope, src), src, left.pos, f"`{op}`")
+            b = _number(evaluate(right, scope, src), src, right.pos, f"`{op}`")
+            return _check_magnitude(_arith(op, a, b, src, expr.pos), src, expr.pos)
+        case s.FuncCall(name=name, args=args):
+            return _call(name, args, scope, src, expr.pos)
+    raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover
+
+
+def _call(name: str, args: tuple[s.Expr, ...], scope: Scope, src: Source, pos: s.Pos) -> Value:
+    if name not in FUNCTIONS:
+        raise src.error(f"unknown function `{name}`", pos, did_you_mean(name, FUNCTIONS))
+    values = [_number(evaluate(a, scope, src), src, a.pos, f"`{name}`") for a in args]
+    if name in ("min", "max"):
+        if not values:
+            raise src.error(f"`{name}` needs at least one argument", pos)
+        return min(values) if name == "min" else max(values)
+    if len(values) != 1:
+        raise src.error(f"`{name}` takes exactly one argument, got {len(values)}", pos)
+    return math.ceil(values[0]) if name == "ceil" else math.floor(values[0])
+
+
+# ---------------------------------------------------------------- argument binding
+
+
+@dataclass(slots=True)
+class Bound:
+    value: Value
+    pos: s.Pos
+    src: Source
+
+
+def _bind(
+    call: s.OpCall,
+    accepted: list[str],
+    positional: list[str],
+    what: str,
+    scope: Scope,
+    src: Source,
+    kinds: dict[str, ArgType] | None = None,
+) -> dict[str, Bound]:
+    """Evaluate a call's arguments in `scope` and match them to parameter names."""
+    bound: dict[str, Bound] = {}
+    seen_keyword = False
+    for i, arg in enumerate(call.args):
+        if arg.name is None:
+            if seen_keyword:
+                raise src.error(
+                    "positional argument after a keyword argument",
+                    arg.pos,
+                    "put positional arguments first",
+                )
+            if i >= len(positional):
+                raise src.error(
+                    f"too many arguments: {what} takes at most {len(positional)} positionally",
+                    arg.pos,
+                    f"its parameters are: {', '.join(positional)}",
+                )
+            name = positional[i]
+        else:
+            seen_keyword = True
+            name = arg.name
+            if name not in accepted:
+                hint = did_you_mean(name, accepted) or f"it accepts: {', '.join(accepted)}"
+                raise src.error(f"{what} has no argument `{name}`", arg.pos, hint)
+        if name in bound:
+            raise src.error(f"argument `{name}` given twice", arg.pos)
+        kind = kinds.get(name) if kinds else None
+        bound[name] = Bound(_evaluate_arg(arg.value, scope, src, kind), arg.value.pos, src)
+    return bound
+
+
+def _evaluate_arg(expr: s.Expr, scope: Scope, src: Source, kind: ArgType | None) -> Value:
+    """Evaluate an argument; a misspelt dtype or activation gets a message of its own."""
+    if (
+        kind in (ArgType.DTYPE, ArgType.ACT)
+        and isinstance(expr, s.Name)
+        and expr.id not in SYMBOLS
+        and scope.get(expr.id, src, expr.pos) is None
+    ):
+        choices = dtype_names() if kind is ArgType.DTYPE else [a.value for a in ir.Activation]
+        what = "dtype" if kind is ArgType.DTYPE else "activation"
+        hint = did_you_mean(expr.id, choices) or f"{what}s: {', '.join(choices)}"
+        raise src.error(f"unknown {what} `{expr.id}`", expr.pos, hint)
+    return evaluate(expr, scope, src)
+
+
+def _coerce(spec: ArgSpec, b: Bound, what: str) -> object:
+    value, t = b.value, spec.type
+    where = f"`{spec.name}` of {what}"
+
+    def fail(message: str, hint: str | None = None) -> SpecError:
+        return b.src.error(f"{where} must be {t.value}, {message}", b.pos, hint)
+
+    if t is ArgType.BOOL:
+        if not isinstance(value, bool):
+            raise fail(f"got {_show(value)}")
+        return value
+    if t is ArgType.DTYPE:
+        dt = lookup_dtype(value.name) if isinstance(value, Symbol) else None
+        if dt is None:
+            hint = did_you_mean(str(value), dtype_names()) if isinstance(value, Symbol) else None
+            raise fail(f"got {_show(value)}", hint or f"dtypes: {', '.join(dtype_names())}")
+        return dt
+    if t is ArgType.ACT:
+        names = [a.value for a in ir.Activation]
+        if not (isinstance(value, Symbol) and value.name in names):
+            raise fail(f"got {_show(value)}", f"activations: {', '.join(names)}")
+        return ir.Activation(value.name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise fail(f"got {_show(value)}")
+    if t is ArgType.NUMBER:
+        if value < 0:
+            raise fail(f"got {value}")
+        return float(value)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise fail(f"got {value}", "dimensions and counts are whole numbers")
+        value = int(value)
+    if t is ArgType.DIM and value <= 0:
+        raise fail(f"got {value}")
+    if t is ArgType.COUNT and value < 0:
+        raise fail(f"got {value}")
+    if value > MAX_DIM:
+        raise fail(f"got {value:,}", f"sizes are bounded by {MAX_DIM:,}")
+    return value
+
+
+# ---------------------------------------------------------------- the resolver
+
+
+class _Resolver:
+    def __init__(self, scope: Scope) -> None:
+        self.model_scope = scope
+        self.ops = 0
+        self.blocks: list[str] = []
+        self.multiplicity = 1
+
+    def body(self, stmts: tuple[s.Stmt, ...], scope: Scope, unit: Unit, top: bool) -> list:
+        nodes: list = []
+        for stmt in stmts:
+            match stmt:
+                case s.Assign():
+                    if not top:
+                        raise unit.src.error(
+                            "assignments are not allowed inside `repeat`",
+                            stmt.pos,
+                            "set parameters at the top of the model or block",
+                        )
+                case s.Repeat():
+                    nodes.extend(self.repeat(stmt, scope, unit))
+                case s.OpCall():
+                    nodes.append(self.call(stmt, scope, unit))
+        return nodes
+
+    def repeat(self, stmt: s.Repeat, scope: Scope, unit: Unit) -> list:
+        src = unit.src
+        count = evaluate(stmt.count, scope, src)
+        if isinstance(count, float) and count.is_integer():
+            count = int(count)
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise src.error(
+                f"repeat count must be a non-negative integer, got {_show(count)}", stmt.count.pos
+            )
+        if count < 0:
+            raise src.error(f"repeat count must not be negative, got {count}", stmt.count.pos)
+        if count > MAX_REPEAT:
+            raise src.error(
+                f"repeat count {count:,} is too large",
+                stmt.count.pos,
+                f"repeat counts are bounded by {MAX_REPEAT:,}",
+            )
+        outer = self.multiplicity
+        self.multiplicity *= max(count, 1)
+        if self.multiplicity > MAX_MULTIPLICITY:
+            raise src.error(
+                f"nested repeats multiply to more than {MAX_MULTIPLICITY:,} copies of one layer",
+                stmt.count.pos,
+            )
+        try:
+            body = self.body(stmt.body, scope, unit, top=False)
+        finally:
+            self.multiplicity = outer
+        if count == 0 or not body:
+            return []
+        return [ir.Repeat(count=count, body=tuple(body))]
+
+    def call(self, stmt: s.OpCall, scope: Scope, unit: Unit):
+        if stmt.name in unit.blocks:
+            return self.expand_block(stmt, scope, unit)
+        if stmt.name in SIGNATURES:
+            return self.op(SIGNATURES[stmt.name], stmt, scope, unit.src)
+        hint = did_you_mean(stmt.name, [*SIGNATURES, *unit.blocks])
+        if stmt.name in unit.models:
+            hint = (
+                "a model cannot be used as a layer: use `extends`, or move its layers into a block"
+            )
+        pos = s.Pos(stmt.pos.line, stmt.pos.column, stmt.pos.line, stmt.pos.column + len(stmt.name))
+        raise unit.src.error(f"unknown layer `{stmt.name}`", pos, hint)
+
+    def _count_op(self, src: Source, pos: s.Pos) -> None:
+        self.ops += 1
+        if self.ops > MAX_OPS:
+            raise src.error(
+                f"the model expands to more than {MAX_OPS:,} layer statements",
+                pos,
+                "use `repeat` for identical layers: it is not expanded",
+            )
+
+    def op(self, sig: OpSignature, stmt: s.OpCall, scope: Scope, src: Source):
+        self._count_op(src, stmt.pos)
+        what = f"`{sig.name}`"
+        accepted = argument_names(sig)
+        kinds = dict.fromkeys(accepted, ArgType.DTYPE) | {a.name: a.type for a in sig.args}
+        bound = _bind(stmt, accepted, [a.name for a in sig.args], what, scope, src, kinds)
+        values: dict[str, object] = {}
+        # Derived defaults read other arguments, so they are filled in last.
+        ordered = sorted(
+            sig.args, key=lambda a: isinstance(a.default, Derived) and a.name not in bound
+        )
+        for spec in ordered:
+            if spec.name in bound:
+                values[spec.name] = _coerce(spec, bound[spec.name], what)
+            elif spec.default is REQUIRED:
+                raise src.error(
+                    f"{what} is missing its argument `{spec.name}`",
+                    stmt.pos,
+                    f"{sig.name}({', '.join(a.name for a in sig.args if a.default is REQUIRED)})",
+                )
+            elif isinstance(spec.default, Ref):
+                found = scope.get(spec.default.name, src, stmt.pos)
+                if found is None:
+                    raise src.error(
+                        f"{what} needs `{spec.name}`, and no `{spec.default.name}` is defined",
+                        stmt.pos,
+                        f"set `{spec.default.name} = ...` in the model, "
+                        f"or pass `{spec.name} = ...`",
+                    )
+                values[spec.name] = _coerce(spec, Bound(found, stmt.pos, src), what)
+            elif isinstance(spec.default, Derived):
+                try:
+                    values[spec.name] = spec.default.fn(values)
+                except CheckFailure as fail:
+                    raise self._blame(fail, bound, stmt, src) from None
+            else:
+                values[spec.name] = spec.default
+        if sig.check:
+            try:
+                sig.check(values)
+            except CheckFailure as fail:
+                raise self._blame(fail, bound, stmt, src) from None
+        dtypes = self.dtypes(sig, bound, scope, src, what)
+        return sig.ir_type(**sig.fixed, **values, dtypes=dtypes)
+
+    @staticmethod
+    def _blame(fail: CheckFailure, bound: dict[str, Bound], stmt: s.OpCall, src: Source):
+        b = bound.get(fail.arg)
+        return (b.src if b else src).error(fail.message, b.pos if b else stmt.pos, fail.hint)
+
+    def dtypes(
+        self, sig: OpSignature, bound: dict[str, Bound], scope: Scope, src: Source, what: str
+    ) -> ir.DtypePolicy:
+        def arg(name: str) -> DType | None:
+            if name not in bound:
+                return None
+            return _coerce(ArgSpec(name, ArgType.DTYPE), bound[name], what)  # type: ignore[return-value]
+
+        chosen = {}
+        for role, names in ROLE_CHAIN.items():
+            explicit = next((d for d in map(arg, names) if d is not None), None)
+            chosen[role] = explicit or role_dtype(scope, role, src)
+        return ir.DtypePolicy(**chosen)
+
+    def expand_block(self, stmt: s.OpCall, caller: Scope, unit: Unit) -> ir.Block:
+        bdef, bunit = unit.blocks[stmt.name]
+        src = unit.src
+        if stmt.name in self.blocks:
+            chain = " → ".join([*self.blocks[self.blocks.index(stmt.name) :], stmt.name])
+            raise src.error(f"block recursion: {chain}", stmt.pos, "a block cannot call itself")
+        if len(self.blocks) >= MAX_DEPTH:
+            raise src.error("blocks are nested too deeply", stmt.pos)
+        names = [p.name for p in bdef.params]
+        bound = _bind(stmt, names, names, f"block `{bdef.name}`", caller, src)
+        defs: dict[str, Def] = {}
+        for p in bdef.params:
+            if p.name not in bound:
+                if p.default is None:
+                    raise src.error(
+                        f"block `{bdef.name}` is missing its argument `{p.name}`",
+                        stmt.pos,
+                        f"{bdef.name}({', '.join(names)})",
+                    )
+                defs[p.name] = Def(p.default, bunit)
+        for st in bdef.body:
+            if isinstance(st, s.Assign):
+                if st.name in names or st.name in defs:
+                    raise bunit.src.error(
+                        f"`{st.name}` is already a parameter of block `{bdef.name}`", st.pos
+                    )
+                defs[st.name] = Def(st.value, bunit)
+        scope = Scope(defs, self.model_scope, {k: b.value for k, b in bound.items()})
+        self.blocks.append(stmt.name)
+        try:
+            body = self.body(bdef.body, scope, bunit, top=True)
+        finally:
+            self.blocks.pop()
+        return ir.Block(name=bdef.name, body=tuple(body))
+
+
+def role_dtype(scope: Scope, role: str, src: Source) -> DType:
+    """The dtype for a role, from the innermost scope that sets it (or `dtype`)."""
+    names = ROLE_CHAIN[role]
+    current: Scope | None = scope
+    while current is not None:
+        for name in names:
+            if current.defines(name):
+                value = current._value(name, src, s.NOWHERE)
+                d = current.defs.get(name)
+                pos = d.expr.pos if d else s.NOWHERE
+                where = d.unit.src if d else src
+                dt = lookup_dtype(value.name) if isinstance(value, Symbol) else None
+                if dt is None:
+                    raise where.error(
+                        f"`{name}` must be a dtype, got {_show(value)}",
+                        pos,
+                        did_you_mean(str(value), dtype_names())
+                        or f"dtypes: {', '.join(dtype_names())}",
+                    )
+                return dt
+        current = current.parent
+    return DEFAULT_DTYPE
+
+
+# ---------------------------------------------------------------- models
+
+
+def _model_chain(name: str, unit: Unit) -> list[tuple[s.ModelDef, Unit]]:
+    """The model and its ancestors, leaf first."""
+    chain: list[tuple[s.ModelDef, Unit]] = [unit.models[name]]
+    while (m := chain[-1][0]).extends is not None:
+        owner = chain[-1][1]
+        if m.extends not in owner.models:
+            hint = did_you_mean(m.extends, owner.models)
+            if m.extends in owner.blocks:
+                hint = f"`{m.extends}` is a block; a model can only extend a model"
+            raise owner.src.error(f"unknown model `{m.extends}`", m.extends_pos, hint)
+        parent = owner.models[m.extends]
+        if any(parent[0] is c[0] for c in chain):
+            names = " → ".join([*(c[0].name for c in chain), parent[0].name])
+            raise owner.src.error(f"`extends` cycle: {names}", m.extends_pos)
+        chain.append(parent)
+    return chain
+
+
+def resolve_model(unit: Unit, name: str) -> ir.Spec:
+    """Resolve model `name` as seen from `unit` into a Spec."""
+    chain = _model_chain(name, unit)
+    defs: dict[str, Def] = {}
+    inherited: set[str] = set()
+    for i, (mdef, munit) in enumerate(reversed(chain)):
+        local: set[str] = set()
+        for st in mdef.body:
+            if isinstance(st, s.Assign):
+                if st.name in local:
+                    raise munit.src.error(f"`{st.name}` is assigned twice in `{mdef.name}`", st.pos)
+                local.add(st.name)
+                defs[st.name] = Def(st.value, munit)
+        if i < len(chain) - 1:
+            inherited |= local
+    owner = next((c for c in chain if any(not isinstance(x, s.Assign) for x in c[0].body)), None)
+    leaf, leaf_unit = chain[0]
+    if owner is None:
+        raise leaf_unit.src.error(
+            f"model `{leaf.name}` has no layers",
+            leaf.name_pos,
+            "add layer statements (embed, attention, ...) or `extends` a model that has them",
+        )
+    scope = Scope(defs)
+    resolver = _Resolver(scope)
+    body = resolver.body(owner[0].body, scope, owner[1], top=True)
+    policy = ir.DtypePolicy(**{r: role_dtype(scope, r, leaf_unit.src) for r in ROLE_CHAIN})
+    title = scope.get("title", leaf_unit.src, leaf.name_pos)
+    if len(chain) > 1:
+        _check_unused_overrides(leaf, leaf_unit, scope, inherited)
+    params: dict[str, ir.ParamValue] = {}
+    for pname, d in defs.items():
+        if pname in METADATA:
+            continue
+        value = scope._value(pname, d.unit.src, d.expr.pos)
+        params[pname] = value.name if isinstance(value, Symbol) else value
+    if title is not None and not isinstance(title, str):
+        d = defs["title"]
+        raise d.unit.src.error(f"`title` must be a string, got {_show(title)}", d.expr.pos)
+    return ir.Spec(
+        name=leaf.name,
+        title=title if isinstance(title, str) else leaf.name,
+        params=params,
+        dtypes=policy,
+        body=tuple(body),
+    )
+
+
+def _check_unused_overrides(leaf: s.ModelDef, unit: Unit, scope: Scope, inherited: set[str]):
+    for st in leaf.body:
+        if isinstance(st, s.Assign) and st.name not in inherited | scope.used | METADATA_AND_ROLES:
+            pos = s.Pos(st.pos.line, st.pos.column, st.pos.line, st.pos.column + len(st.name))
+            raise unit.src.error(
+                f"`{st.name}` is set but never used",
+                pos,
+                did_you_mean(st.name, inherited)
+                or "a new parameter in a child model must be used by some expression",
+            )
+
+
+METADATA_AND_ROLES = frozenset(METADATA) | {n for names in ROLE_CHAIN.values() for n in names}
+
+
+def pick_model(unit: Unit, model: str | None) -> str:
+    if model is not None:
+        if model not in unit.models:
+            hint = did_you_mean(model, unit.models) or (
+                f"models here: {', '.join(unit.local_models)}" if unit.local_models else None
+            )
+            raise SpecError(f"no model named `{model}`", filename=unit.src.filename, hint=hint)
+        return model
+    if len(unit.local_models) == 1:
+        return unit.local_models[0]
+    if not unit.local_models:
+        raise SpecError(
+            "no model is defined in this file",
+            filename=unit.src.filename,
+            hint="define one with `model NAME { ... }`",
+        )
+    raise SpecError(
+        f"this file defines {len(unit.local_models)} models; choose one",
+        filename=unit.src.filename,
+        hint=f"pass model= one of: {', '.join(unit.local_models)}",
+    )
+
+
+def load_spec(path: str | Path, model: str | None = None) -> ir.Spec:
+    """Load, resolve and validate the model defined in a `.model` file."""
+    unit = Loader().load_path(Path(path))
+    return resolve_model(unit, pick_model(unit, model))
+
+
+def parse_spec(text: str, filename: str = "<string>", model: str | None = None) -> ir.Spec:
+    """Resolve a spec given as text; imports are relative to `filename`'s folder."""
+    path = Path(filename) if filename and not filename.startswith("<") else None
+    unit = Loader().load_text(text, filename, path.resolve() if path else None)
+    return resolve_model(unit, pick_model(unit, model))

@@ -1,0 +1,33 @@
+"""Locates the data that ships beside the code: grammar/, templates/ and specs/.
+
+In a source checkout these are top-level folders of the repository; an installed
+wheel carries them inside the package as ``modelcost/_data/<name>``.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+@cache
+def data_dir(name: str) -> Path:
+    """The folder ``name`` (``grammar``, ``templates`` or ``specs``)."""
+    for candidate in (_PACKAGE / "_data" / name, _PACKAGE.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"modelcost data folder {name!r} is missing from the installation")
+
+
+def grammar_path(name: str = "modelspec.lark") -> Path:
+    return data_dir("grammar") / name
+
+
+def specs_dir() -> Path:
+    return data_dir("specs")
+
+
+def templates_dir() -> Path:
+    return data_dir("templates")
