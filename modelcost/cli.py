@@ -21,7 +21,7 @@ from . import __version__
 from .errors import SpecError
 from .fmt import format_source
 from .params import count_params
-from .resolve import load_spec
+from .resolve import load_spec, load_specs
 from .spec import Spec
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -42,13 +42,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for path in args.specs:
         try:
-            spec = load_spec(path, args.model)
+            specs = [load_spec(path, args.model)] if args.model else load_specs(path)
         except SpecError as err:
             _report(err)
             status = EXIT_BAD_INPUT
             continue
-        total = count_params(spec).total
-        print(f"ok  {path}  {spec.name}  {_human(total)} parameters")
+        for spec in specs:
+            total = count_params(spec).total
+            print(f"ok  {path}  {spec.name}  {_human(total)} parameters")
     return status
 
 
@@ -140,9 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = add("check", cmd_check, "parse, resolve and validate specs")
+    p = add("check", cmd_check, "parse, resolve and validate every model of each spec")
     p.add_argument("specs", nargs="+", metavar="SPEC")
-    p.add_argument("--model", help="which model, when a file defines several")
+    p.add_argument("--model", help="check only this model")
 
     p = add("fmt", cmd_fmt, "print specs in canonical form")
     p.add_argument("specs", nargs="+", metavar="SPEC")

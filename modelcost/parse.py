@@ -220,7 +220,9 @@ def _syntax_error(err: UnexpectedInput, source: str, filename: str) -> SpecError
             if "`}`" in expected:
                 hint = "a `{` is never closed: add the matching `}`"
         else:
-            message = f"unexpected {_describe_terminal(tok.type)} `{tok.value}`"
+            described = _describe_terminal(tok.type)
+            shown = f"`{tok.value}`"
+            message = f"unexpected {shown if described == shown else f'{described} {shown}'}"
             width = len(str(tok.value))
         if hint is None and expected:
             hint = "expected " + ", ".join(expected[:8]) + (" ..." if len(expected) > 8 else "")

@@ -9,6 +9,7 @@ can get wrong. Every failure is a SpecError pointing at the culprit.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,12 +133,13 @@ class Loader:
         module = parse(text, filename)
         src = Source(filename, tuple(text.splitlines()))
         unit = Unit(path, src, module)
-        base = path.parent if path else Path.cwd()
+        base = Path(filename).parent if path else Path()
         for item in module.items:
             if isinstance(item, s.Import):
                 if not item.path:
                     raise src.error("empty import path", item.pos)
-                imported = self.load_path(base / item.path, src, item.pos)
+                target = Path(os.path.normpath(base / item.path))
+                imported = self.load_path(target, src, item.pos)
                 for name, entry in imported.models.items():
                     _define(unit.models, name, entry, src, item.pos)
                 for name, entry in imported.blocks.items():
@@ -258,6 +260,8 @@ def _show(value: Value) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, float):
+        return f"{value:.6g}"
     return f"`{value}`" if isinstance(value, Symbol) else str(value)
 
 
@@ -338,6 +342,7 @@ class Bound:
     value: Value
     pos: s.Pos
     src: Source
+    origin: str | None = None  # the scope name a defaulted value came from
 
 
 def _bind(
@@ -397,7 +402,7 @@ def _evaluate_arg(expr: s.Expr, scope: Scope, src: Source, kind: ArgType | None)
 
 def _coerce(spec: ArgSpec, b: Bound, what: str) -> object:
     value, t = b.value, spec.type
-    where = f"`{spec.name}` of {what}"
+    where = f"`{spec.name}` of {what}" + (f" (from `{b.origin}`)" if b.origin else "")
 
     def fail(message: str, hint: str | None = None) -> SpecError:
         return b.src.error(f"{where} must be {t.value}, {message}", b.pos, hint)
@@ -421,11 +426,11 @@ def _coerce(spec: ArgSpec, b: Bound, what: str) -> object:
         raise fail(f"got {_show(value)}")
     if t is ArgType.NUMBER:
         if value < 0:
-            raise fail(f"got {value}")
+            raise fail(f"got {_show(value)}")
         return float(value)
     if isinstance(value, float):
         if not value.is_integer():
-            raise fail(f"got {value}", "dimensions and counts are whole numbers")
+            raise fail(f"got {_show(value)}", "dimensions and counts are whole numbers")
         value = int(value)
     if t is ArgType.DIM and value <= 0:
         raise fail(f"got {value}")
@@ -546,7 +551,8 @@ class _Resolver:
                         f"set `{spec.default.name} = ...` in the model, "
                         f"or pass `{spec.name} = ...`",
                     )
-                values[spec.name] = _coerce(spec, Bound(found, stmt.pos, src), what)
+                origin = spec.default.name
+                values[spec.name] = _coerce(spec, Bound(found, stmt.pos, src, origin), what)
             elif isinstance(spec.default, Derived):
                 try:
                     values[spec.name] = spec.default.fn(values)
@@ -746,6 +752,14 @@ def pick_model(unit: Unit, model: str | None) -> str:
         filename=unit.src.filename,
         hint=f"pass model= one of: {', '.join(unit.local_models)}",
     )
+
+
+def load_specs(path: str | Path) -> list[ir.Spec]:
+    """Resolve every model a file defines (not those it imports), in file order."""
+    unit = Loader().load_path(Path(path))
+    if not unit.local_models:
+        pick_model(unit, None)  # raises the "no model" error
+    return [resolve_model(unit, name) for name in unit.local_models]
 
 
 def load_spec(path: str | Path, model: str | None = None) -> ir.Spec:

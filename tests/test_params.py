@@ -1,0 +1,148 @@
+"""Exact parameter counts of the zoo, derived by hand from each model's config.json.
+
+Every count includes every weight, bias and norm scale of the reference implementation
+(Hugging Face transformers, or mamba_ssm for Mamba-2). The published totals quoted in
+the issue are for orientation; the derivations below are what is asserted.
+"""
+
+import pytest
+from conftest import MODELS
+
+from modelcost import count_params, load_spec
+from modelcost.params import Component
+
+
+def counts(name: str):
+    return count_params(load_spec(MODELS / name))
+
+
+def test_llama3_8b() -> None:
+    # vocab V=128256, d=4096, L=32, H=32, KV=8, hd=128, ff=14336, untied.
+    # attn = d*H*hd + 2*d*KV*hd + H*hd*d = 16,777,216 + 8,388,608 + 16,777,216 = 41,943,040
+    # mlp = 3*d*ff = 176,160,768; norms 2*d = 8,192; per layer 218,112,000
+    # total = 32*218,112,000 + 2*V*d (embed + head) + d (final norm)
+    #       = 6,979,584,000 + 1,050,673,152 + 4,096 = 8,030,261,248   (published 8.03 B)
+    c = counts("llama3-8b.model")
+    assert (c.total, c.active) == (8_030_261_248, 8_030_261_248)
+
+
+def test_llama3_70b() -> None:
+    # d=8192, L=80, H=64, KV=8, hd=128, ff=28672, V=128256.
+    # attn = 67,108,864 + 2*8,388,608 + 67,108,864 = 150,994,944; mlp = 704,643,072
+    # per layer = 150,994,944 + 704,643,072 + 16,384 = 855,654,400
+    # total = 80*855,654,400 + 2*1,050,673,152 + 8,192 = 70,553,706,496   (published 70.55 B)
+    c = counts("llama3-70b.model")
+    assert c.total == 70_553_706_496
+    assert c.components == {
+        Component.embedding: 1_050_673_152,
+        Component.attention: 80 * 150_994_944,
+        Component.mlp: 80 * 704_643_072,
+        Component.norms: 80 * 16_384 + 8_192,
+        Component.head: 1_050_673_152,
+    }
+
+
+def test_llama3_1_405b() -> None:
+    # d=16384, L=126, H=128, KV=8, hd=128, ff=53248, V=128256.
+    # attn = 2*268,435,456 + 2*16,777,216 = 570,425,344; mlp = 3*16384*53248 = 2,617,245,696
+    # per layer = 570,425,344 + 2,617,245,696 + 32,768 = 3,187,703,808
+    # total = 126*3,187,703,808 + 2*2,101,346,304 + 16,384 = 405,853,388,800  (405.85 B)
+    assert counts("llama3.1-405b.model").total == 405_853_388_800
+
+
+def test_mixtral_8x7b() -> None:
+    # d=4096, L=32, H=32, KV=8, ff=14336, E=8, k=2, V=32000, untied.
+    # expert = 3*4096*14336 = 176,160,768; router = 4096*8 = 32,768; attn = 41,943,040
+    # per layer total = 41,943,040 + 8*176,160,768 + 32,768 + 8,192 = 1,451,270,144
+    # total = 32*1,451,270,144 + 2*131,072,000 + 4,096 = 46,702,792,704    (46.70 B)
+    # per layer active = 41,943,040 + 2*176,160,768 + 32,768 + 8,192 = 394,305,536
+    # active = 32*394,305,536 + 262,144,000 + 4,096 = 12,879,925,248        (12.9 B)
+    c = counts("mixtral-8x7b.model")
+    assert (c.total, c.active) == (46_702_792_704, 12_879_925_248)
+
+
+def test_deepseek_v3() -> None:
+    # d=7168, L=61 (3 dense + 58 MoE), H=128, V=129280, untied, no MTP module.
+    # MLA: q_a 7168*1536 = 11,010,048; q_a_norm 1536; q_b 1536*128*192 = 37,748,736;
+    #      kv_a 7168*(512+64) = 4,128,768; kv_a_norm 512; kv_b 512*128*256 = 16,777,216;
+    #      o 128*128*7168 = 117,440,512; sum 187,107,328
+    # dense MLP 3*7168*18432 = 396,361,728; expert 3*7168*2048 = 44,040,192
+    # router 256*7168 + 256 (score-correction bias) = 1,835,264
+    # dense layer = 187,107,328 + 396,361,728 + 2*7168 = 583,483,392
+    # MoE layer = 187,107,328 + 257*44,040,192 + 1,835,264 + 14,336 = 11,507,286,272
+    # total = 3*583,483,392 + 58*11,507,286,272 + 2*926,679,040 + 7,168 = 671,026,419,200
+    # active MoE layer = 187,107,328 + 9*44,040,192 + 1,835,264 + 14,336 = 585,318,656
+    # active = 3*583,483,392 + 58*585,318,656 + 1,853,358,080 + 7,168 = 37,552,297,472
+    c = counts("deepseek-v3.model")
+    assert (c.total, c.active) == (671_026_419_200, 37_552_297_472)
+
+
+def test_qwen3_30b_a3b() -> None:
+    # d=2048, L=48, H=32, KV=4, hd=128, E=128, k=8, expert ff=768, V=151936, untied.
+    # attn = 2048*4096 + 2*2048*512 + 4096*2048 + 2*128 (q_norm, k_norm) = 18,874,624
+    # expert = 3*2048*768 = 4,718,592; router = 2048*128 = 262,144
+    # layer = 18,874,624 + 128*4,718,592 + 262,144 + 4,096 = 623,120,640
+    # total = 48*623,120,640 + 2*311,164,928 + 2,048 = 30,532,122,624      (30.5 B)
+    # active layer = 18,874,624 + 8*4,718,592 + 262,144 + 4,096 = 56,889,600
+    # active = 48*56,889,600 + 622,329,856 + 2,048 = 3,353,032,704          (3.3 B)
+    c = counts("qwen3-30b-a3b.model")
+    assert (c.total, c.active) == (30_532_122_624, 3_353_032_704)
+
+
+def test_gemma2_9b() -> None:
+    # d=3584, L=42, H=16, KV=8, hd=256, ff=14336, V=256000, tied.
+    # attn = 3584*4096 + 2*3584*2048 + 4096*3584 = 44,040,192; mlp = 3*3584*14336 = 154,140,672
+    # four RMSNorms per layer = 14,336; layer = 198,195,200
+    # total = 42*198,195,200 + 917,504,000 + 3,584 = 9,241,705,984         (9.24 B)
+    assert counts("gemma2-9b.model").total == 9_241_705_984
+
+
+def test_gpt_oss_120b() -> None:
+    # d=2880, L=36, H=64, KV=8, hd=64, E=128, k=4, expert ff=2880, V=201088, untied.
+    # attn = (2880*4096+4096) + 2*(2880*512+512) + (4096*2880+2880) + 64 sinks = 26,550,144
+    # expert = (2880*5760 + 5760) + (2880*2880 + 2880) = 24,891,840
+    # router = 2880*128 + 128 = 368,768
+    # layer = 26,550,144 + 128*24,891,840 + 368,768 + 5,760 = 3,213,080,192
+    # total = 36*3,213,080,192 + 2*579,133,440 + 2,880 = 116,829,156,672    (116.8 B)
+    # active layer = 26,550,144 + 4*24,891,840 + 368,768 + 5,760 = 126,492,032
+    # active = 36*126,492,032 + 1,158,266,880 + 2,880 = 5,711,982,912
+    # (OpenAI's "5.1 B active" leaves out the 579,133,440 embedding: 5,132,849,472.)
+    c = counts("gpt-oss-120b.model")
+    assert (c.total, c.active) == (116_829_156_672, 5_711_982_912)
+    assert c.active - c.components[Component.embedding] == 5_132_849_472
+
+
+def test_mamba2_2_7b() -> None:
+    # d=2560, L=64, d_inner=5120, heads=5120/64=80, d_state=128, groups=1, d_conv=4,
+    # V = ceil(50277/16)*16 = 50288, tied.
+    # in_proj = 2560*(2*5120 + 2*128 + 80) = 27,074,560; conv = 5376*4 + 5376 = 26,880
+    # dt_bias, A_log, D = 3*80; gated norm 5120; out_proj 5120*2560 = 13,107,200
+    # layer = 40,214,000 + 2,560 (pre-norm) = 40,216,560
+    # total = 64*40,216,560 + 50288*2560 + 2,560 = 2,702,599,680             (2.70 B)
+    c = counts("mamba2-2.7b.model")
+    assert c.total == 2_702_599_680
+    assert c.components[Component.ssm] == 64 * 40_214_000
+
+
+def test_gpt2() -> None:
+    # d=768, L=12, ff=3072, V=50257, 1024 positions, biases everywhere, tied.
+    # layer = 2*1536 (LNs) + (768*2304+2304) + (768*768+768) + (768*3072+3072) + (3072*768+768)
+    #       = 7,087,872
+    # total = 50257*768 + 1024*768 + 12*7,087,872 + 1,536 = 124,439,808      (124.4 M)
+    assert counts("gpt2.model").total == 124_439_808
+
+
+def test_vit_l16() -> None:
+    # d=1024, L=24, ff=4096, 224 px, 16 px patches, 1000 classes.
+    # patch conv = 3*16*16*1024 + 1024 = 787,456; class token 1024; positions 197*1024 = 201,728
+    # layer = 2*2048 + 4*(1024*1024+1024) + (1024*4096+4096) + (4096*1024+1024) = 12,596,224
+    # total = 787,456 + 1,024 + 201,728 + 24*12,596,224 + 2,048 + (1024*1000+1000)
+    #       = 304,326,632                                                     (304.3 M)
+    assert counts("vit-l16.model").total == 304_326_632
+
+
+@pytest.mark.parametrize("name", ["llama3-8b.model", "gpt2.model", "mamba2-2.7b.model"])
+def test_dense_models_have_active_equal_total(name: str) -> None:
+    c = counts(name)
+    assert c.active == c.total
+    assert sum(c.components.values()) == c.total
