@@ -1,0 +1,244 @@
+"""Attention: SDPA (GQA/MQA, d_qk ≠ d_v, causal, sliding window) and Softmax.
+
+FLOPs count the two matmuls (QKᵀ and PV) over the (query, key) pairs attended; the
+softmax itself is not counted, as in TraceLens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..dtypes import DType
+from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe, compute_precision
+
+LSE_BYTES = 4  # the fp32 log-sum-exp a flash forward saves per query row and head
+
+
+def _clip_sum(lo: int, hi: int, cap: int | None) -> int:
+    """Σ_{x=lo}^{hi} min(max(x, 0), cap) for integers (cap None = no cap)."""
+    if hi < lo:
+        return 0
+    lo = max(lo, 1)
+    if hi < lo:
+        return 0
+    if cap is None or hi <= cap:
+        return (lo + hi) * (hi - lo + 1) // 2
+    if lo > cap:
+        return cap * (hi - lo + 1)
+    return (lo + cap) * (cap - lo + 1) // 2 + cap * (hi - cap)
+
+
+def exact_pairs(N_Q: int, N_KV: int, causal: bool, window: int = 0) -> int:
+    """(query, key) pairs attended, counted exactly.
+
+    Queries are the last N_Q positions of the N_KV keys. Causal: query i (0-based) sees
+    keys up to position N_KV − N_Q + i, so N_KV − N_Q + i + 1 of them, capped at the
+    sliding window when there is one. Non-causal: every key (or `window` of them).
+    """
+    cap = window or None
+    if not causal:
+        return N_Q * (min(N_KV, cap) if cap else N_KV)
+    first = N_KV - N_Q + 1
+    return _clip_sum(first, first + N_Q - 1, cap)
+
+
+def trapezoid_pairs(N_Q: int, N_KV: int) -> Number:
+    """TraceLens's causal count, extended: the area N_Q·N_KV − N_Q²/2 (N²/2 when square;
+    the same `sq·sk − sq²/2` its InferenceAttention uses)."""
+    if N_Q <= N_KV:
+        return N_Q * N_KV - N_Q * N_Q / 2
+    return N_KV * N_KV / 2
+
+
+def keys_read(N_Q: int, N_KV: int, causal: bool, window: int = 0) -> int:
+    """How many key/value positions are read at all (a window caps it)."""
+    if not window:
+        return N_KV
+    return min(N_KV, N_Q + window - 1) if causal else min(N_KV, window)
+
+
+class SDPA:
+    """TraceLens-compatible static functions. Where TraceLens raises (causal with
+    N_Q ≠ N_KV) these return the trapezoid count instead."""
+
+    @staticmethod
+    def _fraction(N_Q: int, N_KV: int, causal: bool) -> Number:
+        return trapezoid_pairs(N_Q, N_KV) / (N_Q * N_KV) if causal else 1
+
+    @staticmethod
+    def flops_func(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v, causal) -> Number:
+        full = 2 * B * H_Q * N_Q * N_KV * (d_h_qk + d_h_v)
+        if causal and N_Q == N_KV:
+            return full / 2
+        return full * SDPA._fraction(N_Q, N_KV, causal) if causal else full
+
+    @staticmethod
+    def bytes_func(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v, causal, bytes_per_element) -> Number:
+        q = B * N_Q * H_Q * d_h_qk
+        k = B * N_KV * H_KV * d_h_qk
+        v = B * N_KV * H_KV * d_h_v
+        o = B * N_Q * H_Q * d_h_v
+        return (q + k + v + o) * bytes_per_element
+
+    @staticmethod
+    def flops_bwd_func(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v, causal, flash_impl) -> Number:
+        mm = 2 * B * H_Q * N_Q * N_KV
+        recompute = mm * d_h_qk if flash_impl else 0
+        group = H_Q // H_KV - 1
+        dv = mm * d_h_v + B * N_KV * d_h_v * group
+        dp = mm * d_h_v
+        dq = mm * d_h_qk
+        dk = mm * d_h_qk + B * N_KV * d_h_qk * group
+        total = recompute + dv + dp + dq + dk
+        if causal and N_Q == N_KV:
+            return total / 2
+        return total * SDPA._fraction(N_Q, N_KV, causal) if causal else total
+
+    @staticmethod
+    def bytes_bwd_func(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v, causal, bytes_per_element) -> Number:
+        q = B * N_Q * H_Q * d_h_qk
+        k = B * N_KV * H_KV * d_h_qk
+        v = B * N_KV * H_KV * d_h_v
+        do = B * N_Q * H_Q * d_h_v
+        return (q + k + v + do + q + k + v) * bytes_per_element  # reads, then dQ dK dV
+
+
+@dataclass(frozen=True, slots=True)
+class SdpaOp(OpRecord):
+    """Fused attention over one batch: q/out in `act`, K and V in `kv` (the cache dtype)."""
+
+    kind: ClassVar[str] = "SDPA"
+    unit: ClassVar[Unit] = Unit.matrix
+
+    B: int
+    N_Q: int
+    H_Q: int
+    N_KV: int
+    H_KV: int
+    d_h_qk: int
+    d_h_v: int
+    causal: bool
+    window: int = 0  # sliding window in keys; 0 = full
+    flash_impl: bool = True  # backward recomputes QKᵀ
+    act: DType = DType.bf16
+    kv: DType = DType.bf16
+
+    @property
+    def precision(self) -> str:
+        return compute_precision(self.act, self.kv)
+
+    def pairs(self, conventions: Conventions = MODELCOST) -> Number:
+        if conventions is Conventions.tracelens:
+            if not self.causal:
+                return self.N_Q * self.N_KV
+            return trapezoid_pairs(self.N_Q, self.N_KV)
+        return exact_pairs(self.N_Q, self.N_KV, self.causal, self.window)
+
+    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+        if conventions is Conventions.tracelens:
+            return SDPA.flops_func(*self._tl_args())
+        return 2 * self.B * self.H_Q * self.pairs() * (self.d_h_qk + self.d_h_v)
+
+    def _tl_args(self) -> tuple:
+        return (
+            self.B, self.N_Q, self.H_Q, self.N_KV, self.H_KV, self.d_h_qk, self.d_h_v, self.causal,
+        )  # fmt: skip
+
+    def _tensors(self) -> tuple[int, int, int, int]:
+        """Elements of Q, K, V (the keys actually read) and O."""
+        n_kv = keys_read(self.N_Q, self.N_KV, self.causal, self.window)
+        q = self.B * self.N_Q * self.H_Q * self.d_h_qk
+        k = self.B * n_kv * self.H_KV * self.d_h_qk
+        v = self.B * n_kv * self.H_KV * self.d_h_v
+        o = self.B * self.N_Q * self.H_Q * self.d_h_v
+        return q, k, v, o
+
+    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+        if conventions is Conventions.tracelens:
+            return SDPA.bytes_func(*self._tl_args(), 2)  # TraceLens reports always use 2 B
+        q, k, v, o = self._tensors()
+        return (q + o) * bpe(self.act) + (k + v) * bpe(self.kv)
+
+    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+        if conventions is Conventions.tracelens:
+            return SDPA.flops_bwd_func(*self._tl_args(), self.flash_impl)
+        per_pair = (3 if self.flash_impl else 2) * self.d_h_qk + 2 * self.d_h_v
+        matmuls = 2 * self.B * self.H_Q * self.pairs() * per_pair
+        n_kv = keys_read(self.N_Q, self.N_KV, self.causal, self.window)
+        group_sum = self.B * n_kv * (self.H_Q - self.H_KV) * (self.d_h_qk + self.d_h_v)
+        return matmuls + group_sum  # + summing dK, dV over each KV head's query group
+
+    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+        if conventions is Conventions.tracelens:
+            return SDPA.bytes_bwd_func(*self._tl_args(), 2)
+        q, k, v, o = self._tensors()
+        lse = self.B * self.H_Q * self.N_Q * LSE_BYTES
+        act, kv = bpe(self.act), bpe(self.kv)
+        reads = (q + o + o) * act + (k + v) * kv + lse  # Q, O, dO, K, V, LSE
+        writes = q * act + (k + v) * kv  # dQ, dK, dV
+        return reads + writes
+
+
+class Softmax:
+    """TraceLens-compatible static functions (3 FLOPs per element: exp, add, divide)."""
+
+    @staticmethod
+    def flops_func(M: int, N: int, B: int = 1) -> int:
+        return 3 * B * M * N
+
+    @staticmethod
+    def bytes_func(M: int, N: int, bytes_per_element: Number, B: int = 1) -> Number:
+        return 2 * B * M * N * bytes_per_element
+
+    @staticmethod
+    def flops_bwd(M: int, N: int, B: int = 1) -> int:
+        return 2 * Softmax.flops_func(M, N, B)
+
+    @staticmethod
+    def bytes_bwd(M: int, N: int, bytes_per_element: Number, B: int = 1) -> Number:
+        return 2 * Softmax.bytes_func(M, N, bytes_per_element, B)
+
+
+@dataclass(frozen=True, slots=True)
+class SoftmaxOp(OpRecord):
+    """Softmax over the last dimension (N) of a (B, M, N) tensor."""
+
+    kind: ClassVar[str] = "Softmax"
+    unit: ClassVar[Unit] = Unit.vector
+
+    M: int
+    N: int
+    B: int = 1
+    dtype: DType = DType.bf16
+
+    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+        return Softmax.flops_func(self.M, self.N, self.B)
+
+    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+        return Softmax.bytes_func(self.M, self.N, bpe(self.dtype), self.B)
+
+    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+        return Softmax.flops_bwd(self.M, self.N, self.B)
+
+    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+        return Softmax.bytes_bwd(self.M, self.N, bpe(self.dtype), self.B)
+
+
+class InferenceAttention:
+    """TraceLens's serving-attention formulas, from per-batch sums over requests:
+    c_* for prefill (context) chunks, g_* for decode (generation) requests; sq, sk are
+    query and key lengths, sqsk and sqsq sums of sq·sk and sq²."""
+
+    @staticmethod
+    def flops_func(H_Q, d_h_qk, d_h_v, c_sqsk, c_sqsq, g_sqsk) -> Number:
+        return H_Q * (d_h_qk + d_h_v) * (2 * c_sqsk - c_sqsq + 2 * g_sqsk)
+
+    @staticmethod
+    def bytes_func(B, H_Q, H_KV, d_h_qk, d_h_v, c_sq, c_sk, g_sq, g_sk, bytes_per_element,
+                   bytes_per_element_KV=None) -> Number:  # fmt: skip
+        kv_bpe = bytes_per_element if bytes_per_element_KV is None else bytes_per_element_KV
+        per_new = H_Q * d_h_qk + H_Q * d_h_v + H_KV * d_h_qk + H_KV * d_h_v
+        new = B * (c_sq + g_sq) * per_new * bytes_per_element
+        cached = B * ((c_sk - c_sq) + (g_sk - g_sq)) * H_KV * (d_h_qk + d_h_v) * kv_bpe
+        return new + cached

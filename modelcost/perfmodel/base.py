@@ -1,0 +1,126 @@
+"""The shared vocabulary of the perf model: conventions, compute units, the cost record,
+and the base every op record derives from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import StrEnum
+from typing import ClassVar
+
+from ..dtypes import DTYPES, DType
+
+
+class Conventions(StrEnum):
+    """Counting conventions. `tracelens` reproduces TraceLens's perf model exactly;
+    `modelcost` (the default) fixes its defects (docs/conventions.md)."""
+
+    modelcost = "modelcost"
+    tracelens = "tracelens"
+
+
+MODELCOST = Conventions.modelcost
+TRACELENS = Conventions.tracelens
+
+
+class Unit(StrEnum):
+    """Where an op's math runs: matrix cores, vector ALUs, or the scale-up network."""
+
+    matrix = "matrix"
+    vector = "vector"
+    network = "network"
+
+
+Number = int | float
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """FLOPs and bytes moved, addable and scalable (a repeated op is `count * cost`)."""
+
+    flops: Number = 0
+    bytes: Number = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.flops + other.flops, self.bytes + other.bytes)
+
+    def __mul__(self, k: Number) -> Cost:
+        return Cost(self.flops * k, self.bytes * k)
+
+    __rmul__ = __mul__
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOPs per byte (inf for a byte-free op)."""
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+
+def bpe(dtype: DType) -> Number:
+    """Bytes per element, block scales included (mxfp4: 0.5 + 1/32)."""
+    value = DTYPES[dtype].bytes_per_element
+    return int(value) if value.is_integer() else value
+
+
+_PRECISION_RANK = {"fp32": 6, "tf32": 5, "bf16": 4, "fp16": 4, "fp8": 3, "int8": 3, "fp6": 2}
+
+
+def compute_precision(*dtypes: DType) -> str:
+    """The precision math on these operands runs at: that of the widest operand
+    (bf16 activations × int4 weights run at bf16; fp8 × fp8 at fp8)."""
+    precisions = [DTYPES[d].precision for d in dtypes]
+    return max(precisions, key=lambda p: _PRECISION_RANK.get(p, 1))
+
+
+def prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    """One op instance: its shape parameters and the dtype of each operand.
+
+    Subclasses set `kind` (the perf-model class name: GEMM, SDPA, ...) and `unit`, and
+    implement the four counts. Every count takes the conventions to use.
+    """
+
+    kind: ClassVar[str] = ""
+    unit: ClassVar[Unit] = Unit.vector
+
+    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+        raise NotImplementedError
+
+    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+        raise NotImplementedError
+
+    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+        raise NotImplementedError
+
+    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+        raise NotImplementedError
+
+    def cost(self, conventions: Conventions = MODELCOST) -> Cost:
+        return Cost(self.flops(conventions), self.bytes(conventions))
+
+    def cost_bwd(self, conventions: Conventions = MODELCOST) -> Cost:
+        return Cost(self.flops_bwd(conventions), self.bytes_bwd(conventions))
+
+    @property
+    def precision(self) -> str:
+        """The precision whose peak bounds this op's compute time."""
+        return compute_precision(*self.dtypes())
+
+    def dtypes(self) -> tuple[DType, ...]:
+        """The dtypes of the operands the math runs on."""
+        return tuple(
+            getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), DType)
+        )
+
+    def shape(self) -> dict[str, object]:
+        """Shape parameters by their TraceLens names (dtypes left out)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if not isinstance(getattr(self, f.name), DType)
+        }

@@ -1,0 +1,59 @@
+"""Collectives over a group of n devices, as bytes each device sends (ring algorithms).
+
+For a tensor of S elements: all-reduce sends 2·(n−1)/n·S, all-gather (S = the gathered
+output) and reduce-scatter (S = the input) (n−1)/n·S, all-to-all (n−1)/n·S. Reducing
+collectives also add (n−1)/n·S elements. These run at scale-up (network) bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import ClassVar, Literal
+
+from ..dtypes import DType
+from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
+
+CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
+_BACKWARD: dict[str, CollectiveKind] = {
+    "all_reduce": "all_reduce",
+    "all_gather": "reduce_scatter",
+    "reduce_scatter": "all_gather",
+    "all_to_all": "all_to_all",
+}
+
+
+def _number(x: Fraction) -> Number:
+    return int(x) if x.denominator == 1 else float(x)
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveOp(OpRecord):
+    kind: ClassVar[str] = "Collective"
+    unit: ClassVar[Unit] = Unit.network
+
+    collective: CollectiveKind
+    elements: int
+    group: int
+    dtype: DType = DType.bf16
+
+    def _share(self) -> Fraction:
+        return Fraction(self.group - 1, self.group)
+
+    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+        if self.collective in ("all_reduce", "reduce_scatter"):
+            return _number(self._share() * self.elements)
+        return 0
+
+    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+        steps = 2 if self.collective == "all_reduce" else 1
+        return _number(steps * self._share() * self.elements * Fraction(bpe(self.dtype)))
+
+    def _backward(self) -> CollectiveOp:
+        return CollectiveOp(_BACKWARD[self.collective], self.elements, self.group, self.dtype)
+
+    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+        return self._backward().flops(conventions)
+
+    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+        return self._backward().bytes(conventions)

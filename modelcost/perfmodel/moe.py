@@ -1,0 +1,133 @@
+"""Mixture-of-experts pieces: routing, token dispatch/combine, and how many experts a
+batch touches. (The expert matmuls themselves are GroupedGemm.)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from ..dtypes import DType
+from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
+
+
+def expected_experts_hit(experts: int, top_k: int, tokens: int) -> float:
+    """Expected distinct experts that `tokens` tokens route to, each picking `top_k` of
+    `experts` uniformly: E·(1 − ((E − k)/E)^T). Weight bytes scale with this at decode."""
+    return experts * (1 - ((experts - top_k) / experts) ** tokens)
+
+
+class MoEComm:
+    """Token dispatch / combine: moves each token's hidden vector once (no FLOPs)."""
+
+    @staticmethod
+    def flops_func(num_tokens: int, hidden_dim: int) -> int:
+        return 0
+
+    @staticmethod
+    def bytes_func(num_tokens: int, hidden_dim: int, bytes_per_element: Number) -> Number:
+        return num_tokens * hidden_dim * bytes_per_element
+
+
+@dataclass(frozen=True, slots=True)
+class MoECommOp(OpRecord):
+    kind: ClassVar[str] = "MoEComm"
+    unit: ClassVar[Unit] = Unit.vector
+
+    num_tokens: int
+    hidden_dim: int
+    direction: Literal["dispatch", "combine"] = "dispatch"
+    dtype: DType = DType.bf16
+
+    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+        return MoEComm.flops_func(self.num_tokens, self.hidden_dim)
+
+    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+        return MoEComm.bytes_func(self.num_tokens, self.hidden_dim, bpe(self.dtype))
+
+    flops_bwd = flops
+    bytes_bwd = bytes  # the gradient travels the reverse route, same volume
+
+
+ROUTER_PROB_BYTES = 4  # fp32 routing weights
+ROUTER_INDEX_BYTES = 4  # int32 expert ids
+
+
+@dataclass(frozen=True, slots=True)
+class MoERoutingOp(OpRecord):
+    """Scores over experts (softmax or sigmoid of the router logits), top-k selection,
+    and renormalization of the k weights. The router GEMM is a separate GEMM."""
+
+    kind: ClassVar[str] = "MoERouting"
+    unit: ClassVar[Unit] = Unit.vector
+
+    tokens: int
+    experts: int
+    top_k: int
+    scoring: Literal["softmax", "sigmoid"] = "softmax"
+    logits: DType = DType.bf16
+
+    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+        T, E, k = self.tokens, self.experts, self.top_k
+        score = (3 if self.scoring == "softmax" else 4) * T * E  # exp/add/div; sigmoid 4
+        return score + T * E * k + 2 * T * k  # k passes of max; sum and divide
+
+    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+        T, E, k = self.tokens, self.experts, self.top_k
+        return T * E * bpe(self.logits) + T * k * (ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES)
+
+    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+        # gradient of the k renormalized weights back through the scores: 3 per score
+        return 3 * self.tokens * self.experts + 2 * self.tokens * self.top_k
+
+    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+        T, E, k = self.tokens, self.experts, self.top_k
+        # read dweights, ids and saved scores; write dlogits
+        return T * k * (ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES) + 2 * T * E * bpe(self.logits)
+
+
+class FusedMoE:
+    """TraceLens's fused-MoE formulas (extension classes), with its E_active estimate."""
+
+    @staticmethod
+    def flops_func(num_tokens, hidden_dim, inter_dim, topk, gated) -> int:
+        M, K, N = num_tokens, hidden_dim, inter_dim
+        up = 2 * M * K * N * topk * (2 if gated else 1)
+        return up + 2 * M * K * N * topk + M * K * (2 * topk - 1)
+
+    @staticmethod
+    def bytes_func(num_tokens, hidden_dim, inter_dim, num_experts, topk, gated,
+                   input_bpe, weight_bpe, output_bpe) -> float:  # fmt: skip
+        M, K, N = num_tokens, hidden_dim, inter_dim
+        active = expected_experts_hit(num_experts, topk, M)
+        weights = active * N * K * weight_bpe * (2 if gated else 1) + active * N * K * weight_bpe
+        return M * K * input_bpe + weights + M * K * output_bpe
+
+
+class UnfusedMoE_Up:
+    @staticmethod
+    def flops_func(num_tokens, hidden_dim, inter_dim, topk, gated) -> int:
+        return 2 * num_tokens * hidden_dim * inter_dim * topk * (2 if gated else 1)
+
+    @staticmethod
+    def bytes_func(num_tokens, hidden_dim, inter_dim, num_experts, topk, gated,
+                   input_bpe, weight_bpe, output_bpe) -> float:  # fmt: skip
+        M, K, N = num_tokens, hidden_dim, inter_dim
+        active = expected_experts_hit(num_experts, topk, M)
+        return (
+            M * K * input_bpe
+            + active * (2 if gated else 1) * K * N * weight_bpe
+            + (M * N * topk * output_bpe)
+        )
+
+
+class UnfusedMoE_Down:
+    @staticmethod
+    def flops_func(num_tokens, hidden_dim, inter_dim, topk) -> int:
+        return 2 * num_tokens * inter_dim * hidden_dim * topk
+
+    @staticmethod
+    def bytes_func(num_tokens, hidden_dim, inter_dim, num_experts, topk,
+                   input_bpe, weight_bpe, output_bpe) -> float:  # fmt: skip
+        M, K, N = num_tokens, hidden_dim, inter_dim
+        active = expected_experts_hit(num_experts, topk, M)
+        return M * N * topk * input_bpe + active * N * K * weight_bpe + M * K * output_bpe

@@ -1,0 +1,57 @@
+"""Quantize and dequantize between dtypes (block-scaled formats compute a scale per block)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..dtypes import DTYPES, DType
+from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
+
+
+@dataclass(frozen=True, slots=True)
+class QuantizeOp(OpRecord):
+    """Convert `elements` values from `src` to the narrower `dst`.
+
+    FLOPs per element: scale and convert (2), plus the block's absolute maximum (1) when
+    `dst` carries block scales. Bytes: src read, dst (with its scales) written.
+    """
+
+    kind: ClassVar[str] = "Quantize"
+    unit: ClassVar[Unit] = Unit.vector
+
+    elements: int
+    src: DType = DType.bf16
+    dst: DType = DType.fp8_e4m3
+
+    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+        return (3 if DTYPES[self.dst].block else 2) * self.elements
+
+    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+        return self.elements * (bpe(self.src) + bpe(self.dst))
+
+    # the gradient passes straight through the cast: the same traffic back
+    flops_bwd = flops
+    bytes_bwd = bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DequantizeOp(OpRecord):
+    """Expand `elements` values from `src` (e.g. mxfp4 weights) to `dst`: one multiply
+    by the scale per element."""
+
+    kind: ClassVar[str] = "Dequantize"
+    unit: ClassVar[Unit] = Unit.vector
+
+    elements: int
+    src: DType = DType.mxfp4
+    dst: DType = DType.bf16
+
+    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+        return self.elements
+
+    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+        return self.elements * (bpe(self.src) + bpe(self.dst))
+
+    flops_bwd = flops
+    bytes_bwd = bytes
