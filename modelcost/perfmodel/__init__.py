@@ -68,6 +68,7 @@ __all__ = [
     "GemmOp",
     "GroupedGemm",
     "GroupedGemmOp",
+    "InferenceAttention",
     "MambaSSD",
     "MambaSsdOp",
     "MambaStepOp",

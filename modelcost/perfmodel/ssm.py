@@ -165,7 +165,7 @@ class CausalConv1d:
 @dataclass(frozen=True, slots=True)
 class CausalConv1dOp(OpRecord):
     kind: ClassVar[str] = "CausalConv1d"
-    unit: ClassVar[Unit] = Unit.matrix
+    unit: ClassVar[Unit] = Unit.vector  # a depthwise k=4 filter: no matrix-core work
 
     batch: int
     channels: int
