@@ -18,6 +18,7 @@ from modelcost.parse import parse
 
 # More with e.g. MODELCOST_FUZZ_EXAMPLES=2000 (clean at 1,500 per spec when written).
 EXAMPLES = int(os.environ.get("MODELCOST_FUZZ_EXAMPLES", "120"))
+RANDOM = bool(os.environ.get("MODELCOST_FUZZ_EXAMPLES"))  # a long fuzz explores afresh
 
 TOKENS = [
     "{", "}", "(", ")", "=", ",", ";", "**", "/", "//", "%", "-", "+", "*",
@@ -57,7 +58,9 @@ def test_mutated_specs_only_raise_spec_error(path: Path) -> None:
     @settings(
         max_examples=EXAMPLES,
         deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+        derandomize=not RANDOM,  # CI replays the same mutations every run
+        database=None,
+        suppress_health_check=list(HealthCheck),
     )
     def check(text: str) -> None:
         try:
