@@ -1,4 +1,4 @@
-"""The command line: `modelcost check | fmt | params | schema`.
+"""The command line: `modelcost check | fmt | params | compile | hw | schema`.
 
 Exit codes: 0 ok, 1 a requested check failed (e.g. `fmt --check`), 2 bad input or usage.
 Bad input is reported as `path:line:col: error: message` with the source line, a caret
@@ -20,7 +20,9 @@ from tabulate import tabulate
 from . import __version__
 from .errors import SpecError
 from .fmt import format_source
+from .graph import Phase, Workload
 from .params import count_params
+from .perfmodel import Conventions
 from .resolve import load_spec, load_specs
 from .spec import Spec
 
@@ -124,8 +126,121 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    print(json.dumps(Spec.model_json_schema(), indent=2, sort_keys=True))
+    from .report import Report
+
+    model = Report if args.report else Spec
+    print(json.dumps(model.model_json_schema(), indent=2, sort_keys=True))
     return EXIT_OK
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _phases(text: str) -> list[Phase]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in names if p not in Phase.__members__]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown phase {', '.join(bad) or text!r}; choose from prefill, decode, train"
+        )
+    return list(dict.fromkeys(Phase(p) for p in names))
+
+
+def _kinds(text: str) -> frozenset[str]:
+    return frozenset(k.strip() for k in text.split(",") if k.strip())
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from .compile import compile_report
+    from .hardware import load_hardware
+    from .render.json_report import render_json
+    from .render.text import render_text
+
+    try:
+        spec = load_spec(args.spec, args.model)
+        hw = load_hardware(args.hw)
+        reports = [
+            compile_report(
+                spec,
+                hw,
+                Workload(phase, args.batch, args.seq, args.context, args.logits),
+                Conventions(args.conventions),
+                args.peak,
+                args.bandwidth,
+                args.only,
+            )
+            for phase in args.phase
+        ]
+    except SpecError as err:
+        _report(err)
+        return EXIT_BAD_INPUT
+    text = render_json(reports) if args.format == "json" else render_text(reports)
+    for r in reports:
+        if r.totals.memory.warning:
+            print(f"modelcost: warning: {r.totals.memory.warning}", file=sys.stderr)
+    return _emit(text, args.output)
+
+
+def _emit(text: str, output: str | None) -> int:
+    if output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    try:
+        _write_atomic(Path(output), text)
+    except OSError as exc:
+        print(f"{output}: error: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def cmd_hw_list(args: argparse.Namespace) -> int:
+    from .hardware import load_hardware, shipped_hardware
+
+    rows = []
+    for name in shipped_hardware():
+        h = load_hardware(name)
+        bf16 = h.peak("matrix", "bf16")[0]
+        rows.append([name, h.title, h.arch, f"{bf16 / 1e12:,.1f}", f"{h.memory_bandwidth / 1e12:g}",
+                     f"{h.memory / 1e9:g}"])  # fmt: skip
+    print(tabulate(rows, headers=["name", "title", "arch", "bf16 TFLOPS", "TB/s", "GB"]))
+    return EXIT_OK
+
+
+def cmd_hw_show(args: argparse.Namespace) -> int:
+    from .hardware import load_hardware
+
+    try:
+        h = load_hardware(args.name)
+    except SpecError as err:
+        _report(err)
+        return EXIT_BAD_INPUT
+    if args.format == "json":
+        print(h.model_dump_json(indent=2))
+        return EXIT_OK
+    print(f"{h.title} ({h.name}, {h.arch}, {h.vendor})")
+    print(f"HBM {h.memory / 1e9:g} GB at {h.memory_bandwidth / 1e12:g} TB/s; "
+          f"scale-up {h.scaleup_bandwidth / 1e9:g} GB/s; {h.compute_units} CUs at "
+          f"{h.clock / 1e6:g} MHz")  # fmt: skip
+    precisions = sorted(set(h.matrix) | set(h.vector) | set(h.achievable.matrix))
+    rows = [
+        [p, _tf(h.matrix.get(p)), _tf(h.achievable.matrix.get(p)), _tf(h.vector.get(p))]
+        for p in precisions
+    ]
+    print(tabulate(rows, headers=["precision", "matrix TFLOPS", "achievable", "vector TFLOPS"]))
+    if h.achievable.source:
+        print(f"achievable: {h.achievable.source}")
+    return EXIT_OK
+
+
+def _tf(value: float | None) -> str:
+    return "" if value is None else f"{value / 1e12:,.1f}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,7 +271,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="which model, when a file defines several")
     p.add_argument("--format", choices=["text", "json"], default="text")
 
-    add("schema", cmd_schema, "print the JSON Schema of the resolved Spec IR")
+    p = add("compile", cmd_compile, "lower, cost and roofline a spec on a hardware target")
+    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("--model", help="which model, when a file defines several")
+    p.add_argument("--hw", required=True, help="a shipped target (modelcost hw list) or a .hw file")
+    p.add_argument("--phase", type=_phases, default=[Phase.prefill],
+                   help="prefill, decode or train; several separated by commas")  # fmt: skip
+    p.add_argument("--batch", type=_positive, default=1, help="sequences per step (default 1)")
+    p.add_argument("--seq", type=_positive, default=2048, help="prefill/train length (2048)")
+    p.add_argument("--context", type=_positive, default=2048, help="decode KV length (2048)")
+    p.add_argument("--logits", choices=["all", "last"], default="all",
+                   help="prefill: logits for every token or the last of each sequence")  # fmt: skip
+    p.add_argument("--conventions", choices=[c.value for c in Conventions], default="modelcost")
+    p.add_argument("--peak", choices=["datasheet", "achievable"], default="datasheet",
+                   help="compute peaks: the datasheet's, or measured where published")  # fmt: skip
+    p.add_argument("--bandwidth", choices=["datasheet", "achievable"], default="datasheet",
+                   help="HBM bandwidth: the datasheet's, or measured where published")  # fmt: skip
+    p.add_argument("--only", type=_kinds, default=None, metavar="KINDS",
+                   help="count only these op kinds, e.g. GEMM,SDPA")  # fmt: skip
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
+    hw = sub.add_parser("hw", help="shipped hardware targets", description="hardware targets")
+    hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="COMMAND")
+    p = hw_sub.add_parser("list", help="list the shipped targets")
+    p.set_defaults(func=cmd_hw_list)
+    p = hw_sub.add_parser("show", help="one target's figures")
+    p.add_argument("name", help="a shipped name or a .hw file")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_hw_show)
+
+    p = add("schema", cmd_schema, "print the JSON Schema of the Spec IR (or of reports)")
+    p.add_argument("--report", action="store_true", help="the schema of compile's JSON")
     return parser
 
 

@@ -1,0 +1,268 @@
+"""Hardware targets: parse a hardware file into a validated `Hardware`, find shipped ones.
+
+A hardware file gives one accelerator's dense datasheet peaks per precision for the
+matrix and vector units, achievable (measured) peaks where published, HBM capacity and
+bandwidth, scale-up bandwidth and the arch id, each value with its unit.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedInput
+from pydantic import BaseModel, ConfigDict
+
+from .errors import SpecError, did_you_mean
+from .parse import _syntax_error
+from .resources import grammar_path, specs_dir
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4", "int4")
+# When a precision has no unit of its own, math runs at the next wider one.
+FALLBACK = {
+    "fp4": "fp6", "fp6": "fp8", "int4": "int8", "int8": "fp8", "fp8": "bf16",
+    "fp16": "bf16", "tf32": "fp32",
+}  # fmt: skip
+
+UNITS: dict[str, tuple[str, float]] = {
+    "PFLOPS": ("compute", 1e15), "TFLOPS": ("compute", 1e12), "GFLOPS": ("compute", 1e9),
+    "POPS": ("compute", 1e15), "TOPS": ("compute", 1e12),
+    "TB/s": ("bandwidth", 1e12), "GB/s": ("bandwidth", 1e9), "MB/s": ("bandwidth", 1e6),
+    "TB": ("size", 1e12), "GB": ("size", 1e9), "MB": ("size", 1e6),
+    "TiB": ("size", 2.0**40), "GiB": ("size", 2.0**30), "MiB": ("size", 2.0**20),
+    "KiB": ("size", 2.0**10),
+    "GHz": ("frequency", 1e9), "MHz": ("frequency", 1e6), "W": ("power", 1.0),
+}  # fmt: skip
+UNIT_EXAMPLES = {
+    "compute": "TFLOPS", "bandwidth": "TB/s", "size": "GB", "frequency": "MHz",
+    "power": "W", "count": "no unit", "text": 'a "string"',
+}  # fmt: skip
+
+# field -> what it holds; required fields have no default in Hardware
+TOP_FIELDS = {
+    "title": "text", "vendor": "text", "arch": "text", "memory": "size",
+    "memory_bandwidth": "bandwidth", "scaleup_bandwidth": "bandwidth",
+    "compute_units": "count", "clock": "frequency", "tdp": "power", "source": "text",
+}  # fmt: skip
+SECTIONS = ("matrix", "vector", "achievable")
+ACHIEVABLE_EXTRA = {"memory_bandwidth": "bandwidth", "source": "text"}
+
+
+class _HW(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Achievable(_HW):
+    """Measured peaks: matrix FLOP/s by precision and HBM bandwidth, with their source."""
+
+    matrix: dict[str, float] = {}
+    memory_bandwidth: float | None = None
+    source: str = ""
+
+
+class Hardware(_HW):
+    """One accelerator. FLOP/s, bytes and bytes/s in plain SI units."""
+
+    name: str
+    title: str
+    vendor: str
+    arch: str
+    memory: float
+    memory_bandwidth: float
+    scaleup_bandwidth: float  # bidirectional aggregate per device, as vendors quote it
+    compute_units: int
+    clock: float
+    tdp: float | None = None
+    source: str = ""
+    matrix: dict[str, float]
+    vector: dict[str, float]
+    achievable: Achievable = Achievable()
+
+    def peak(
+        self,
+        unit: Literal["matrix", "vector"],
+        precision: str,
+        which: Literal["datasheet", "achievable"] = "datasheet",
+    ) -> tuple[float, str, str]:
+        """(FLOP/s, precision used, source used) for math at `precision` on `unit`.
+
+        An unsupported precision falls back to the next wider one; `achievable` falls
+        back to the datasheet where nothing was measured.
+        """
+        table = self.matrix if unit == "matrix" else self.vector
+        used = precision
+        while used not in table and used in FALLBACK:
+            used = FALLBACK[used]
+        if used not in table:  # e.g. fp32 GEMMs on a GPU without an fp32 matrix path
+            table, used = self.vector, "fp32"
+        if which == "achievable" and table is self.matrix and used in self.achievable.matrix:
+            return self.achievable.matrix[used], used, "achievable"
+        return table[used], used, "datasheet"
+
+    def bandwidth(self, which: Literal["datasheet", "achievable"] = "datasheet") -> float:
+        if which == "achievable" and self.achievable.memory_bandwidth:
+            return self.achievable.memory_bandwidth
+        return self.memory_bandwidth
+
+    @property
+    def scaleup_per_direction(self) -> float:
+        return self.scaleup_bandwidth / 2
+
+
+@cache
+def _parser() -> Lark:
+    return Lark(
+        grammar_path("hardware.lark").read_text(encoding="utf-8"),
+        parser="lalr",
+        propagate_positions=True,
+    )
+
+
+def hardware_dir() -> Path:
+    return specs_dir() / "hardware"
+
+
+def shipped_hardware() -> list[str]:
+    return sorted(p.stem for p in hardware_dir().glob("*.hw"))
+
+
+def load_hardware(name_or_path: str | Path) -> Hardware:
+    """A shipped target by name (`mi300x`) or a hardware file by path."""
+    path = Path(name_or_path)
+    if path.suffix != ".hw" and not path.exists():
+        shipped = hardware_dir() / f"{name_or_path}.hw"
+        if not shipped.exists():
+            names = shipped_hardware()
+            hint = did_you_mean(str(name_or_path), names) or f"shipped: {', '.join(names)}"
+            raise SpecError(f"unknown hardware `{name_or_path}`", filename="--hw", hint=hint)
+        path = shipped
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SpecError(f"cannot read file: {reason}", filename=str(path)) from None
+    return parse_hardware(text, str(path))
+
+
+class _Reader:
+    def __init__(self, text: str, filename: str) -> None:
+        self.lines = text.splitlines()
+        self.filename = filename
+
+    def error(self, message: str, node, hint: str | None = None) -> SpecError:
+        line, col = node.line, node.column
+        width = (node.end_column - col) if getattr(node, "end_line", line) == line else 1
+        return SpecError(
+            message,
+            filename=self.filename,
+            line=line,
+            column=col,
+            hint=hint,
+            source_line=self.lines[line - 1] if 0 < line <= len(self.lines) else None,
+            width=width,
+        )
+
+    def value(self, field: Tree, kind: str, where: str) -> object:
+        name_tok: Token = field.children[0]
+        value = field.children[1]
+        if value.data == "string":
+            if kind != "text":
+                raise self.error(f"`{where}` needs {UNIT_EXAMPLES[kind]}, got a string", value.meta)
+            return value.children[0][1:-1]
+        number_tok, unit_tok = value.children
+        if kind == "text":
+            raise self.error(f'`{where}` needs a "string"', value.meta)
+        number = Decimal(str(number_tok).replace("_", ""))
+        if kind == "count":
+            if unit_tok is not None or number != number.to_integral_value():
+                raise self.error(f"`{where}` needs a whole number with no unit", value.meta)
+            return int(number)
+        if unit_tok is None:
+            raise self.error(
+                f"`{where}` needs a unit", number_tok, f"for example {UNIT_EXAMPLES[kind]}"
+            )
+        unit_kind, scale = UNITS[str(unit_tok)]
+        if unit_kind != kind:
+            raise self.error(
+                f"`{where}` needs {kind} (e.g. {UNIT_EXAMPLES[kind]}), not `{unit_tok}`",
+                unit_tok,
+            )
+        if number <= 0:
+            raise self.error(f"`{where}` must be positive", number_tok)
+        del name_tok
+        return float(number * Decimal(scale))
+
+    def fields(self, entries: list[Tree], allowed: dict[str, str], where: str) -> dict:
+        out: dict[str, object] = {}
+        for f in entries:
+            name_tok: Token = f.children[0]
+            name = str(name_tok)
+            if f.data == "section":
+                raise self.error(f"sections cannot nest: `{name}` inside `{where}`", name_tok)
+            if name not in allowed:
+                hint = did_you_mean(name, allowed) or f"allowed here: {', '.join(allowed)}"
+                raise self.error(f"unknown field `{name}` in `{where}`", name_tok, hint)
+            if name in out:
+                raise self.error(f"`{name}` is set twice in `{where}`", name_tok)
+            label = name if where == "hardware" else f"{where}.{name}"
+            out[name] = self.value(f, allowed[name], label)
+        return out
+
+
+def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
+    """Parse and validate a hardware file."""
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as err:
+        raise _syntax_error(err, text, filename) from None
+    reader = _Reader(text, filename)
+    (hw,) = tree.children
+    name_tok, *entries = hw.children
+    top = [e for e in entries if e.data == "field"]
+    sections = {}
+    for e in entries:
+        if e.data == "section":
+            sname = str(e.children[0])
+            if sname not in SECTIONS:
+                hint = did_you_mean(sname, SECTIONS) or f"sections: {', '.join(SECTIONS)}"
+                raise reader.error(f"unknown section `{sname}`", e.children[0], hint)
+            if sname in sections:
+                raise reader.error(f"section `{sname}` appears twice", e.children[0])
+            sections[sname] = e
+    values = reader.fields(top, TOP_FIELDS, "hardware")
+    tables = {}
+    for sname in SECTIONS:
+        allowed = dict.fromkeys(PRECISIONS, "compute")
+        if sname == "achievable":
+            allowed |= ACHIEVABLE_EXTRA
+        body = sections[sname].children[1:] if sname in sections else []
+        tables[sname] = reader.fields(body, allowed, sname)
+    required = [f for f in TOP_FIELDS if f not in ("tdp", "source")]
+    missing = [f for f in required if f not in values]
+    for sname in ("matrix", "vector"):
+        if not tables[sname]:
+            missing.append(f"{sname} {{ ... }}")
+    if missing:
+        raise reader.error(
+            f"hardware `{name_tok}` is missing {', '.join(f'`{m}`' for m in missing)}",
+            name_tok,
+        )
+    if "fp32" not in tables["vector"]:
+        node = sections["vector"].children[0] if "vector" in sections else name_tok
+        raise reader.error("the `vector` section needs `fp32`", node)
+    ach = tables["achievable"]
+    achievable = Achievable(
+        matrix={k: v for k, v in ach.items() if k in PRECISIONS},
+        memory_bandwidth=ach.get("memory_bandwidth"),
+        source=ach.get("source", ""),
+    )
+    return Hardware(
+        name=str(name_tok),
+        matrix=tables["matrix"],
+        vector=tables["vector"],
+        achievable=achievable,
+        **values,
+    )

@@ -1,0 +1,580 @@
+"""Stage 3, lower: a Spec and a workload → an OpGraph of perf-model op records.
+
+Identical repeated layers are lowered once and carry a multiplicity; each distinct
+layer kind of a heterogeneous stack (dense then MoE, local/global alternation) is its
+own group. Each IR layer statement lowers to the ops its reference implementation runs
+(`attention` → q/k/v projections, RoPE, SDPA, o projection, ...).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from . import spec as ir
+from .dtypes import DType
+from .errors import SpecError
+from .graph import Group, Node, OpGraph, Phase, Workload
+from .params import op_params, walk
+from .perfmodel import (
+    AdamStepOp,
+    BinaryOp,
+    ConvOp,
+    CrossEntropyOp,
+    EmbeddingOp,
+    GemmOp,
+    GroupedGemmOp,
+    MambaSsdOp,
+    MambaStepOp,
+    MoECommOp,
+    MoERoutingOp,
+    NormOp,
+    OpRecord,
+    RopeOp,
+    SdpaOp,
+    UnaryOp,
+    bpe,
+    expected_experts_hit,
+)
+
+ACT_FN = {
+    ir.Activation.swiglu: "silu",
+    ir.Activation.silu: "silu",
+    ir.Activation.geglu: "gelu_tanh",
+    ir.Activation.gelu: "gelu",
+    ir.Activation.gelu_tanh: "gelu_tanh",
+    ir.Activation.relu: "relu",
+}
+SSM_STATE = DType.fp32
+MLA_DECODE_NOTE = (
+    "MLA decode uses the absorbed form: attention runs over the compressed latent cache "
+    "(one KV head, d_qk = kv_lora_rank + qk_rope_head_dim, d_v = kv_lora_rank); W_UK and "
+    "W_UV are applied as per-head batched GEMMs."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """Token geometry of one step: B sequences, S queries each, attending n_kv keys."""
+
+    phase: Phase
+    B: int
+    S: int
+    n_kv: int
+    logits_all: bool
+
+    @property
+    def T(self) -> int:
+        return self.B * self.S
+
+    @property
+    def decode(self) -> bool:
+        return self.phase is Phase.decode
+
+    @property
+    def train(self) -> bool:
+        return self.phase is Phase.train
+
+
+@dataclass
+class _Emit:
+    """Collects the nodes of one scope (a layer, or the model level) with stable names."""
+
+    prefix: str
+    group: str
+    count: int
+    stream: str  # the node whose output is the residual stream now
+    residual_from: str
+    nodes: list[Node] = field(default_factory=list)
+    used: Counter = field(default_factory=Counter)
+    totals: Counter = field(default_factory=Counter)
+
+    def scope(self, base: str) -> str:
+        """`attn`, or `norm.0`, `norm.1`, ... when a kind occurs more than once."""
+        if self.totals[base] <= 1:
+            return base
+        name = f"{base}.{self.used[base]}"
+        self.used[base] += 1
+        return name
+
+    def add(self, name: str, op: OpRecord, inputs: tuple[str, ...], *, weights=0.0, out=0.0):
+        full = f"{self.prefix}{name}" if self.prefix else name
+        self.nodes.append(Node(full, self.group, self.count, op, inputs, weights, out))
+        return full
+
+
+def _scope_base(op: ir.Op) -> str:
+    return {
+        "embed": "embed",
+        "pos_embed": "pos_embed",
+        "patch_embed": "patch_embed",
+        "layernorm": "norm",
+        "rmsnorm": "norm",
+        "attention": "attn",
+        "mla": "attn",
+        "mlp": "mlp",
+        "moe": "moe",
+        "mamba2": "mamba",
+        "residual": "residual",
+        "lm_head": "lm_head",
+        "classifier": "classifier",
+    }[op.kind]
+
+
+def _flat_ops(nodes) -> list[tuple[ir.Op, int]]:
+    """Ops of a layer body with their inner multiplicity (nested repeats are rare)."""
+    out: list[tuple[ir.Op, int]] = []
+    for n in nodes:
+        if isinstance(n, ir.Repeat):
+            out.extend((op, m * n.count) for op, m in _flat_ops(n.body))
+        elif isinstance(n, ir.Block):
+            out.extend(_flat_ops(n.body))
+        else:
+            out.append((n, 1))
+    return out
+
+
+def _gemm(
+    M: int,
+    N: int,
+    K: int,
+    bias: bool,
+    d: ir.DtypePolicy,
+    weight: DType | None = None,
+    batch: int = 1,
+) -> GemmOp:
+    a, w = d.activations, weight or d.weights
+    return GemmOp(M, N, K, bias, batch, a=a, b=w, out=a, bias_dtype=a)
+
+
+class _Lowerer:
+    def __init__(self, spec: ir.Spec, shape: Shape) -> None:
+        self.spec, self.s = spec, shape
+        self.notes: list[str] = []
+
+    # ---- one op at a time; each returns the name of the node that carries the stream
+    def lower(self, e: _Emit, op: ir.Op, times: int) -> None:
+        base = self.__class__.__dict__[f"_{op.kind}"]
+        count_before = e.count
+        e.count = count_before * times
+        try:
+            base(self, e, op, e.scope(_scope_base(op)))
+        finally:
+            e.count = count_before
+
+    def _act(self, op: ir.Op) -> DType:
+        return op.dtypes.activations
+
+    def _embed(self, e: _Emit, op: ir.Embedding, name: str) -> None:
+        s, d = self.s, op.dtypes
+        rec = EmbeddingOp(s.T, op.vocab, op.dim, d.weights, d.activations)
+        wb = s.T * op.dim * bpe(d.weights)
+        e.stream = e.residual_from = e.add(
+            name, rec, (), weights=wb, out=s.T * op.dim * bpe(d.activations)
+        )
+
+    def _pos_embed(self, e: _Emit, op: ir.PositionEmbedding, name: str) -> None:
+        s, d = self.s, op.dtypes
+        rec = EmbeddingOp(s.T, op.positions, op.dim, d.weights, d.activations)
+        out = s.T * op.dim * bpe(d.activations)
+        pos = e.add(name, rec, (), weights=s.T * op.dim * bpe(d.weights), out=out)
+        add = BinaryOp((s.T, op.dim), (s.T, op.dim), "add", *(d.activations,) * 3)
+        e.stream = e.residual_from = e.add(f"{name}.add", add, (e.stream, pos), out=out)
+
+    def _patch_embed(self, e: _Emit, op: ir.PatchEmbed, name: str) -> None:
+        d = op.dtypes
+        x = (self.s.B, op.channels, op.image, op.image)
+        w = (op.dim, op.channels, op.patch, op.patch)
+        rec = ConvOp(x, w, stride=(op.patch,), bias=op.bias, dtype=d.activations)
+        _, n, _ = op_params(op)
+        out = self.s.T * op.dim * bpe(d.activations)
+        e.stream = e.residual_from = e.add(name, rec, (), weights=n * bpe(d.weights), out=out)
+
+    def _norm(self, e: _Emit, op: ir.Norm, name: str) -> None:
+        s, a = self.s, self._act(op)
+        rec = NormOp(op.kind, s.T * op.dim, op.dim, True, op.bias, s.train, a)
+        _, n, _ = op_params(op)
+        e.stream = e.add(name, rec, (e.stream,), weights=n * bpe(a), out=s.T * op.dim * bpe(a))
+
+    _layernorm = _rmsnorm = _norm
+
+    def _residual(self, e: _Emit, op: ir.Residual, name: str) -> None:
+        s, a = self.s, self._act(op)
+        rec = BinaryOp((s.T, op.dim), (s.T, op.dim), "add", a, a, a)
+        inputs = (e.stream, e.residual_from)
+        e.stream = e.residual_from = e.add(name, rec, inputs, out=s.T * op.dim * bpe(a))
+
+    def _linear(self, e, name, rec: GemmOp, inputs, w: DType, heads: int = 1) -> str:
+        """A GEMM node: weights K·N per batch entry; output M·N."""
+        wbytes = rec.B * rec.K * rec.N * bpe(w) + (rec.N * bpe(rec.bias_dtype) if rec.bias else 0)
+        out = rec.B * rec.M * rec.N * bpe(rec.out)
+        del heads
+        return e.add(name, rec, inputs, weights=wbytes, out=out)
+
+    def _attention(self, e: _Emit, op: ir.Attention, name: str) -> None:
+        s, d = self.s, op.dtypes
+        a, w, kv = d.activations, d.weights, d.kv_cache
+        H, KV, hd = op.heads, op.kv_heads, op.head_dim
+        x = e.stream
+        q = self._linear(e, f"{name}.q_proj", _gemm(s.T, H * hd, op.dim, op.qkv_bias, d), (x,), w)
+        k = self._linear(e, f"{name}.k_proj", _gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w)
+        v = self._linear(e, f"{name}.v_proj", _gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w)
+        if op.qk_norm:
+            q = e.add(
+                f"{name}.q_norm",
+                NormOp("rmsnorm", s.T * H * hd, hd, True, False, s.train, a),
+                (q,),
+                weights=hd * bpe(a),
+                out=s.T * H * hd * bpe(a),
+            )
+            k = e.add(
+                f"{name}.k_norm",
+                NormOp("rmsnorm", s.T * KV * hd, hd, True, False, s.train, a),
+                (k,),
+                weights=hd * bpe(a),
+                out=s.T * KV * hd * bpe(a),
+            )
+        if op.rope:
+            q = k = e.add(
+                f"{name}.rope", RopeOp(s.T, H + KV, hd, a), (q, k), out=s.T * (H + KV) * hd * bpe(a)
+            )
+        cache_dtype = a
+        if not s.train:
+            self._kv_write(e, f"{name}.kv_cache_write", s.T * 2 * KV * hd, a, kv, (k, v))
+            cache_dtype = kv if s.decode else a
+        sdpa = SdpaOp(
+            s.B,
+            s.S,
+            H,
+            s.n_kv,
+            KV,
+            hd,
+            hd,
+            causal=op.causal and not s.decode,  # one new query sees every cached key
+            window=op.window,
+            act=a,
+            kv=cache_dtype,
+        )
+        att = e.add(f"{name}.sdpa", sdpa, (q, k, v), out=s.T * H * hd * bpe(a))
+        e.stream = self._linear(
+            e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d), (att,), w
+        )
+
+    def _kv_write(self, e, name, elements, a, kv, inputs) -> None:
+        e.add(name, UnaryOp((elements,), "copy", a, kv), inputs, out=elements * bpe(kv))
+
+    def _mla(self, e: _Emit, op: ir.MLA, name: str) -> None:
+        s, d = self.s, op.dtypes
+        a, w, kv = d.activations, d.weights, d.kv_cache
+        H, nope, rope, vd, r = (
+            op.heads,
+            op.qk_nope_head_dim,
+            op.qk_rope_head_dim,
+            op.v_head_dim,
+            op.kv_lora_rank,
+        )
+        x = e.stream
+        if op.q_lora_rank:
+            q = self._linear(
+                e, f"{name}.q_a_proj", _gemm(s.T, op.q_lora_rank, op.dim, False, d), (x,), w
+            )
+            q = e.add(
+                f"{name}.q_a_norm",
+                NormOp("rmsnorm", s.T * op.q_lora_rank, op.q_lora_rank, True, False, s.train, a),
+                (q,),
+                weights=op.q_lora_rank * bpe(a),
+                out=s.T * op.q_lora_rank * bpe(a),
+            )
+            q = self._linear(
+                e,
+                f"{name}.q_b_proj",
+                _gemm(s.T, H * (nope + rope), op.q_lora_rank, False, d),
+                (q,),
+                w,
+            )
+        else:
+            q = self._linear(
+                e, f"{name}.q_proj", _gemm(s.T, H * (nope + rope), op.dim, False, d), (x,), w
+            )
+        c = self._linear(e, f"{name}.kv_a_proj", _gemm(s.T, r + rope, op.dim, False, d), (x,), w)
+        c = e.add(
+            f"{name}.kv_a_norm",
+            NormOp("rmsnorm", s.T * r, r, True, False, s.train, a),
+            (c,),
+            weights=r * bpe(a),
+            out=s.T * r * bpe(a),
+        )
+        q = e.add(
+            f"{name}.rope", RopeOp(s.T, H + 1, rope, a), (q, c), out=s.T * (H + 1) * rope * bpe(a)
+        )
+        if not s.train:
+            self._kv_write(e, f"{name}.kv_cache_write", s.T * (r + rope), a, kv, (c,))
+        if s.decode:
+            if MLA_DECODE_NOTE not in self.notes:
+                self.notes.append(MLA_DECODE_NOTE)
+            ql = self._linear(
+                e, f"{name}.q_absorb", _gemm(s.T, r, nope, False, d, batch=H), (q,), w
+            )
+            sdpa = SdpaOp(s.B, 1, H, s.n_kv, 1, r + rope, r, causal=False, act=a, kv=kv)
+            att = e.add(f"{name}.sdpa", sdpa, (ql, c), out=s.T * H * r * bpe(a))
+            att = self._linear(
+                e, f"{name}.o_absorb", _gemm(s.T, vd, r, False, d, batch=H), (att,), w
+            )
+        else:
+            kvb = self._linear(
+                e, f"{name}.kv_b_proj", _gemm(s.T, H * (nope + vd), r, False, d), (c,), w
+            )
+            sdpa = SdpaOp(s.B, s.S, H, s.n_kv, H, nope + rope, vd, causal=op.causal, act=a, kv=a)
+            att = e.add(f"{name}.sdpa", sdpa, (q, kvb), out=s.T * H * vd * bpe(a))
+        e.stream = self._linear(
+            e, f"{name}.o_proj", _gemm(s.T, op.dim, H * vd, False, d), (att,), w
+        )
+
+    def _ffn(
+        self,
+        e: _Emit,
+        name: str,
+        dim: int,
+        d_ff: int,
+        act: ir.Activation,
+        bias: bool,
+        d: ir.DtypePolicy,
+        x: str,
+    ) -> str:
+        s, a, w = self.s, d.activations, d.weights
+        fn = ACT_FN[act]
+        h_bytes = s.T * d_ff * bpe(a)
+        if act.gated:
+            gate = self._linear(e, f"{name}.gate_proj", _gemm(s.T, d_ff, dim, bias, d), (x,), w)
+        up = self._linear(e, f"{name}.up_proj", _gemm(s.T, d_ff, dim, bias, d), (x,), w)
+        if act.gated:
+            g = e.add(f"{name}.act", UnaryOp((s.T, d_ff), fn, a, a), (gate,), out=h_bytes)
+            h = e.add(
+                f"{name}.gate_mul",
+                BinaryOp((s.T, d_ff), (s.T, d_ff), "mul", a, a, a),
+                (g, up),
+                out=h_bytes,
+            )
+        else:
+            h = e.add(f"{name}.act", UnaryOp((s.T, d_ff), fn, a, a), (up,), out=h_bytes)
+        return self._linear(e, f"{name}.down_proj", _gemm(s.T, dim, d_ff, bias, d), (h,), w)
+
+    def _mlp(self, e: _Emit, op: ir.MLP, name: str) -> None:
+        e.stream = self._ffn(e, name, op.dim, op.d_ff, op.act, op.bias, op.dtypes, e.stream)
+
+    def _moe(self, e: _Emit, op: ir.MoE, name: str) -> None:
+        s, d = self.s, op.dtypes
+        a, w = d.activations, d.weights
+        T, E, k = s.T, op.experts, op.top_k
+        x = e.stream
+        # routers are kept in the activation dtype even when experts are quantized
+        router = self._linear(
+            e, f"{name}.router", _gemm(T, E, op.dim, op.router_bias, d, a), (x,), a
+        )
+        route = e.add(
+            f"{name}.routing", MoERoutingOp(T, E, k, "softmax", a), (router,), out=T * k * 8
+        )
+        rows = T * k
+        disp = e.add(
+            f"{name}.dispatch",
+            MoECommOp(rows, op.dim, "dispatch", a),
+            (x, route),
+            out=rows * op.dim * bpe(a),
+        )
+        hit = expected_experts_hit(E, k, T)
+        hit = int(hit) if float(hit).is_integer() else hit
+        up_n = (2 if op.act.gated else 1) * op.d_ff
+        gu = e.add(
+            f"{name}.experts.gate_up",
+            GroupedGemmOp(rows, op.dim, up_n, hit, a, w, a),
+            (disp,),
+            weights=hit * op.dim * up_n * bpe(w),
+            out=rows * up_n * bpe(a),
+        )
+        h_bytes = rows * op.d_ff * bpe(a)
+        h = e.add(
+            f"{name}.experts.act",
+            UnaryOp((rows, op.d_ff), ACT_FN[op.act], a, a),
+            (gu,),
+            out=h_bytes,
+        )
+        if op.act.gated:
+            h = e.add(
+                f"{name}.experts.gate_mul",
+                BinaryOp((rows, op.d_ff), (rows, op.d_ff), "mul", a, a, a),
+                (h,),
+                out=h_bytes,
+            )
+        dn = e.add(
+            f"{name}.experts.down",
+            GroupedGemmOp(rows, op.d_ff, op.dim, hit, a, w, a),
+            (h,),
+            weights=hit * op.d_ff * op.dim * bpe(w),
+            out=rows * op.dim * bpe(a),
+        )
+        out = e.add(
+            f"{name}.combine",
+            MoECommOp(rows, op.dim, "combine", a),
+            (dn, route),
+            out=T * op.dim * bpe(a),
+        )
+        if op.shared_experts:
+            width = op.shared_experts * op.shared_d_ff
+            sh = self._ffn(e, f"{name}.shared", op.dim, width, op.act, op.bias, d, x)
+            out = e.add(
+                f"{name}.shared_add",
+                BinaryOp((T, op.dim), (T, op.dim), "add", a, a, a),
+                (out, sh),
+                out=T * op.dim * bpe(a),
+            )
+        e.stream = out
+
+    def _mamba2(self, e: _Emit, op: ir.Mamba2, name: str) -> None:
+        s, d = self.s, op.dtypes
+        a, w = d.activations, d.weights
+        H, P, G, N = op.heads, op.head_dim, op.groups, op.d_state
+        di = op.d_inner
+        proj = 2 * di + 2 * G * N + H
+        z = self._linear(e, f"{name}.in_proj", _gemm(s.T, proj, op.dim, op.bias, d), (e.stream,), w)
+        conv_ch = di + 2 * G * N
+        conv_w = (conv_ch * op.d_conv + (conv_ch if op.conv_bias else 0)) * bpe(a)
+        if s.decode:
+            rec: OpRecord = MambaStepOp(s.B, H, P, G, N, op.d_conv, a, SSM_STATE)
+        else:
+            rec = MambaSsdOp(s.B, s.S, H, P, G, N, op.chunk, op.d_conv, a, SSM_STATE)
+        y = e.add(f"{name}.ssd", rec, (z,), weights=conv_w + 3 * H * 4, out=s.T * di * bpe(a))
+        y = e.add(
+            f"{name}.norm",
+            NormOp("rmsnorm", s.T * di, di, True, False, s.train, a),
+            (y,),
+            weights=di * bpe(a),
+            out=s.T * di * bpe(a),
+        )
+        g = e.add(f"{name}.gate", UnaryOp((s.T, di), "silu", a, a), (z,), out=s.T * di * bpe(a))
+        y = e.add(
+            f"{name}.gate_mul",
+            BinaryOp((s.T, di), (s.T, di), "mul", a, a, a),
+            (y, g),
+            out=s.T * di * bpe(a),
+        )
+        e.stream = self._linear(e, f"{name}.out_proj", _gemm(s.T, op.dim, di, op.bias, d), (y,), w)
+
+    def _lm_head(self, e: _Emit, op: ir.LMHead, name: str) -> None:
+        s, d = self.s, op.dtypes
+        a = d.activations
+        rows = s.T if (s.train or s.logits_all) else s.B
+        rec = _gemm(rows, op.vocab, op.dim, op.bias, d)
+        logits = self._linear(e, name, rec, (e.stream,), d.weights)
+        if op.softcap:
+            logits = e.add(
+                f"{name}.softcap",
+                UnaryOp((rows, op.vocab), "tanh", a, a),
+                (logits,),
+                out=rows * op.vocab * bpe(a),
+            )
+        if s.train:
+            logits = e.add("loss", CrossEntropyOp(rows, op.vocab, a), (logits,), out=rows * 4)
+        e.stream = logits
+
+    def _classifier(self, e: _Emit, op: ir.Classifier, name: str) -> None:
+        s, d = self.s, op.dtypes
+        rec = _gemm(s.B, op.classes, op.dim, op.bias, d)  # on each image's class token
+        out = self._linear(e, name, rec, (e.stream,), d.weights)
+        if s.train:
+            out = e.add("loss", CrossEntropyOp(s.B, op.classes, d.activations), (out,), out=s.B * 4)
+        e.stream = out
+
+
+def _layer_plan(body: tuple) -> list[tuple[str, object]]:
+    """Split the top level into model-level ops and layer groups.
+
+    Returns items ("op", op) or ("group", (block_name, count, stride, offset, body)).
+    A repeat of k block calls makes k groups whose layers interleave (stride k).
+    """
+    plan: list[tuple[str, object]] = []
+    for node in body:
+        if isinstance(node, ir.Repeat):
+            if all(isinstance(b, ir.Block) for b in node.body):
+                k = len(node.body)
+                for j, b in enumerate(node.body):
+                    plan.append(("group", (b.name, node.count, k, j, b.body)))
+            else:
+                plan.append(("group", ("layer", node.count, 1, 0, node.body)))
+        elif isinstance(node, ir.Block):
+            plan.append(("group", (node.name, 1, 1, 0, node.body)))
+        else:
+            plan.append(("op", node))
+    return plan
+
+
+def _shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
+    notes: list[str] = []
+    ops = [op for op, _ in _flat_ops(spec.body)]
+    patch = next((op for op in ops if isinstance(op, ir.PatchEmbed)), None)
+    causal = any(getattr(op, "causal", False) for op in ops) or any(
+        isinstance(op, ir.Mamba2) for op in ops
+    )
+    if w.phase is Phase.decode and not causal:
+        raise SpecError(
+            f"decode needs a causal decoder, and `{spec.name}` has no causal attention or SSM",
+            filename="modelcost",
+            hint="use --phase prefill (a forward pass) or train",
+        )
+    S = w.seq
+    if patch is not None:
+        S = (patch.image // patch.patch) ** 2 + (1 if patch.cls_token else 0)
+        notes.append(
+            f"sequence length {S} is set by the image: ({patch.image}/{patch.patch})² patches"
+            + (" + 1 class token" if patch.cls_token else "")
+        )
+    if w.phase is Phase.decode:
+        return Shape(w.phase, w.batch, 1, w.context, False), notes
+    return Shape(w.phase, w.batch, S, S, w.logits == "all"), notes
+
+
+def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
+    """Lower a resolved spec for one workload into an op graph."""
+    shape, notes = _shape(spec, workload)
+    lowerer = _Lowerer(spec, shape)
+    nodes: list[Node] = []
+    groups: list[Group] = []
+    stream, residual = "", ""
+    layer = 0
+    model_scope: Counter = Counter()
+    plan = _layer_plan(spec.body)
+    for kind, item in plan:
+        if kind == "op":
+            model_scope[_scope_base(item)] += 1
+    model_emit = _Emit("", "model", 1, stream, residual, totals=model_scope)
+    pending_stride_end = 0
+    for kind, item in plan:
+        if kind == "op":
+            model_emit.stream, model_emit.residual_from = stream, residual
+            start = len(model_emit.nodes)
+            lowerer.lower(model_emit, item, 1)
+            nodes.extend(model_emit.nodes[start:])
+            stream, residual = model_emit.stream, model_emit.residual_from
+            continue
+        block, count, stride, offset, body = item
+        first = layer + offset
+        layers = tuple(first + i * stride for i in range(count))
+        label = f"layers.{first}"
+        ops = _flat_ops(body)
+        totals = Counter(_scope_base(op) for op, _ in ops)
+        e = _Emit(f"{label}.", label, count, stream, residual, totals=totals)
+        for op, times in ops:
+            lowerer.lower(e, op, times)
+        nodes.extend(e.nodes)
+        groups.append(Group(label, block, layers, count))
+        stream, residual = e.stream, e.residual_from
+        pending_stride_end = max(pending_stride_end, first + (count - 1) * stride + 1)
+        if offset == stride - 1:
+            layer = pending_stride_end
+    if shape.train:
+        total = sum(op_params(op)[1] * times for op, times in walk(spec.body))
+        adam = AdamStepOp(total, weight=spec.dtypes.weights, grad=spec.dtypes.weights)
+        nodes.append(Node("optimizer", "model", 1, adam, (), 0, 0))
+    model_nodes = [n for n in nodes if n.group == "model"]
+    if model_nodes:
+        groups.insert(0, Group("model", "model", (), 1))
+    return OpGraph(spec.name, workload, tuple(nodes), tuple(groups), (*notes, *lowerer.notes))

@@ -1,0 +1,37 @@
+"""Plain-text summary for the terminal."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from ..report import Report
+from .units import ms, pct, si
+
+
+def render_text(reports: list[Report]) -> str:
+    return "\n".join(_one(r) for r in reports)
+
+
+def _one(r: Report) -> str:
+    t, w, h = r.totals, r.workload, r.hardware
+    head = f"{r.model.title} on {h.title} ({h.peak} peaks), {w.phase} batch {w.batch}, " + (
+        f"context {w.context}" if w.phase == "decode" else f"seq {w.seq}"
+    )
+    pt = t.per_token
+    rows = [
+        ["step time", f"{ms(t.time_s)} ms"],
+        ["per token", f"{pt.ms_per_token:,.4f} ms"],
+        ["tokens/s", f"{pt.tokens_per_s:,.1f}"],
+        ["FLOPs", si(t.flops, "FLOP")],
+        ["bytes", si(t.bytes, "B")],
+        ["bound", f"{t.bound} ({pct(t.compute_bound_s / t.time_s if t.time_s else 0)} compute)"],
+        ["MFU bound", pct(t.mfu_bound)],
+        ["memory", f"{si(t.memory.total, 'B')} of {si(t.memory.capacity, 'B')}"],
+    ]
+    out = [head, tabulate(rows, tablefmt="plain")]
+    if t.memory.warning:
+        out.append(f"warning: {t.memory.warning}")
+    kinds = [[k.kind, si(k.flops, "FLOP"), si(k.bytes, "B"), ms(k.time_s), pct(k.share)]
+             for k in r.kinds]  # fmt: skip
+    out.append(tabulate(kinds, headers=["kind", "FLOPs", "bytes", "ms", "share"]))
+    return "\n\n".join(out) + "\n"

@@ -1,0 +1,156 @@
+"""The report model: everything a report shows, computed, as frozen pydantic models.
+
+Built by `roofline.build_report`; rendered to JSON (its schema is `Report`'s JSON
+Schema, `modelcost schema --report`), Markdown and HTML. Renderers only format.
+Units: FLOPs, bytes, seconds, FLOP/s and bytes/s as plain SI numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REPORT_SCHEMA_VERSION = 1
+
+Bound = Literal["compute", "memory", "network"]
+
+
+class _R(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelInfo(_R):
+    name: str
+    title: str
+    params_total: int
+    params_active: int
+
+
+class HardwareInfo(_R):
+    name: str
+    title: str
+    vendor: str
+    arch: str
+    peak: Literal["datasheet", "achievable"] = Field(
+        description="which compute peaks the roofline used"
+    )
+    bandwidth: Literal["datasheet", "achievable"]
+    memory_bandwidth: float = Field(description="HBM bytes/s used")
+    memory_capacity: float = Field(description="HBM bytes")
+    scaleup_bandwidth: float = Field(description="bytes/s per direction, for collectives")
+    knee: float = Field(description="ridge point FLOPs/byte at the model's main precision")
+    knee_precision: str
+
+
+class WorkloadInfo(_R):
+    phase: Literal["prefill", "decode", "train"]
+    batch: int
+    seq: int = Field(description="queries per sequence (1 for decode)")
+    context: int = Field(description="keys attended per sequence")
+    logits: Literal["all", "last"]
+    tokens: int = Field(description="tokens per step through every layer")
+    conventions: Literal["modelcost", "tracelens"]
+
+
+class PassTiming(_R):
+    """Costs and roofline of one pass (forward or backward) of one op instance."""
+
+    flops: float
+    bytes: float
+    intensity: float = Field(description="FLOPs per byte")
+    compute_s: float
+    memory_s: float
+    time_s: float
+    bound: Bound
+
+
+class OpEntry(_R):
+    name: str
+    group: str
+    layers: str
+    kind: str = Field(description="perf-model class: GEMM, SDPA, GroupedGemm, ...")
+    count: int
+    shape: dict[str, int | float | bool | str | list[int]]
+    dtype: str = Field(description="compute precision")
+    dtypes: dict[str, str]
+    unit: Literal["matrix", "vector", "network"]
+    peak_flops: float = Field(description="FLOP/s of the peak used")
+    peak_precision: str
+    peak_source: Literal["datasheet", "achievable"]
+    flops: float
+    bytes: float
+    intensity: float
+    compute_s: float
+    memory_s: float
+    time_s: float
+    bound: Bound
+    backward: PassTiming | None = None
+    total_time_s: float = Field(description="count × (forward + backward) time")
+    share: float = Field(description="fraction of the step's time")
+
+
+class LayerEntry(_R):
+    group: str
+    block: str
+    layers: str
+    count: int
+    flops: float = Field(description="all copies, all passes")
+    bytes: float
+    intensity: float
+    time_s: float
+    share: float
+
+
+class KindEntry(_R):
+    kind: str
+    flops: float
+    bytes: float
+    time_s: float
+    share: float
+
+
+class Memory(_R):
+    weights: float
+    kv_cache: float
+    activations: float
+    gradients: float = 0
+    optimizer_states: float = 0
+    total: float
+    capacity: float
+    fits: bool
+    warning: str | None = None
+
+
+class PerToken(_R):
+    tokens_per_step: int
+    ms_per_step: float
+    ms_per_token: float = Field(
+        description="prefill/train: step time / tokens; decode: the step time"
+    )
+    tokens_per_s: float
+
+
+class Totals(_R):
+    flops: float
+    bytes: float
+    intensity: float
+    time_s: float
+    compute_bound_s: float = Field(description="time in compute-bound ops")
+    memory_bound_s: float = Field(description="time in memory- or network-bound ops")
+    bound: Bound
+    per_token: PerToken
+    mfu_bound: float = Field(description="FLOPs / (time × matrix peak): the best MFU possible")
+    memory: Memory
+
+
+class Report(_R):
+    schema_version: int = REPORT_SCHEMA_VERSION
+    model: ModelInfo
+    hardware: HardwareInfo
+    workload: WorkloadInfo
+    totals: Totals
+    layers: tuple[LayerEntry, ...]
+    kinds: tuple[KindEntry, ...]
+    ops: tuple[OpEntry, ...]
+    notes: tuple[str, ...] = ()

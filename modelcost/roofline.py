@@ -1,0 +1,276 @@
+"""Stage 5, roofline: a costed graph on a hardware target → the report model.
+
+time(op) = max(flops / peak(unit, precision), bytes / bandwidth); the op is compute-bound
+when the compute time is at least the memory time (TraceLens's rule). Collectives move
+their bytes at the scale-up bandwidth. Totals, layer groups, op kinds, per-token
+figures, the MFU bound and the memory footprint are all computed here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Literal
+
+from . import spec as ir
+from .cost import CostedGraph
+from .graph import Phase
+from .hardware import Hardware
+from .memory import footprint
+from .params import count_params
+from .perfmodel import Cost, OpRecord, Unit
+from .report import (
+    HardwareInfo,
+    KindEntry,
+    LayerEntry,
+    Memory,
+    ModelInfo,
+    OpEntry,
+    PassTiming,
+    PerToken,
+    Report,
+    Totals,
+    WorkloadInfo,
+)
+
+PeakMode = Literal["datasheet", "achievable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    compute_s: float
+    memory_s: float
+    peak_flops: float
+    peak_precision: str
+    peak_source: str
+
+    @property
+    def time_s(self) -> float:
+        return max(self.compute_s, self.memory_s)
+
+
+def time_op(c: Cost, op: OpRecord, hw: Hardware, peak: PeakMode, bandwidth: PeakMode) -> Timing:
+    """Roofline of one pass of one op."""
+    if op.unit is Unit.network:
+        flops, used, source = hw.peak("vector", op.precision, peak)
+        return Timing(c.flops / flops, c.bytes / hw.scaleup_per_direction, flops, used, source)
+    flops, used, source = hw.peak(op.unit.value, op.precision, peak)
+    return Timing(c.flops / flops, c.bytes / hw.bandwidth(bandwidth), flops, used, source)
+
+
+def _bound(t: Timing, op: OpRecord) -> str:
+    if t.compute_s >= t.memory_s:
+        return "compute"
+    return "network" if op.unit is Unit.network else "memory"
+
+
+def _intensity(flops: float, nbytes: float) -> float:
+    return flops / nbytes if nbytes else 0.0
+
+
+def _pass(c: Cost, t: Timing, op: OpRecord) -> PassTiming:
+    return PassTiming(
+        flops=c.flops,
+        bytes=c.bytes,
+        intensity=_intensity(c.flops, c.bytes),
+        compute_s=t.compute_s,
+        memory_s=t.memory_s,
+        time_s=t.time_s,
+        bound=_bound(t, op),
+    )
+
+
+def _shape(op: OpRecord) -> dict:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in op.shape().items()}
+
+
+def build_report(
+    spec: ir.Spec,
+    costed: CostedGraph,
+    hw: Hardware,
+    peak: PeakMode = "datasheet",
+    bandwidth: PeakMode = "datasheet",
+    only: frozenset[str] | None = None,
+) -> Report:
+    """The report model of one workload on one target. `only` keeps the ops of these
+    perf-model kinds (e.g. GEMM and SDPA, as TraceLens's notebook counts)."""
+    graph = costed.graph
+    w = graph.workload
+    groups = {g.name: g for g in graph.groups}
+    rows = []
+    for cn in costed.nodes:
+        op = cn.node.op
+        if only is not None and op.kind not in only:
+            continue
+        tf = time_op(cn.fwd, op, hw, peak, bandwidth)
+        back = None
+        tb_time = 0.0
+        if cn.bwd is not None:
+            tb = time_op(cn.bwd, op, hw, peak, bandwidth)
+            back, tb_time = _pass(cn.bwd, tb, op), tb.time_s
+        rows.append((cn, tf, back, cn.node.count * (tf.time_s + tb_time)))
+    step = sum(r[3] for r in rows)
+
+    def share(t: float) -> float:
+        return t / step if step else 0.0
+
+    ops = []
+    for cn, tf, back, total in rows:
+        n, op = cn.node, cn.node.op
+        ops.append(
+            OpEntry(
+                name=n.name,
+                group=n.group,
+                layers=groups[n.group].layer_label if n.group in groups else "",
+                kind=op.kind,
+                count=n.count,
+                shape=_shape(op),
+                dtype=op.precision,
+                dtypes={k: v.value for k, v in _dtypes(op).items()},
+                unit=op.unit.value,
+                peak_flops=tf.peak_flops,
+                peak_precision=tf.peak_precision,
+                peak_source=tf.peak_source,
+                flops=cn.fwd.flops,
+                bytes=cn.fwd.bytes,
+                intensity=_intensity(cn.fwd.flops, cn.fwd.bytes),
+                compute_s=tf.compute_s,
+                memory_s=tf.memory_s,
+                time_s=tf.time_s,
+                bound=_bound(tf, op),
+                backward=back,
+                total_time_s=total,
+                share=share(total),
+            )
+        )
+    flops = sum(o.count * (o.flops + (o.backward.flops if o.backward else 0)) for o in ops)
+    nbytes = sum(o.count * (o.bytes + (o.backward.bytes if o.backward else 0)) for o in ops)
+    compute_bound = sum(
+        o.count * (o.time_s if o.bound == "compute" else 0)
+        + o.count * (o.backward.time_s if o.backward and o.backward.bound == "compute" else 0)
+        for o in ops
+    )
+    tokens = w.tokens
+    per_token = PerToken(
+        tokens_per_step=tokens,
+        ms_per_step=step * 1e3,
+        ms_per_token=step * 1e3 if w.phase is Phase.decode else step * 1e3 / tokens,
+        tokens_per_s=tokens / step if step else 0.0,
+    )
+    main = spec.dtypes.activations
+    from .dtypes import DTYPES
+
+    main_peak, main_precision, _ = hw.peak("matrix", DTYPES[main].precision, peak)
+    mem = footprint(spec, graph, hw)
+    total_mem = sum(mem.values())
+    fits = total_mem <= hw.memory
+    warning = None
+    if not fits:
+        warning = (
+            f"needs {total_mem / 1e9:,.1f} GB but {hw.title} has {hw.memory / 1e9:,.0f} GB: "
+            "it does not fit on one device"
+        )
+    params = count_params(spec)
+    return Report(
+        model=ModelInfo(
+            name=spec.name,
+            title=spec.title,
+            params_total=params.total,
+            params_active=params.active,
+        ),
+        hardware=HardwareInfo(
+            name=hw.name,
+            title=hw.title,
+            vendor=hw.vendor,
+            arch=hw.arch,
+            peak=peak,
+            bandwidth=bandwidth,
+            memory_bandwidth=hw.bandwidth(bandwidth),
+            memory_capacity=hw.memory,
+            scaleup_bandwidth=hw.scaleup_per_direction,
+            knee=main_peak / hw.bandwidth(bandwidth),
+            knee_precision=main_precision,
+        ),
+        workload=WorkloadInfo(
+            phase=w.phase.value,
+            batch=w.batch,
+            seq=1 if w.phase is Phase.decode else _seq(graph),
+            context=w.context if w.phase is Phase.decode else _seq(graph),
+            logits=w.logits,
+            tokens=tokens,
+            conventions=costed.conventions.value,
+        ),
+        totals=Totals(
+            flops=flops,
+            bytes=nbytes,
+            intensity=_intensity(flops, nbytes),
+            time_s=step,
+            compute_bound_s=compute_bound,
+            memory_bound_s=step - compute_bound,
+            bound="compute" if compute_bound >= step - compute_bound else "memory",
+            per_token=per_token,
+            mfu_bound=flops / (step * main_peak) if step else 0.0,
+            memory=Memory(**mem, total=total_mem, capacity=hw.memory, fits=fits, warning=warning),
+        ),
+        layers=_layers(ops, graph, share),
+        kinds=_kinds(ops, share),
+        ops=tuple(ops),
+        notes=graph.notes,
+    )
+
+
+def _seq(graph) -> int:
+    """The per-sequence length actually lowered (a vision model's is set by its image)."""
+    w = graph.workload
+    return w.tokens // w.batch
+
+
+def _dtypes(op: OpRecord) -> dict:
+    from dataclasses import fields
+
+    from .dtypes import DType
+
+    return {
+        f.name: getattr(op, f.name) for f in fields(op) if isinstance(getattr(op, f.name), DType)
+    }
+
+
+def _layers(ops: list[OpEntry], graph, share) -> tuple[LayerEntry, ...]:
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for o in ops:
+        a = acc[o.group]
+        a[0] += o.count * (o.flops + (o.backward.flops if o.backward else 0))
+        a[1] += o.count * (o.bytes + (o.backward.bytes if o.backward else 0))
+        a[2] += o.total_time_s
+    out = []
+    for g in graph.groups:
+        if g.name not in acc:
+            continue
+        f, b, t = acc[g.name]
+        out.append(
+            LayerEntry(
+                group=g.name,
+                block=g.block,
+                layers=g.layer_label,
+                count=g.count,
+                flops=f,
+                bytes=b,
+                intensity=_intensity(f, b),
+                time_s=t,
+                share=share(t),
+            )
+        )
+    return tuple(out)
+
+
+def _kinds(ops: list[OpEntry], share) -> tuple[KindEntry, ...]:
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for o in ops:
+        a = acc[o.kind]
+        a[0] += o.count * (o.flops + (o.backward.flops if o.backward else 0))
+        a[1] += o.count * (o.bytes + (o.backward.bytes if o.backward else 0))
+        a[2] += o.total_time_s
+    ranked = sorted(acc.items(), key=lambda kv: (-kv[1][2], kv[0]))
+    return tuple(
+        KindEntry(kind=k, flops=f, bytes=b, time_s=t, share=share(t)) for k, (f, b, t) in ranked
+    )
