@@ -148,7 +148,8 @@ def _phases(text: str) -> list[Phase]:
     bad = [p for p in names if p not in Phase.__members__]
     if bad or not names:
         raise argparse.ArgumentTypeError(
-            f"unknown phase {', '.join(bad) or text!r}; choose from prefill, decode, train"
+            f"unknown phase {', '.join(f'`{b}`' for b in bad) or repr(text)}; "
+            "choose from prefill, decode, train"
         )
     return list(dict.fromkeys(Phase(p) for p in names))
 

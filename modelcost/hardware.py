@@ -170,7 +170,9 @@ class _Reader:
         value = field.children[1]
         if value.data == "string":
             if kind != "text":
-                raise self.error(f"`{where}` needs {UNIT_EXAMPLES[kind]}, got a string", value.meta)
+                raise self.error(
+                    f"`{where}` needs {kind} (e.g. {UNIT_EXAMPLES[kind]}), got a string", value.meta
+                )
             return value.children[0][1:-1]
         number_tok, unit_tok = value.children
         if kind == "text":

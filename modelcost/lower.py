@@ -216,9 +216,19 @@ class _Lowerer:
         a, w, kv = d.activations, d.weights, d.kv_cache
         H, KV, hd = op.heads, op.kv_heads, op.head_dim
         x = e.stream
-        q = self._linear(e, f"{name}.q_proj", _gemm(s.T, H * hd, op.dim, op.qkv_bias, d), (x,), w)
-        k = self._linear(e, f"{name}.k_proj", _gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w)
-        v = self._linear(e, f"{name}.v_proj", _gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w)
+        if op.fused_qkv:
+            qkv = _gemm(s.T, (H + 2 * KV) * hd, op.dim, op.qkv_bias, d)
+            q = k = v = self._linear(e, f"{name}.qkv_proj", qkv, (x,), w)
+        else:
+            q = self._linear(
+                e, f"{name}.q_proj", _gemm(s.T, H * hd, op.dim, op.qkv_bias, d), (x,), w
+            )
+            k = self._linear(
+                e, f"{name}.k_proj", _gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w
+            )
+            v = self._linear(
+                e, f"{name}.v_proj", _gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w
+            )
         if op.qk_norm:
             q = e.add(
                 f"{name}.q_norm",
@@ -526,6 +536,16 @@ def _shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
         notes.append(
             f"sequence length {S} is set by the image: ({patch.image}/{patch.patch})² patches"
             + (" + 1 class token" if patch.cls_token else "")
+        )
+    positions = next((op for op in ops if isinstance(op, ir.PositionEmbedding)), None)
+    length = w.context if w.phase is Phase.decode else S
+    if positions is not None and length > positions.positions:
+        what = "context" if w.phase is Phase.decode else "sequence length"
+        raise SpecError(
+            f"{what} {length} exceeds the {positions.positions} learned positions "
+            f"of `{spec.name}`",
+            filename="modelcost",
+            hint=f"use at most {positions.positions}",
         )
     if w.phase is Phase.decode:
         return Shape(w.phase, w.batch, 1, w.context, False), notes

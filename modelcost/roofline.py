@@ -14,6 +14,7 @@ from typing import Literal
 
 from . import spec as ir
 from .cost import CostedGraph
+from .dtypes import DTYPES
 from .graph import Phase
 from .hardware import Hardware
 from .memory import footprint
@@ -126,7 +127,7 @@ def build_report(
                 count=n.count,
                 shape=_shape(op),
                 dtype=op.precision,
-                dtypes={k: v.value for k, v in _dtypes(op).items()},
+                dtypes={k: v.value for k, v in op.operand_dtypes().items()},
                 unit=op.unit.value,
                 peak_flops=tf.peak_flops,
                 peak_precision=tf.peak_precision,
@@ -158,8 +159,6 @@ def build_report(
         tokens_per_s=tokens / step if step else 0.0,
     )
     main = spec.dtypes.activations
-    from .dtypes import DTYPES
-
     main_peak, main_precision, _ = hw.peak("matrix", DTYPES[main].precision, peak)
     mem = footprint(spec, graph, hw)
     total_mem = sum(mem.values())
@@ -223,16 +222,6 @@ def _seq(graph) -> int:
     """The per-sequence length actually lowered (a vision model's is set by its image)."""
     w = graph.workload
     return w.tokens // w.batch
-
-
-def _dtypes(op: OpRecord) -> dict:
-    from dataclasses import fields
-
-    from .dtypes import DType
-
-    return {
-        f.name: getattr(op, f.name) for f in fields(op) if isinstance(getattr(op, f.name), DType)
-    }
 
 
 def _layers(ops: list[OpEntry], graph, share) -> tuple[LayerEntry, ...]:

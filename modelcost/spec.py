@@ -85,6 +85,7 @@ class Attention(_Op):
     head_dim: int
     qkv_bias: bool
     out_bias: bool
+    fused_qkv: bool = Field(description="one GEMM computes q, k and v (GPT-2's c_attn)")
     qk_norm: bool
     rope: bool
     window: int = Field(description="sliding-window size in tokens; 0 = full attention")

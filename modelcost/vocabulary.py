@@ -166,6 +166,7 @@ SIGNATURES: dict[str, OpSignature] = {
                 ArgSpec("head_dim", T.DIM, Derived("dim / heads", _default_head_dim)),
                 ArgSpec("qkv_bias", T.BOOL, False),
                 ArgSpec("out_bias", T.BOOL, False),
+                ArgSpec("fused_qkv", T.BOOL, False),
                 ArgSpec("qk_norm", T.BOOL, False),
                 ArgSpec("rope", T.BOOL, True),
                 ArgSpec("window", T.COUNT, 0),

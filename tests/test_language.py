@@ -163,6 +163,7 @@ def test_attention_variants() -> None:
         "head_dim": 128,
         "qkv_bias": True,
         "out_bias": False,
+        "fused_qkv": False,
         "qk_norm": True,
         "rope": False,
         "window": 4096,

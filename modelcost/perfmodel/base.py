@@ -113,9 +113,15 @@ class OpRecord:
 
     def dtypes(self) -> tuple[DType, ...]:
         """The dtypes of the operands the math runs on."""
-        return tuple(
-            getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), DType)
-        )
+        return tuple(self.operand_dtypes().values())
+
+    def operand_dtypes(self) -> dict[str, DType]:
+        """Every operand's dtype by field name."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), DType)
+        }
 
     def shape(self) -> dict[str, object]:
         """Shape parameters by their TraceLens names (dtypes left out)."""

@@ -1,0 +1,82 @@
+"""Hardware files: the shipped targets' figures, and positioned errors for bad files."""
+
+import os
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+from modelcost import SpecError
+from modelcost.hardware import load_hardware, shipped_hardware
+
+INVALID = sorted((FIXTURES / "invalid_hw").glob("*.hw"))
+
+
+def test_every_target_the_issue_names_is_shipped() -> None:
+    assert shipped_hardware() == [
+        "a100", "b200", "gb200", "h100", "h200", "mi300x", "mi325x", "mi350x", "mi355x",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "arch", "bf16", "fp8", "tbps", "gb"),
+    [
+        # dense datasheet peaks (TFLOPS), HBM TB/s and GB, from ../shared hardware.json
+        ("mi300x", "gfx942", 1307.4, 2614.9, 5.3, 192),
+        ("mi325x", "gfx942", 1307.4, 2614.9, 6.0, 256),
+        ("mi350x", "gfx950", 2306.9, 4613.7, 8.0, 288),
+        ("mi355x", "gfx950", 2516.6, 5033.2, 8.0, 288),
+        ("h100", "sm90", 989.4, 1978.9, 3.35, 80),
+        ("h200", "sm90", 989.4, 1978.9, 4.8, 141),
+        ("b200", "sm100", 2250, 4500, 8.0, 180),
+        ("gb200", "sm100", 2500, 5000, 8.0, 186),
+        ("a100", "sm80", 312, 312, 2.039, 80),  # no fp8: runs at bf16
+    ],
+)
+def test_shipped_figures(name, arch, bf16, fp8, tbps, gb) -> None:
+    h = load_hardware(name)
+    assert h.arch == arch
+    assert h.peak("matrix", "bf16")[0] == bf16 * 1e12
+    assert h.peak("matrix", "fp8")[0] == fp8 * 1e12
+    assert h.memory_bandwidth == float(Decimal(str(tbps)) * 10**12)  # exact, as written
+    assert h.memory == gb * 1e9
+
+
+def test_published_achievable_peaks() -> None:
+    mi300 = load_hardware("mi300x")
+    # AMD's "Measuring Max-Achievable FLOPs" blog: 708 bf16, 1273 fp8 on MI300X
+    assert mi300.achievable.matrix == {"bf16": 708e12, "fp16": 654e12, "fp8": 1273e12}
+    assert load_hardware("mi355x").achievable.matrix["fp4"] == 5189e12  # gluon MXFP4 kernel
+    assert mi300.scaleup_per_direction == 448e9  # 7 links × 128 GB/s, halved
+
+
+def test_a_users_own_file(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.hw"
+    mine.write_text(
+        'hardware mine {\n  title = "Mine"\n  vendor = "Acme"\n  arch = "x1"\n'
+        "  memory = 64 GiB\n  memory_bandwidth = 1_000 GB/s\n  scaleup_bandwidth = 100 GB/s\n"
+        "  compute_units = 10\n  clock = 1.5 GHz\n  matrix { bf16 = 0.5 PFLOPS }\n"
+        "  vector { fp32 = 20 TFLOPS }\n}\n"
+    )
+    h = load_hardware(str(mine))
+    assert (h.memory, h.memory_bandwidth, h.clock) == (64 * 2**30, 1e12, 1.5e9)
+    assert h.peak("matrix", "bf16") == (5e14, "bf16", "datasheet")
+    assert h.peak("vector", "bf16") == (20e12, "fp32", "datasheet")  # no bf16 vector rate
+
+
+def test_unknown_name_has_a_hint() -> None:
+    with pytest.raises(SpecError) as info:
+        load_hardware("mi300")
+    assert info.value.message == "unknown hardware `mi300`"
+    assert info.value.hint == "did you mean `mi300x`?"
+
+
+@pytest.mark.parametrize("path", INVALID, ids=[p.stem for p in INVALID])
+def test_invalid_hardware_file(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(path.parent)
+    expected = path.read_text().splitlines()[0].removeprefix("# error: ")
+    with pytest.raises(SpecError) as info:
+        load_hardware(path.name)
+    err = info.value
+    assert f"{os.path.normpath(err.filename)}:{err.line}:{err.column}: {err.message}" == expected
