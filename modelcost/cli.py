@@ -15,8 +15,6 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tabulate import tabulate
-
 from . import __version__
 from .errors import SpecError
 from .fmt import format_source
@@ -108,6 +106,8 @@ def cmd_params(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(counts.model_dump(mode="json"), indent=2))
         return EXIT_OK
+    from tabulate import tabulate
+
     rows = [
         [c.value, f"{n:,}", f"{counts.active_components[c]:,}"]
         for c, n in counts.components.items()
@@ -162,7 +162,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from .compile import compile_report
     from .hardware import load_hardware
     from .render.json_report import render_json
-    from .render.text import render_text
 
     try:
         spec = load_spec(args.spec, args.model)
@@ -182,7 +181,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
-    text = render_json(reports) if args.format == "json" else render_text(reports)
+    if args.format == "json":
+        text = render_json(reports)
+    else:
+        from .render.text import render_text
+
+        text = render_text(reports)
     for r in reports:
         if r.totals.memory.warning:
             print(f"modelcost: warning: {r.totals.memory.warning}", file=sys.stderr)
@@ -202,6 +206,8 @@ def _emit(text: str, output: str | None) -> int:
 
 
 def cmd_hw_list(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
     from .hardware import load_hardware, shipped_hardware
 
     rows = []
@@ -215,6 +221,8 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
 
 
 def cmd_hw_show(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
     from .hardware import load_hardware
 
     try:

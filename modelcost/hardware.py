@@ -17,8 +17,9 @@ from lark.exceptions import UnexpectedInput
 from pydantic import BaseModel, ConfigDict
 
 from .errors import SpecError, did_you_mean
+from .grammar_tables import load_parser
 from .parse import _syntax_error
-from .resources import grammar_path, specs_dir
+from .resources import specs_dir
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4", "int4")
 # When a precision has no unit of its own, math runs at the next wider one.
@@ -52,7 +53,7 @@ ACHIEVABLE_EXTRA = {"memory_bandwidth": "bandwidth", "source": "text"}
 
 
 class _HW(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Achievable(_HW):
@@ -114,11 +115,7 @@ class Hardware(_HW):
 
 @cache
 def _parser() -> Lark:
-    return Lark(
-        grammar_path("hardware.lark").read_text(encoding="utf-8"),
-        parser="lalr",
-        propagate_positions=True,
-    )
+    return load_parser("hardware.lark")
 
 
 def hardware_dir() -> Path:

@@ -542,8 +542,7 @@ def _shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     if positions is not None and length > positions.positions:
         what = "context" if w.phase is Phase.decode else "sequence length"
         raise SpecError(
-            f"{what} {length} exceeds the {positions.positions} learned positions "
-            f"of `{spec.name}`",
+            f"{what} {length} exceeds the {positions.positions} learned positions of `{spec.name}`",
             filename="modelcost",
             hint=f"use at most {positions.positions}",
         )

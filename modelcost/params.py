@@ -26,7 +26,7 @@ class Component(StrEnum):
 
 
 class ParamCount(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     model: str
     total: int

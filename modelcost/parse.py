@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 from lark import Lark, Token, Transformer, v_args
@@ -10,9 +11,7 @@ from lark.lexer import PatternStr
 
 from . import syntax as s
 from .errors import SpecError
-from .resources import grammar_path
-
-_comments: list[Token] = []
+from .grammar_tables import load_parser
 
 SIZE_SUFFIXES = {
     "Ki": 2**10,
@@ -25,17 +24,13 @@ SIZE_SUFFIXES = {
     "T": 10**12,
 }
 MAX_SOURCE_CHARS = 1_000_000
+# A `#` starts a comment unless it is inside a string, and strings cannot span lines.
+_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*')
 
 
 @cache
 def _parser() -> Lark:
-    return Lark(
-        grammar_path().read_text(encoding="utf-8"),
-        parser="lalr",
-        propagate_positions=True,
-        maybe_placeholders=True,
-        lexer_callbacks={"COMMENT": _comments.append},
-    )
+    return load_parser("modelspec.lark")
 
 
 def _pos(meta_or_token) -> s.Pos:
@@ -251,7 +246,6 @@ def parse(source: str, filename: str = "<string>") -> s.Module:
             f"file is too large ({len(source)} characters; the limit is {MAX_SOURCE_CHARS})",
             filename=filename,
         )
-    _comments.clear()
     try:
         tree = _parser().parse(source)
         items = _ToAst().transform(tree)
@@ -261,10 +255,18 @@ def parse(source: str, filename: str = "<string>") -> s.Module:
         raise SpecError(
             "the file is nested too deeply to parse", filename=filename, hint=str(err)[:200]
         ) from None
-    lines = source.splitlines()
-    comments = tuple(
-        s.Comment(str(c), c.line, bool(lines[c.line - 1][: c.column - 1].strip()))
-        for c in _comments
-    )
-    _comments.clear()
-    return s.Module(tuple(items), filename, source, comments)
+    return s.Module(tuple(items), filename, source, _comments(source))
+
+
+def _comments(source: str) -> tuple[s.Comment, ...]:
+    """Every `#` comment with its line, and whether code precedes it on that line."""
+    out = []
+    line, line_start = 1, 0
+    for m in _STRING_OR_COMMENT.finditer(source):
+        if m.group().startswith('"'):
+            continue
+        start = m.start()
+        line += source.count("\n", line_start, start)
+        line_start = source.rfind("\n", 0, start) + 1
+        out.append(s.Comment(m.group(), line, bool(source[line_start:start].strip())))
+    return tuple(out)

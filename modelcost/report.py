@@ -17,7 +17,7 @@ Bound = Literal["compute", "memory", "network"]
 
 
 class _R(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ModelInfo(_R):

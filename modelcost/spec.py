@@ -17,7 +17,9 @@ SCHEMA_VERSION = 1
 
 
 class IR(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Validators are built on first use: building all of them up front costs more than
+    # compiling a spec (the recursive layer union especially).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Activation(StrEnum):
@@ -213,8 +215,3 @@ class Spec(IR):
     params: dict[str, ParamValue]
     dtypes: DtypePolicy
     body: tuple[Node, ...]
-
-
-Repeat.model_rebuild()
-Block.model_rebuild()
-Spec.model_rebuild()
