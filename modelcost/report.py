@@ -67,8 +67,9 @@ class PassTiming(_R):
 
 class OpEntry(_R):
     name: str
+    layer: int | None = Field(description="first layer of the op's group; null: model level")
     group: str
-    layers: str
+    layers: str = Field(description="every layer the op stands for, e.g. `3-60`")
     kind: str = Field(description="perf-model class: GEMM, SDPA, GroupedGemm, ...")
     count: int
     shape: dict[str, int | float | bool | str | list[int]]

@@ -121,6 +121,9 @@ def build_report(
         ops.append(
             OpEntry(
                 name=n.name,
+                layer=groups[n.group].layers[0]
+                if n.group in groups and groups[n.group].layers
+                else None,
                 group=n.group,
                 layers=groups[n.group].layer_label if n.group in groups else "",
                 kind=op.kind,

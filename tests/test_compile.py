@@ -58,9 +58,10 @@ def test_the_issue_command_prints_a_documented_report() -> None:
                          "layers", "kinds", "ops", "notes"}  # fmt: skip
     assert set(data["totals"]) >= {"flops", "bytes", "time_s", "per_token", "memory"}
     q = next(o for o in data["ops"] if o["name"] == "layers.0.attn.q_proj")
-    assert q["kind"] == "GEMM" and q["count"] == 80
+    assert q["kind"] == "GEMM" and q["count"] == 80 and q["layer"] == 0
+    assert next(o for o in data["ops"] if o["name"] == "lm_head")["layer"] is None
     assert q["shape"] == {"M": 8, "N": 8192, "K": 8192, "bias": False, "B": 1}
-    assert set(q) >= {"name", "layers", "kind", "count", "shape", "dtype",
+    assert set(q) >= {"name", "layer", "kind", "count", "shape", "dtype",
                       "flops", "bytes", "compute_s", "memory_s", "time_s", "bound"}  # fmt: skip
     sdpa = next(o for o in data["ops"] if o["kind"] == "SDPA")
     assert set(sdpa["shape"]) >= {"B", "N_Q", "H_Q", "N_KV", "H_KV", "d_h_qk", "d_h_v", "causal"}
