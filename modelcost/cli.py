@@ -1,4 +1,4 @@
-"""The command line: `modelcost check | fmt | params | compile | hw | schema`.
+"""The command line: `modelcost check | fmt | params | compile | diff | site | hw | schema`.
 
 Exit codes: 0 ok, 1 a requested check failed (e.g. `fmt --check`), 2 bad input or usage.
 Bad input is reported as `path:line:col: error: message` with the source line, a caret
@@ -159,38 +159,121 @@ def _kinds(text: str) -> frozenset[str]:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from .compile import compile_report
     from .hardware import load_hardware
-    from .render.json_report import render_json
 
     try:
         spec = load_spec(args.spec, args.model)
-        hw = load_hardware(args.hw)
-        reports = [
-            compile_report(
-                spec,
-                hw,
-                Workload(phase, args.batch, args.seq, args.context, args.logits),
-                Conventions(args.conventions),
-                args.peak,
-                args.bandwidth,
-                args.only,
-            )
-            for phase in args.phase
-        ]
+        reports = _compile_all(spec, load_hardware(args.hw), args)
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
-    if args.format == "json":
-        text = render_json(reports)
-    else:
-        from .render.text import render_text
-
-        text = render_text(reports)
+    text = _render_reports(reports, args.format)
     for r in reports:
         if r.totals.memory.warning:
             print(f"modelcost: warning: {r.totals.memory.warning}", file=sys.stderr)
     return _emit(text, args.output)
+
+
+def _render_reports(reports: list, fmt: str) -> str:
+    if fmt == "json":
+        from .render.json_report import render_json
+
+        return render_json(reports)
+    if fmt == "md":
+        from .render.markdown import render_markdown
+
+        return render_markdown(reports)
+    if fmt == "html":
+        from .render.html import render_html
+
+        return render_html(reports)
+    from .render.text import render_text
+
+    return render_text(reports)
+
+
+def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
+    """One report per requested phase; `suffix` picks the `--X-b` overrides of a diff."""
+    from .compile import compile_report
+
+    def pick(name: str):
+        value = getattr(args, f"{name}{suffix}", None) if suffix else None
+        return getattr(args, name) if value is None else value
+
+    return [
+        compile_report(
+            spec,
+            hw,
+            Workload(phase, pick("batch"), pick("seq"), pick("context"), args.logits),
+            Conventions(args.conventions),
+            args.peak,
+            args.bandwidth,
+            getattr(args, "only", None),
+        )
+        for phase in pick("phase")
+    ]
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .diff import diff
+    from .hardware import load_hardware
+    from .render.diff import render_diff
+
+    try:
+        spec_a, spec_b = load_spec(args.a), load_spec(args.b)
+        hw_a = load_hardware(args.hw)
+        hw_b = load_hardware(args.hw_b) if args.hw_b else hw_a
+        a = _compile_all(spec_a, hw_a, args)
+        b = _compile_all(spec_b, hw_b, args, suffix="_b")
+        if len(a) != len(b):
+            raise SpecError("--phase-b must name as many phases as --phase", filename="modelcost")
+        d = diff(a, b)
+    except SpecError as err:
+        _report(err)
+        return EXIT_BAD_INPUT
+    status = _emit(render_diff(d, "md" if args.format == "text" else args.format), args.output)
+    if status == EXIT_OK and args.fail_above is not None:
+        worst = max(p.time_change for p in d.phases)
+        if worst * 100 > args.fail_above:
+            print(
+                f"modelcost: total time grows by {worst * 100:.1f}%, "
+                f"more than --fail-above {args.fail_above:g}%",
+                file=sys.stderr,
+            )
+            return EXIT_CHECK_FAILED
+    return status
+
+
+def cmd_site(args: argparse.Namespace) -> int:
+    from .hardware import load_hardware
+    from .site import SiteOptions, build_site, write_site
+
+    try:
+        specs = []
+        for path in args.specs:
+            for spec in load_specs(path):
+                name = Path(path).stem if len(load_specs(path)) == 1 else spec.name
+                specs.append((name, spec))
+        targets = [load_hardware(h) for h in args.hw.split(",") if h.strip()]
+        diffs = []
+        for pair in args.diff:
+            a, sep, b = pair.partition(":")
+            if not sep or not a or not b:
+                raise SpecError(f"--diff takes A:B, got {pair!r}", filename="modelcost")
+            diffs.append((a, b))
+        options = SiteOptions(args.batch, args.seq, args.context, Conventions(args.conventions),
+                              args.peak)  # fmt: skip
+        files = build_site(specs, targets, diffs, options)
+    except SpecError as err:
+        _report(err)
+        return EXIT_BAD_INPUT
+    try:
+        write_site(files, Path(args.output), _write_atomic)
+    except OSError as exc:
+        print(f"{args.output}: error: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"wrote {len(files)} files to {args.output}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _emit(text: str, output: str | None) -> int:
@@ -298,8 +381,41 @@ def build_parser() -> argparse.ArgumentParser:
                    help="HBM bandwidth: the datasheet's, or measured where published")  # fmt: skip
     p.add_argument("--only", type=_kinds, default=None, metavar="KINDS",
                    help="count only these op kinds, e.g. GEMM,SDPA")  # fmt: skip
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--format", choices=["text", "md", "html", "json"], default="text")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
+    p = add("diff", cmd_diff, "compare two specs (or one on two targets or workloads)")
+    p.add_argument("a", metavar="A.model")
+    p.add_argument("b", metavar="B.model")
+    p.add_argument("--hw", required=True, help="target of A (and of B unless --hw-b)")
+    p.add_argument("--hw-b", help="target of B")
+    for suffix, who in (("", "both sides"), ("-b", "B only")):
+        first = [Phase.prefill]
+        p.add_argument(f"--phase{suffix}", type=_phases, default=None if suffix else first,
+                       help=f"phases ({who})")  # fmt: skip
+        p.add_argument(f"--batch{suffix}", type=_positive, default=None if suffix else 1)
+        p.add_argument(f"--seq{suffix}", type=_positive, default=None if suffix else 2048)
+        p.add_argument(f"--context{suffix}", type=_positive, default=None if suffix else 2048)
+    p.add_argument("--logits", choices=["all", "last"], default="all")
+    p.add_argument("--conventions", choices=[c.value for c in Conventions], default="modelcost")
+    p.add_argument("--peak", choices=["datasheet", "achievable"], default="datasheet")
+    p.add_argument("--bandwidth", choices=["datasheet", "achievable"], default="datasheet")
+    p.add_argument("--format", choices=["text", "md", "html", "json"], default="text")
+    p.add_argument("--fail-above", type=float, metavar="PCT",
+                   help="exit 1 when the total time grows by more than PCT percent")  # fmt: skip
+    p.add_argument("-o", "--output", metavar="FILE")
+
+    p = add("site", cmd_site, "write a docs site: a page per model × hardware, diffs, an index")
+    p.add_argument("specs", nargs="+", metavar="SPEC")
+    p.add_argument("--hw", required=True, help="comma-separated targets, e.g. mi300x,mi355x,h200")
+    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.add_argument("--diff", action="append", default=[], metavar="A:B",
+                   help="also a diff page of spec A against B (file stems)")  # fmt: skip
+    p.add_argument("--batch", type=_positive, default=1)
+    p.add_argument("--seq", type=_positive, default=2048)
+    p.add_argument("--context", type=_positive, default=2048)
+    p.add_argument("--conventions", choices=[c.value for c in Conventions], default="modelcost")
+    p.add_argument("--peak", choices=["datasheet", "achievable"], default="datasheet")
 
     hw = sub.add_parser("hw", help="shipped hardware targets", description="hardware targets")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="COMMAND")

@@ -65,6 +65,32 @@ class PassTiming(_R):
     bound: Bound
 
 
+class KernelChoice(_R):
+    """The Gluon kernel that would serve a GEMM (or why none does)."""
+
+    id: str | None = None
+    title: str | None = None
+    url: str | None = None
+    tflops: float | None = Field(default=None, description="published TFLOPS")
+    measured: str | None = Field(default=None, description="the shape they were measured on")
+    pin: str | None = None
+    reason: str
+    exact: bool = Field(description="the kernel's constraints hold as the shape stands")
+
+
+class KernelUse(_R):
+    """One row of the kernels table: a kernel (or none) and the GEMMs it would serve."""
+
+    id: str | None
+    title: str | None
+    url: str | None
+    tflops: float | None
+    measured: str | None
+    ops: tuple[str, ...]
+    time_s: float
+    share: float
+
+
 class OpEntry(_R):
     name: str
     layer: int | None = Field(description="first layer of the op's group; null: model level")
@@ -86,6 +112,8 @@ class OpEntry(_R):
     memory_s: float
     time_s: float
     bound: Bound
+    attained_flops: float = Field(description="FLOPs / roofline time: the FLOP/s it reaches")
+    kernel: KernelChoice | None = None
     backward: PassTiming | None = None
     total_time_s: float = Field(description="count × (forward + backward) time")
     share: float = Field(description="fraction of the step's time")
@@ -153,5 +181,6 @@ class Report(_R):
     totals: Totals
     layers: tuple[LayerEntry, ...]
     kinds: tuple[KindEntry, ...]
+    kernels: tuple[KernelUse, ...]
     ops: tuple[OpEntry, ...]
     notes: tuple[str, ...] = ()

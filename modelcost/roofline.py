@@ -17,11 +17,13 @@ from .cost import CostedGraph
 from .dtypes import DTYPES
 from .graph import Phase
 from .hardware import Hardware
+from .kernels import serve
 from .memory import footprint
 from .params import count_params
-from .perfmodel import Cost, OpRecord, Unit
+from .perfmodel import Cost, GemmOp, GroupedGemmOp, OpRecord, Unit
 from .report import (
     HardwareInfo,
+    KernelUse,
     KindEntry,
     LayerEntry,
     Memory,
@@ -142,6 +144,8 @@ def build_report(
                 memory_s=tf.memory_s,
                 time_s=tf.time_s,
                 bound=_bound(tf, op),
+                attained_flops=cn.fwd.flops / tf.time_s if tf.time_s else 0.0,
+                kernel=serve(op, hw.arch) if isinstance(op, GemmOp | GroupedGemmOp) else None,
                 backward=back,
                 total_time_s=total,
                 share=share(total),
@@ -216,6 +220,7 @@ def build_report(
         ),
         layers=_layers(ops, graph, share),
         kinds=_kinds(ops, share),
+        kernels=_kernels(ops, share),
         ops=tuple(ops),
         notes=graph.notes,
     )
@@ -266,3 +271,29 @@ def _kinds(ops: list[OpEntry], share) -> tuple[KindEntry, ...]:
     return tuple(
         KindEntry(kind=k, flops=f, bytes=b, time_s=t, share=share(t)) for k, (f, b, t) in ranked
     )
+
+
+def _kernels(ops: list[OpEntry], share) -> tuple[KernelUse, ...]:
+    """GEMMs grouped by the kernel that would serve them (none last), by time."""
+    groups: dict[str | None, list[OpEntry]] = defaultdict(list)
+    for o in ops:
+        if o.kernel is not None:
+            groups[o.kernel.id].append(o)
+    rows = []
+    for kid, members in groups.items():
+        k = members[0].kernel
+        t = sum(o.total_time_s for o in members)
+        rows.append(
+            KernelUse(
+                id=kid,
+                title=k.title,
+                url=k.url,
+                tflops=k.tflops,
+                measured=k.measured,
+                ops=tuple(o.name for o in members),
+                time_s=t,
+                share=share(t),
+            )
+        )
+    rows.sort(key=lambda r: (r.id is None, -r.time_s, r.id or ""))
+    return tuple(rows)

@@ -1,0 +1,114 @@
+"""Diff: two reports (two models, or one model on two targets, dtypes or workloads) →
+the change in totals, per op kind, per layer group and per matched op."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict
+
+from .report import REPORT_SCHEMA_VERSION, Report
+
+
+class _D(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class Change(_D):
+    """One quantity on both sides. `rel` is (b − a) / a; None where a side lacks it."""
+
+    key: str
+    a: float | None
+    b: float | None
+    delta: float | None
+    rel: float | None
+
+
+class Side(_D):
+    model: str
+    title: str
+    hardware: str
+    phase: str
+    batch: int
+    seq: int
+    context: int
+    conventions: str
+    peak: str
+
+    @property
+    def label(self) -> str:
+        shape = f"context {self.context}" if self.phase == "decode" else f"seq {self.seq}"
+        return f"{self.title} on {self.hardware} ({self.phase}, batch {self.batch}, {shape})"
+
+
+class PhaseDiff(_D):
+    a: Side
+    b: Side
+    totals: tuple[Change, ...]
+    kinds: tuple[Change, ...]
+    layers: tuple[Change, ...]
+    ops: tuple[Change, ...]
+
+    @property
+    def time_change(self) -> float:
+        return next(c.rel for c in self.totals if c.key == "time_s") or 0.0
+
+
+class DiffReport(_D):
+    schema_version: int = REPORT_SCHEMA_VERSION
+    phases: tuple[PhaseDiff, ...]
+
+
+def change(key: str, a: float | None, b: float | None) -> Change:
+    delta = None if a is None or b is None else b - a
+    rel = None if delta is None or not a else delta / a
+    return Change(key=key, a=a, b=b, delta=delta, rel=rel)
+
+
+def _side(r: Report) -> Side:
+    w = r.workload
+    return Side(
+        model=r.model.name, title=r.model.title, hardware=r.hardware.title, phase=w.phase,
+        batch=w.batch, seq=w.seq, context=w.context, conventions=w.conventions,
+        peak=r.hardware.peak,
+    )  # fmt: skip
+
+
+def _matched(a: dict[str, float], b: dict[str, float]) -> tuple[Change, ...]:
+    keys = list(a) + [k for k in b if k not in a]
+    return tuple(change(k, a.get(k), b.get(k)) for k in keys)
+
+
+TOTALS: tuple[tuple[str, Callable[[Report], float]], ...] = (
+    ("time_s", lambda r: r.totals.time_s),
+    ("ms_per_token", lambda r: r.totals.per_token.ms_per_token),
+    ("tokens_per_s", lambda r: r.totals.per_token.tokens_per_s),
+    ("flops", lambda r: r.totals.flops),
+    ("bytes", lambda r: r.totals.bytes),
+    ("mfu_bound", lambda r: r.totals.mfu_bound),
+    ("memory", lambda r: r.totals.memory.total),
+    ("params_total", lambda r: float(r.model.params_total)),
+)
+
+
+def diff_reports(a: Report, b: Report) -> PhaseDiff:
+    """Layer groups are matched by name and block; ops by name."""
+    return PhaseDiff(
+        a=_side(a),
+        b=_side(b),
+        totals=tuple(change(k, f(a), f(b)) for k, f in TOTALS),
+        kinds=_matched({k.kind: k.time_s for k in a.kinds}, {k.kind: k.time_s for k in b.kinds}),
+        layers=_matched(
+            {f"{g.group} ({g.block})": g.time_s for g in a.layers},
+            {f"{g.group} ({g.block})": g.time_s for g in b.layers},
+        ),
+        ops=_matched(
+            {o.name: o.total_time_s for o in a.ops}, {o.name: o.total_time_s for o in b.ops}
+        ),
+    )
+
+
+def diff(a_reports: list[Report], b_reports: list[Report]) -> DiffReport:
+    return DiffReport(
+        phases=tuple(diff_reports(a, b) for a, b in zip(a_reports, b_reports, strict=True))
+    )

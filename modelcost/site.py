@@ -1,0 +1,138 @@
+"""The docs site: a page per model × hardware (Markdown and HTML), requested diffs, and an
+index comparing them all. Relative links only, so the folder drops into MkDocs, Sphinx
+or any static host."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import spec as ir
+from .compile import compile_report
+from .diff import diff
+from .errors import SpecError
+from .graph import Phase, Workload
+from .hardware import Hardware
+from .params import walk
+from .perfmodel import Conventions
+from .render.diff import render_diff
+from .render.env import render
+from .render.html import render_html
+from .render.markdown import render_markdown
+from .report import Report
+from .view import Cell, Table, fixed, si
+
+
+@dataclass(frozen=True, slots=True)
+class SiteOptions:
+    batch: int = 1
+    seq: int = 2048
+    context: int = 2048
+    conventions: Conventions = Conventions.modelcost
+    peak: str = "datasheet"
+
+
+def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
+    # a model with learned positions (GPT-2) runs at most that many (its page says so)
+    limit = min((op.positions for op, _ in walk(spec.body)
+                 if isinstance(op, ir.PositionEmbedding)), default=None)  # fmt: skip
+    seq = min(o.seq, limit) if limit else o.seq
+    context = min(o.context, limit) if limit else o.context
+    out = []
+    for phase in (Phase.prefill, Phase.decode):
+        try:
+            out.append(compile_report(spec, hw, Workload(phase, o.batch, seq, context),
+                                      o.conventions, o.peak))  # fmt: skip
+        except SpecError:
+            if phase is Phase.prefill:
+                raise
+            # an encoder has no decode; its page shows the forward pass only
+    return out
+
+
+def build_site(
+    specs: list[tuple[str, ir.Spec]],
+    targets: list[Hardware],
+    diffs: list[tuple[str, str]],
+    options: SiteOptions | None = None,
+) -> dict[str, str]:
+    """Every file of the site by relative path. `specs` pairs a page name with a spec."""
+    options = options or SiteOptions()
+    files: dict[str, str] = {}
+    by_name = dict(specs)
+    rows = []
+    computed: dict[tuple[str, str], list[Report]] = {}
+    for name, spec in specs:
+        for hw in targets:
+            reports = _reports(spec, hw, options)
+            computed[(name, hw.name)] = reports
+            page = f"{name}-{hw.name}"
+            files[f"{page}.md"] = render_markdown(reports)
+            files[f"{page}.html"] = render_html(reports)
+            rows.append((name, hw, reports, page))
+    diff_rows = []
+    for a, b in diffs:
+        for side in (a, b):
+            if side not in by_name:
+                raise SpecError(
+                    f"--diff names `{side}`, which is not among the specs",
+                    filename="modelcost",
+                    hint=f"specs: {', '.join(by_name)}",
+                )
+        for hw in targets:
+            ra, rb = computed[(a, hw.name)], computed[(b, hw.name)]
+            n = min(len(ra), len(rb))
+            d = diff(ra[:n], rb[:n])
+            page = f"diff-{a}-vs-{b}-{hw.name}"
+            files[f"{page}.md"] = render_diff(d, "md")
+            files[f"{page}.html"] = render_diff(d, "html")
+            diff_rows.append((a, b, hw, page, d))
+    for ext in ("md", "html"):
+        files[f"index.{ext}"] = render(
+            f"site_index.{ext}.j2", index=_index(rows, ext), diffs=_diff_index(diff_rows, ext)
+        )
+    return files
+
+
+def _index(rows, ext: str) -> Table:
+    out = []
+    for _name, hw, reports, page in rows:
+        by_phase = {r.workload.phase: r for r in reports}
+        p, d = by_phase.get("prefill"), by_phase.get("decode")
+        m = reports[0].model
+        fits = all(r.totals.memory.fits for r in reports)
+        out.append((
+            Cell(m.title, href=f"{page}.{ext}"), Cell(hw.title),
+            Cell(si(m.params_total), m.params_total), Cell(si(m.params_active), m.params_active),
+            Cell(fixed(p.totals.per_token.ms_per_token, 4), p.totals.per_token.ms_per_token)
+            if p else Cell("—", -1),
+            Cell(fixed(d.totals.per_token.ms_per_token, 3), d.totals.per_token.ms_per_token)
+            if d else Cell("—", -1),
+            Cell(fixed(d.totals.per_token.tokens_per_s, 1), d.totals.per_token.tokens_per_s)
+            if d else Cell("—", -1),
+            Cell("yes" if fits else "no"),
+        ))  # fmt: skip
+    return Table(
+        "index",
+        ("model", "hardware", "params", "active", "prefill ms/token", "decode ms/token",
+         "decode tokens/s", "fits in HBM"),
+        tuple(out),
+        (False, False, True, True, True, True, True, False),
+    )  # fmt: skip
+
+
+def _diff_index(rows, ext: str) -> Table:
+    out = []
+    for a, b, hw, page, d in rows:
+        change = d.phases[0].time_change
+        out.append((Cell(f"{a} vs {b}", href=f"{page}.{ext}"), Cell(hw.title),
+                    Cell(f"{change * 100:+.1f}%", change)))  # fmt: skip
+    return Table("diffs", ("diff", "hardware", "prefill time change"), tuple(out),
+                 (False, False, True))  # fmt: skip
+
+
+def write_site(files: dict[str, str], out: Path, write) -> None:
+    """Write every file (each atomically) once all were rendered."""
+    out.mkdir(parents=True, exist_ok=True)
+    for rel, text in sorted(files.items()):
+        write(out / rel, text)

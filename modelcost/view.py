@@ -1,0 +1,491 @@
+"""The report view-model: one or more Reports (one per phase) → display-ready tables,
+charts and text. Everything shown is computed here; templates only place it.
+
+Units are in the column headers; large counts use SI prefixes (1 G = 1e9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tabulate import tabulate
+
+from . import __version__
+from .charts import Point, Roof, roofline_svg, stacked_bar_svg
+from .report import OpEntry, Report
+
+ALIGN_NUM = "right"
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    text: str
+    sort: float | str | None = None  # the value a sortable HTML table sorts by
+    href: str | None = None
+    title: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    id: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    numeric: tuple[bool, ...]  # right-aligned columns
+
+    def markdown(self) -> str:
+        """A pipe table (links in Markdown form); `|` in user text is escaped."""
+
+        def md(c: Cell) -> str:
+            text = c.text.replace("|", "\\|")
+            return f"[{text}]({c.href})" if c.href else text
+
+        return tabulate(
+            [[md(c) for c in row] for row in self.rows],
+            headers=list(self.headers),
+            tablefmt="pipe",
+            colalign=["right" if n else "left" for n in self.numeric],
+            disable_numparse=True,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseView:
+    phase: str
+    heading: str
+    kinds: Table
+    layers: Table
+    ops: Table
+    kernels: Table
+    roofline_svg: str
+    kind_bar_svg: str
+    layer_bar_svg: str
+    point_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReportView:
+    title: str
+    subtitle: str
+    summary: Table
+    per_token: Table
+    phases: tuple[PhaseView, ...]
+    notes: tuple[str, ...]
+    footer: str
+    memory_warning: str | None
+
+
+# ---------------------------------------------------------------- number formatting
+
+
+def si(value: float, digits: int = 3) -> str:
+    """3 significant digits with an SI prefix: 1.23 T, 456 G, 7.8 M, 12."""
+    for scale, prefix in ((1e15, " P"), (1e12, " T"), (1e9, " G"), (1e6, " M"), (1e3, " k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}g}{prefix}"
+    return f"{value:.{digits}g}"
+
+
+def fixed(value: float, places: int = 2) -> str:
+    return f"{value:,.{places}f}"
+
+
+def pct(fraction: float) -> str:
+    return f"{fraction * 100:.1f}%"
+
+
+def num(text: str, value: float) -> Cell:
+    return Cell(text, value)
+
+
+def _shape(o: OpEntry) -> str:
+    s = o.shape
+    if o.kind == "GEMM":
+        out = f"{s['M']}×{s['N']}×{s['K']}"
+        return out + (f" ×{s['B']}" if s.get("B", 1) != 1 else "") + (" +bias" if s["bias"] else "")
+    if o.kind == "GroupedGemm":
+        g = s["G"]
+        return (
+            f"{s['M']}×{s['N']}×{s['K']}, G={g:g}"
+            if isinstance(g, float)
+            else (f"{s['M']}×{s['N']}×{s['K']}, G={g}")
+        )
+    if o.kind == "SDPA":
+        w = f", window {s['window']}" if s.get("window") else ""
+        causal = ", causal" if s["causal"] else ""
+        return (
+            f"B={s['B']} q={s['N_Q']}×{s['H_Q']} kv={s['N_KV']}×{s['H_KV']} "
+            f"d={s['d_h_qk']}/{s['d_h_v']}{causal}{w}"
+        )
+    return ", ".join(f"{k}={v}" for k, v in s.items())
+
+
+def _dtype(o: OpEntry) -> str:
+    values = list(dict.fromkeys(o.dtypes.values()))
+    return values[0] if len(values) == 1 else "/".join(values)
+
+
+# ---------------------------------------------------------------- building
+
+
+def _summary(reports: list[Report]) -> Table:
+    r = reports[0]
+    h, m = r.hardware, r.model
+    rows = [
+        ("model", f"{m.title} ({m.name})"),
+        ("parameters", f"{m.params_total:,} total, {m.params_active:,} active per token"),
+        ("hardware", f"{h.title} ({h.arch})"),
+        (
+            "peaks",
+            f"{h.peak} compute, {h.bandwidth} bandwidth "
+            f"({si(h.memory_bandwidth)}B/s); knee {h.knee:,.0f} FLOP/B at {h.knee_precision}",
+        ),
+        ("conventions", r.workload.conventions),
+    ]
+    for rep in reports:
+        w, t = rep.workload, rep.totals
+        shape = f"context {w.context}" if w.phase == "decode" else f"seq {w.seq}"
+        fit = "fits" if t.memory.fits else "does NOT fit"
+        rows.append(
+            (
+                w.phase,
+                f"batch {w.batch}, {shape}: {fixed(t.per_token.ms_per_step, 3)} ms per step, "
+                f"{fixed(t.per_token.tokens_per_s, 1)} tokens/s, {t.bound}-bound; memory "
+                f"{si(t.memory.total)}B of {si(t.memory.capacity)}B ({fit})",
+            )
+        )
+    return Table(
+        "summary", ("", "value"), tuple((Cell(k), Cell(v)) for k, v in rows), (False, False)
+    )
+
+
+def _per_token(reports: list[Report]) -> Table:
+    def row(label: str, fn) -> tuple[Cell, ...]:
+        return (Cell(label), *(fn(r) for r in reports))
+
+    t = lambda r: r.totals  # noqa: E731
+    rows = (
+        row(
+            "tokens per step",
+            lambda r: num(f"{t(r).per_token.tokens_per_step:,}", t(r).per_token.tokens_per_step),
+        ),
+        row(
+            "step time (ms)",
+            lambda r: num(fixed(t(r).per_token.ms_per_step, 3), t(r).per_token.ms_per_step),
+        ),
+        row(
+            "time per token (ms)",
+            lambda r: num(fixed(t(r).per_token.ms_per_token, 4), t(r).per_token.ms_per_token),
+        ),
+        row(
+            "tokens/s",
+            lambda r: num(fixed(t(r).per_token.tokens_per_s, 1), t(r).per_token.tokens_per_s),
+        ),
+        row("FLOPs", lambda r: num(si(t(r).flops), t(r).flops)),
+        row("bytes", lambda r: num(si(t(r).bytes), t(r).bytes)),
+        row("intensity (FLOP/B)", lambda r: num(fixed(t(r).intensity, 1), t(r).intensity)),
+        row(
+            "bound",
+            lambda r: Cell(
+                f"{t(r).bound} ({pct(t(r).compute_bound_s / t(r).time_s)} of time compute-bound)"
+            ),
+        ),
+        row("MFU bound", lambda r: num(pct(t(r).mfu_bound), t(r).mfu_bound)),
+        row("weights (GB)", lambda r: num(fixed(t(r).memory.weights / 1e9), t(r).memory.weights)),
+        row(
+            "KV cache (GB)", lambda r: num(fixed(t(r).memory.kv_cache / 1e9), t(r).memory.kv_cache)
+        ),
+        row(
+            "activations (GB)",
+            lambda r: num(fixed(t(r).memory.activations / 1e9), t(r).memory.activations),
+        ),
+        row("memory total (GB)", lambda r: num(fixed(t(r).memory.total / 1e9), t(r).memory.total)),
+    )
+    headers = ("", *(r.workload.phase for r in reports))
+    return Table("per-token", headers, rows, (False, *(True for _ in reports)))
+
+
+def _phase(r: Report, many: bool) -> PhaseView:
+    phase = r.workload.phase
+    kinds = Table(
+        f"kinds-{phase}",
+        ("kind", "FLOPs", "bytes", "time (ms)", "share"),
+        tuple(
+            (
+                Cell(k.kind),
+                num(si(k.flops), k.flops),
+                num(si(k.bytes), k.bytes),
+                num(fixed(k.time_s * 1e3, 3), k.time_s),
+                num(pct(k.share), k.share),
+            )
+            for k in r.kinds
+        ),
+        (False, True, True, True, True),
+    )
+    layers = Table(
+        f"layers-{phase}",
+        (
+            "group",
+            "block",
+            "layers",
+            "count",
+            "FLOPs",
+            "bytes",
+            "AI (FLOP/B)",
+            "time (ms)",
+            "share",
+        ),
+        tuple(
+            (
+                Cell(g.group),
+                Cell(g.block),
+                Cell(g.layers),
+                num(str(g.count), g.count),
+                num(si(g.flops), g.flops),
+                num(si(g.bytes), g.bytes),
+                num(fixed(g.intensity, 1), g.intensity),
+                num(fixed(g.time_s * 1e3, 3), g.time_s),
+                num(pct(g.share), g.share),
+            )
+            for g in r.layers
+        ),
+        (False, False, False, True, True, True, True, True, True),
+    )
+    op_rows = []
+    for o in r.ops:
+        k = o.kernel
+        kernel = Cell("")
+        if k is not None:
+            kernel = Cell(k.id or "none", href=k.url, title=k.reason)
+        op_rows.append(
+            (
+                Cell(o.name),
+                Cell(o.kind),
+                num(str(o.count), o.count),
+                Cell(_shape(o)),
+                Cell(_dtype(o)),
+                num(si(o.flops), o.flops),
+                num(si(o.bytes), o.bytes),
+                num(fixed(o.intensity, 1), o.intensity),
+                num(fixed(o.compute_s * 1e6), o.compute_s),
+                num(fixed(o.memory_s * 1e6), o.memory_s),
+                num(fixed(o.time_s * 1e6), o.time_s),
+                Cell(o.bound),
+                num(pct(o.share), o.share),
+                kernel,
+            )
+        )
+    ops = Table(
+        f"ops-{phase}",
+        (
+            "op",
+            "kind",
+            "count",
+            "shape",
+            "dtype",
+            "FLOPs",
+            "bytes",
+            "AI (FLOP/B)",
+            "compute (µs)",
+            "memory (µs)",
+            "roofline (µs)",
+            "bound",
+            "share",
+            "kernel",
+        ),
+        tuple(op_rows),
+        (False, False, True, False, False, True, True, True, True, True, True, False, True, False),
+    )
+    kernel_rows = []
+    for u in r.kernels:
+        attained = [o for o in r.ops if o.name in u.ops]
+        best = max((o.attained_flops for o in attained), default=0.0) / 1e12
+        published = f"{u.tflops:,.0f} ({u.measured})" if u.tflops else "not published"
+        kernel_rows.append(
+            (
+                Cell(u.title or "no Gluon kernel", href=u.url),
+                Cell(published),
+                num(fixed(best, 1), best),
+                num(str(len(u.ops)), len(u.ops)),
+                num(fixed(u.time_s * 1e3, 3), u.time_s),
+                num(pct(u.share), u.share),
+            )
+        )
+    kernels = Table(
+        f"kernels-{phase}",
+        (
+            "kernel",
+            "published TFLOPS (measured on)",
+            "roofline TFLOPS (best op)",
+            "GEMMs",
+            "time (ms)",
+            "share",
+        ),
+        tuple(kernel_rows),
+        (False, False, True, True, True, True),
+    )
+    points = [
+        Point(
+            o.name,
+            o.kind,
+            o.intensity,
+            o.attained_flops,
+            o.share,
+            f"{o.name} ({o.kind} ×{o.count}): {_shape(o)}; {si(o.flops)}FLOP, {si(o.bytes)}B, "
+            f"AI {o.intensity:,.1f}; {o.time_s * 1e6:,.2f} µs {o.bound}-bound",
+        )
+        for o in r.ops
+    ]
+    roofs = sorted(
+        {(o.unit, o.peak_precision, o.peak_flops) for o in r.ops if o.unit != "network"},
+        key=lambda t: -t[2],
+    )
+    roof_list = [Roof(f"{u} {p}", f) for u, p, f in roofs]
+    chart = roofline_svg(points, roof_list, r.hardware.memory_bandwidth)
+    kind_bar = stacked_bar_svg([(k.kind, k.time_s) for k in r.kinds], "time by op kind")
+    layer_bar = stacked_bar_svg(
+        [
+            (
+                f"{g.group} ({g.block}, ×{g.count})" if g.group != "model" else "model level",
+                g.time_s,
+            )
+            for g in r.layers
+        ],
+        "time by layer group",
+    )
+    w = r.workload
+    shape = f"context {w.context}" if w.phase == "decode" else f"seq {w.seq}"
+    heading = f"{phase.capitalize()}: batch {w.batch}, {shape}"
+    return PhaseView(
+        phase, heading, kinds, layers, ops, kernels, chart, kind_bar, layer_bar, len(points)
+    )
+
+
+def build_view(reports: list[Report]) -> ReportView:
+    """The view of one model on one target, for one or more phases."""
+    r = reports[0]
+    phases = " and ".join(x.workload.phase for x in reports)
+    title = f"{r.model.title} on {r.hardware.title}"
+    subtitle = (
+        f"{phases}; {r.hardware.peak} peaks; {r.workload.conventions} conventions. "
+        "FLOPs and bytes with SI prefixes (1 G = 1e9); times per op instance unless marked."
+    )
+    notes = tuple(dict.fromkeys(n for x in reports for n in x.notes))
+    warning = next((x.totals.memory.warning for x in reports if x.totals.memory.warning), None)
+    return ReportView(
+        title=title,
+        subtitle=subtitle,
+        summary=_summary(reports),
+        per_token=_per_token(reports),
+        phases=tuple(_phase(x, len(reports) > 1) for x in reports),
+        notes=notes,
+        footer=f"modelcost {__version__}",
+        memory_warning=warning,
+    )
+
+
+# ---------------------------------------------------------------- diffs
+
+_TOTAL_LABELS = {
+    "time_s": ("step time (ms)", lambda v: fixed(v * 1e3, 3)),
+    "ms_per_token": ("time per token (ms)", lambda v: fixed(v, 4)),
+    "tokens_per_s": ("tokens/s", lambda v: fixed(v, 1)),
+    "flops": ("FLOPs", si),
+    "bytes": ("bytes", si),
+    "mfu_bound": ("MFU bound", pct),
+    "memory": ("memory (GB)", lambda v: fixed(v / 1e9)),
+    "params_total": ("parameters", lambda v: f"{v:,.0f}"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DiffPhaseView:
+    heading: str
+    a_label: str
+    b_label: str
+    totals: Table
+    kinds: Table
+    layers: Table
+    ops: Table
+
+
+@dataclass(frozen=True, slots=True)
+class DiffView:
+    title: str
+    subtitle: str
+    phases: tuple[DiffPhaseView, ...]
+    footer: str
+
+
+def _rel(c) -> Cell:
+    if c.rel is None:
+        return Cell("new" if c.a is None else ("gone" if c.b is None else "n/a"), 0.0)
+    return Cell(f"{c.rel * 100:+.1f}%", c.rel)
+
+
+def _time_table(id_: str, label: str, changes) -> Table:
+    def ms(v: float | None) -> Cell:
+        return Cell("—", -1.0) if v is None else num(fixed(v * 1e3, 3), v)
+
+    rows = tuple(
+        (
+            Cell(c.key),
+            ms(c.a),
+            ms(c.b),
+            Cell("—", 0.0) if c.delta is None else num(f"{c.delta * 1e3:+,.3f}", c.delta),
+            _rel(c),
+        )
+        for c in sorted(changes, key=lambda c: -abs(c.delta or 0))
+    )
+    return Table(
+        id_,
+        (label, "A (ms)", "B (ms)", "change (ms)", "change"),
+        rows,
+        (False, True, True, True, True),
+    )
+
+
+def build_diff_view(d) -> DiffView:
+    phases = []
+    for i, p in enumerate(d.phases):
+        rows = []
+        for c in p.totals:
+            label, fmt = _TOTAL_LABELS[c.key]
+            rows.append(
+                (
+                    Cell(label),
+                    num(fmt(c.a), c.a),
+                    num(fmt(c.b), c.b),
+                    Cell(
+                        ""
+                        if c.delta is None
+                        else ("+" if c.delta >= 0 else "−") + fmt(abs(c.delta)),
+                        c.delta,
+                    ),
+                    _rel(c),
+                )
+            )
+        totals = Table(
+            f"diff-totals-{i}",
+            ("", "A", "B", "change", "change (%)"),
+            tuple(rows),
+            (False, True, True, True, True),
+        )
+        phases.append(
+            DiffPhaseView(
+                heading=f"{p.a.phase}" if p.a.phase == p.b.phase else f"{p.a.phase} vs {p.b.phase}",
+                a_label=p.a.label,
+                b_label=p.b.label,
+                totals=totals,
+                kinds=_time_table(f"diff-kinds-{i}", "op kind", p.kinds),
+                layers=_time_table(f"diff-layers-{i}", "layer group", p.layers),
+                ops=_time_table(f"diff-ops-{i}", "op (all copies)", p.ops),
+            )
+        )
+    first = d.phases[0]
+    return DiffView(
+        title=f"{first.a.title} vs {first.b.title}",
+        subtitle="B relative to A; positive changes are increases. Times are roofline times "
+        "for one step on one device.",
+        phases=tuple(phases),
+        footer=f"modelcost {__version__}",
+    )
