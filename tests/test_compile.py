@@ -55,7 +55,7 @@ def test_the_issue_command_prints_a_documented_report() -> None:
     data = json.loads(r.stdout)
     report = Report.model_validate(data)
     assert set(data) == {"schema_version", "model", "hardware", "workload", "totals",
-                         "layers", "kinds", "ops", "notes"}  # fmt: skip
+                         "layers", "kinds", "kernels", "ops", "notes"}  # fmt: skip
     assert set(data["totals"]) >= {"flops", "bytes", "time_s", "per_token", "memory"}
     q = next(o for o in data["ops"] if o["name"] == "layers.0.attn.q_proj")
     assert q["kind"] == "GEMM" and q["count"] == 80 and q["layer"] == 0
