@@ -337,7 +337,7 @@ def _phase(r: Report, many: bool) -> PhaseView:
     ]
     roofs = sorted(
         {(o.unit, o.peak_precision, o.peak_flops) for o in r.ops if o.unit != "network"},
-        key=lambda t: -t[2],
+        key=lambda t: (-t[2], t[0], t[1]),
     )
     roof_list = [Roof(f"{u} {p}", f) for u, p, f in roofs]
     chart = roofline_svg(points, roof_list, r.hardware.memory_bandwidth)

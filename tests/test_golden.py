@@ -1,0 +1,67 @@
+"""Golden reports: Markdown, HTML and JSON of three zoo models and one diff, byte for byte.
+
+After an intended change to the output: `python -m pytest tests/test_golden.py
+--update-goldens`, then review `git diff tests/golden`.
+"""
+
+import subprocess
+import sys
+
+import pytest
+from conftest import GOLDEN, MODELS, ROOT
+
+from modelcost import load_spec
+from modelcost.compile import compile_report
+from modelcost.diff import diff
+from modelcost.graph import Phase, Workload
+from modelcost.hardware import load_hardware
+from modelcost.render.diff import render_diff
+from modelcost.render.html import render_html
+from modelcost.render.json_report import render_json
+from modelcost.render.markdown import render_markdown
+
+CASES = {
+    # name: (spec, hardware, batch, seq, context)
+    "llama3-8b-mi355x": ("llama3-8b", "mi355x", 1, 2048, 4096),
+    "mixtral-8x7b-h200": ("mixtral-8x7b", "h200", 4, 1024, 2048),
+    "mamba2-2.7b-mi300x": ("mamba2-2.7b", "mi300x", 8, 2048, 2048),
+}
+RENDER = {"md": render_markdown, "html": render_html, "json": render_json}
+
+
+def reports(spec: str, hw: str, batch: int, seq: int, context: int):
+    s, h = load_spec(MODELS / f"{spec}.model"), load_hardware(hw)
+    return [compile_report(s, h, Workload(p, batch, seq, context))
+            for p in (Phase.prefill, Phase.decode)]  # fmt: skip
+
+
+def check(request: pytest.FixtureRequest, name: str, text: str) -> None:
+    path = GOLDEN / name
+    if request.config.getoption("--update-goldens"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return
+    assert path.exists(), f"missing golden {name}: run pytest --update-goldens"
+    assert text == path.read_text(encoding="utf-8"), f"{name} changed (see the module docstring)"
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("fmt", RENDER)
+def test_report_golden(request: pytest.FixtureRequest, case: str, fmt: str) -> None:
+    check(request, f"{case}.{fmt}", RENDER[fmt](reports(*CASES[case])))
+
+
+@pytest.mark.parametrize("fmt", ["md", "html", "json"])
+def test_diff_golden(request: pytest.FixtureRequest, fmt: str) -> None:
+    hw = "mi355x"
+    a = reports("llama3-70b", hw, 1, 2048, 2048)
+    b = reports("llama3.1-405b", hw, 1, 2048, 2048)
+    check(request, f"diff-llama3-70b-vs-llama3.1-405b-{hw}.{fmt}", render_diff(diff(a, b), fmt))
+
+
+def test_cli_output_is_the_golden_and_stable() -> None:
+    cmd = [sys.executable, "-m", "modelcost", "compile", "specs/models/llama3-8b.model",
+           "--hw", "mi355x", "--phase", "prefill,decode", "--context", "4096", "--format", "md"]  # fmt: skip
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert first == second == (GOLDEN / "llama3-8b-mi355x.md").read_text(encoding="utf-8")
