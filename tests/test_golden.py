@@ -60,8 +60,21 @@ def test_diff_golden(request: pytest.FixtureRequest, fmt: str) -> None:
 
 
 def test_cli_output_is_the_golden_and_stable() -> None:
-    cmd = [sys.executable, "-m", "modelcost", "compile", "specs/models/llama3-8b.model",
-           "--hw", "mi355x", "--phase", "prefill,decode", "--context", "4096", "--format", "md"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "modelcost",
+        "compile",
+        "specs/models/llama3-8b.model",
+        "--hw",
+        "mi355x",
+        "--phase",
+        "prefill,decode",
+        "--context",
+        "4096",
+        "--format",
+        "md",
+    ]
     first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert first == second == (GOLDEN / "llama3-8b-mi355x.md").read_text(encoding="utf-8")
