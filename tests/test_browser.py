@@ -1,0 +1,106 @@
+"""The HTML report and the site index in a real browser (headless Chromium): no console
+errors, one roofline point per op, and a column sort that works.
+
+Needs Debian's `chromium` and the `playwright` package (.ci/run installs both); skipped
+where they are missing, except under CI, where that is a failure.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import MODELS
+
+from modelcost import load_spec
+from modelcost.compile import compile_report
+from modelcost.graph import Phase, Workload
+from modelcost.hardware import load_hardware
+from modelcost.render.html import render_html
+from modelcost.site import build_site
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # pragma: no cover - depends on the machine
+    sync_playwright = None
+
+if not (CHROMIUM and sync_playwright):
+    if os.environ.get("CI"):
+        raise RuntimeError("CI must have chromium and playwright: see .ci/run")
+    pytest.skip("headless Chromium or playwright is not installed", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def open_page(browser, path: Path):
+    page = browser.new_page(viewport={"width": 1280, "height": 2000})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: errors.append(f"network: {r.url}")
+            if not r.url.startswith(("file:", "data:")) else None)  # fmt: skip
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    return page, errors
+
+
+def column(page, table: str, col: int) -> list[float]:
+    return page.eval_on_selector_all(
+        f"#{table} tbody tr", f"rows => rows.map(r => parseFloat(r.cells[{col}].dataset.sort))"
+    )
+
+
+def test_report_renders_sorts_and_plots_every_op(browser, tmp_path: Path) -> None:
+    spec = load_spec(MODELS / "deepseek-v3.model")
+    hw = load_hardware("mi355x")
+    reports = [compile_report(spec, hw, Workload(p, 1, 2048, 2048))
+               for p in (Phase.prefill, Phase.decode)]  # fmt: skip
+    path = tmp_path / "report.html"
+    path.write_text(render_html(reports), encoding="utf-8")
+    page, errors = open_page(browser, path)
+    charts = page.locator("svg.roofline")
+    assert charts.count() == 2
+    for i, r in enumerate(reports):
+        assert charts.nth(i).locator("circle.op-point").count() == len(r.ops)
+    # sort the prefill op table by roofline time (column 10), descending then ascending
+    header = page.locator("#ops-prefill th").nth(10)
+    assert header.inner_text() == "roofline (µs)"
+    header.click()
+    times = column(page, "ops-prefill", 10)
+    assert times == sorted(times, reverse=True) and len(times) == len(reports[0].ops)
+    header.click()
+    assert column(page, "ops-prefill", 10) == sorted(times)
+    assert errors == []
+
+
+def test_site_index_renders_and_sorts(browser, tmp_path: Path) -> None:
+    specs = [(n, load_spec(MODELS / f"{n}.model")) for n in ("llama3-8b", "mixtral-8x7b", "gpt2")]
+    files = build_site(specs, [load_hardware("mi300x"), load_hardware("h200")], [])
+    for rel, text in files.items():
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    page, errors = open_page(browser, tmp_path / "index.html")
+    assert page.locator("#index tbody tr").count() == 6
+    page.locator("#index th").nth(5).click()  # decode ms/token
+    values = column(page, "index", 5)
+    assert values == sorted(values, reverse=True)
+    page.locator("#index tbody tr a").first.click()  # relative links open the page
+    page.wait_for_load_state("load")
+    assert page.locator("svg.roofline").count() == 2
+    assert errors == []
