@@ -58,11 +58,13 @@ def _decades(lo: float, hi: float) -> tuple[float, float]:
     return math.floor(math.log10(lo)), math.ceil(math.log10(hi))
 
 
-def _si(v: float) -> str:
+def _si(v: float, unit: str = "") -> str:
+    """`10P` for ticks; `2.52 PFLOP/s` when given a unit."""
+    sep = " " if unit else ""
     for scale, p in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if v >= scale:
-            return f"{v / scale:.3g}{p}"
-    return f"{v:g}"
+            return f"{v / scale:.3g}{sep}{p}{unit}"
+    return f"{v:g}{sep}{unit}"
 
 
 def roofline_svg(
@@ -124,7 +126,7 @@ def roofline_svg(
         )
         out.append(
             f'<text x="{left + pw + 6}" y="{_r(Y(roof.peak))}" class="roof-label" '
-            f'dominant-baseline="middle">{escape(roof.label)} {_si(roof.peak)}FLOP/s'
+            f'dominant-baseline="middle">{escape(roof.label)} {_si(roof.peak, "FLOP/s")}'
             "</text>"
         )
     palette = colors(p.kind for p in points)
