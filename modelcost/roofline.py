@@ -151,8 +151,8 @@ def build_report(
                 share=share(total),
             )
         )
-    flops = sum(o.count * (o.flops + (o.backward.flops if o.backward else 0)) for o in ops)
-    nbytes = sum(o.count * (o.bytes + (o.backward.bytes if o.backward else 0)) for o in ops)
+    everything = sum((_step_cost(o) for o in ops), Cost())
+    flops, nbytes = everything.flops, everything.bytes
     compute_bound = sum(
         o.count * (o.time_s if o.bound == "compute" else 0)
         + o.count * (o.backward.time_s if o.backward and o.backward.bound == "compute" else 0)
@@ -232,44 +232,45 @@ def _seq(graph) -> int:
     return w.tokens // w.batch
 
 
-def _layers(ops: list[OpEntry], graph, share) -> tuple[LayerEntry, ...]:
-    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+def _step_cost(o: OpEntry) -> Cost:
+    """All copies of an op, both passes."""
+    back = Cost(o.backward.flops, o.backward.bytes) if o.backward else Cost()
+    return (Cost(o.flops, o.bytes) + back) * o.count
+
+
+def _aggregate(ops: list[OpEntry], key) -> dict[str, tuple[Cost, float]]:
+    """Cost and time summed by `key(op)`, in first-seen order."""
+    acc: dict[str, tuple[Cost, float]] = {}
     for o in ops:
-        a = acc[o.group]
-        a[0] += o.count * (o.flops + (o.backward.flops if o.backward else 0))
-        a[1] += o.count * (o.bytes + (o.backward.bytes if o.backward else 0))
-        a[2] += o.total_time_s
-    out = []
-    for g in graph.groups:
-        if g.name not in acc:
-            continue
-        f, b, t = acc[g.name]
-        out.append(
-            LayerEntry(
-                group=g.name,
-                block=g.block,
-                layers=g.layer_label,
-                count=g.count,
-                flops=f,
-                bytes=b,
-                intensity=_intensity(f, b),
-                time_s=t,
-                share=share(t),
-            )
+        c, t = acc.get(key(o), (Cost(), 0.0))
+        acc[key(o)] = (c + _step_cost(o), t + o.total_time_s)
+    return acc
+
+
+def _layers(ops: list[OpEntry], graph, share) -> tuple[LayerEntry, ...]:
+    acc = _aggregate(ops, lambda o: o.group)
+    return tuple(
+        LayerEntry(
+            group=g.name,
+            block=g.block,
+            layers=g.layer_label,
+            count=g.count,
+            flops=acc[g.name][0].flops,
+            bytes=acc[g.name][0].bytes,
+            intensity=_intensity(acc[g.name][0].flops, acc[g.name][0].bytes),
+            time_s=acc[g.name][1],
+            share=share(acc[g.name][1]),
         )
-    return tuple(out)
+        for g in graph.groups
+        if g.name in acc
+    )
 
 
 def _kinds(ops: list[OpEntry], share) -> tuple[KindEntry, ...]:
-    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for o in ops:
-        a = acc[o.kind]
-        a[0] += o.count * (o.flops + (o.backward.flops if o.backward else 0))
-        a[1] += o.count * (o.bytes + (o.backward.bytes if o.backward else 0))
-        a[2] += o.total_time_s
-    ranked = sorted(acc.items(), key=lambda kv: (-kv[1][2], kv[0]))
+    ranked = sorted(_aggregate(ops, lambda o: o.kind).items(), key=lambda kv: (-kv[1][1], kv[0]))
     return tuple(
-        KindEntry(kind=k, flops=f, bytes=b, time_s=t, share=share(t)) for k, (f, b, t) in ranked
+        KindEntry(kind=k, flops=c.flops, bytes=c.bytes, time_s=t, share=share(t))
+        for k, (c, t) in ranked
     )
 
 

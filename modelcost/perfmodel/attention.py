@@ -63,15 +63,17 @@ class SDPA:
     N_Q ≠ N_KV) these return the trapezoid count instead."""
 
     @staticmethod
-    def _fraction(N_Q: int, N_KV: int, causal: bool) -> Number:
-        return trapezoid_pairs(N_Q, N_KV) / (N_Q * N_KV) if causal else 1
+    def _masked(total: Number, N_Q: int, N_KV: int, causal: bool) -> Number:
+        """Scale a full-rectangle count to the causal pairs (TraceLens's /2 when square)."""
+        if not causal:
+            return total
+        if N_Q == N_KV:
+            return total / 2
+        return total * trapezoid_pairs(N_Q, N_KV) / (N_Q * N_KV)
 
     @staticmethod
     def flops_func(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v, causal) -> Number:
-        full = 2 * B * H_Q * N_Q * N_KV * (d_h_qk + d_h_v)
-        if causal and N_Q == N_KV:
-            return full / 2
-        return full * SDPA._fraction(N_Q, N_KV, causal) if causal else full
+        return SDPA._masked(2 * B * H_Q * N_Q * N_KV * (d_h_qk + d_h_v), N_Q, N_KV, causal)
 
     @staticmethod
     def bytes_func(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v, causal, bytes_per_element) -> Number:
@@ -90,10 +92,7 @@ class SDPA:
         dp = mm * d_h_v
         dq = mm * d_h_qk
         dk = mm * d_h_qk + B * N_KV * d_h_qk * group
-        total = recompute + dv + dp + dq + dk
-        if causal and N_Q == N_KV:
-            return total / 2
-        return total * SDPA._fraction(N_Q, N_KV, causal) if causal else total
+        return SDPA._masked(recompute + dv + dp + dq + dk, N_Q, N_KV, causal)
 
     @staticmethod
     def bytes_bwd_func(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v, causal, bytes_per_element) -> Number:
