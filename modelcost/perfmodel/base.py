@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import StrEnum
+from functools import cache
 from typing import ClassVar
 
 from ..dtypes import DTYPES, DType
@@ -117,16 +118,17 @@ class OpRecord:
 
     def operand_dtypes(self) -> dict[str, DType]:
         """Every operand's dtype by field name."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if isinstance(getattr(self, f.name), DType)
-        }
+        return {name: getattr(self, name) for name in _fields(type(self))[1]}
 
     def shape(self) -> dict[str, object]:
         """Shape parameters by their TraceLens names (dtypes left out)."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if not isinstance(getattr(self, f.name), DType)
-        }
+        return {name: getattr(self, name) for name in _fields(type(self))[0]}
+
+
+@cache
+def _fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(shape field names, dtype field names) of a record class, in declaration order."""
+    shape, dtypes = [], []
+    for f in fields(cls):
+        (dtypes if f.type in ("DType", DType) else shape).append(f.name)
+    return tuple(shape), tuple(dtypes)
