@@ -27,6 +27,7 @@ TOKENS = [
     "false", "min()", "ceil(1, 2)", "d_model", "heads", "kv_heads", "layers", "vocab",
     "fp8", "mxfp4", "swiglu", "attention", "moe", "mla", "mamba2", "rmsnorm", "\n", " ",
     "é", "\x00", "\t", "x = x", "title = 1", "repeat 0 {", "dtype = heads",
+    "TB/s", "TFLOPS", "GB", "MHz", "W", "vector {", "matrix {", "achievable {", "fp32 = 0 W",
 ]  # fmt: skip
 
 
@@ -74,5 +75,34 @@ def test_mutated_specs_only_raise_spec_error(path: Path) -> None:
         except SpecError as err:
             assert err.filename and err.message
             err.render()  # rendering never fails either
+
+    check()
+
+
+HARDWARE = sorted((ZOO[0].parent.parent / "hardware").glob("*.hw"))
+
+
+@pytest.mark.parametrize("path", HARDWARE, ids=[p.stem for p in HARDWARE])
+def test_mutated_hardware_files_only_raise_spec_error(path: Path) -> None:
+    from modelcost.hardware import parse_hardware
+
+    original = path.read_text(encoding="utf-8")
+
+    @given(mutations(original))
+    @settings(
+        max_examples=max(20, EXAMPLES // 4),
+        deadline=None,
+        derandomize=not RANDOM,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    def check(text: str) -> None:
+        try:
+            hw = parse_hardware(text, str(path))
+        except SpecError as err:
+            assert err.message
+            err.render()
+            return
+        assert hw.peak("matrix", "bf16")[0] > 0 and hw.memory_bandwidth > 0
 
     check()
