@@ -68,7 +68,7 @@ def _write_atomic(path: Path, text: str) -> None:
 def _read(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SpecError(f"cannot read file: {reason}", filename=path) from None
 

@@ -129,6 +129,8 @@ def shipped_hardware() -> list[str]:
 def load_hardware(name_or_path: str | Path) -> Hardware:
     """A shipped target by name (`mi300x`) or a hardware file by path."""
     path = Path(name_or_path)
+    if "\0" in str(name_or_path):
+        raise SpecError("a path cannot contain a NUL byte", filename=repr(str(name_or_path)))
     if path.suffix != ".hw" and not path.exists():
         shipped = hardware_dir() / f"{name_or_path}.hw"
         if not shipped.exists():

@@ -105,7 +105,12 @@ class Loader:
         self._stack: list[Path] = []
 
     def load_path(self, path: Path, src: Source | None = None, pos: s.Pos | None = None) -> Unit:
-        resolved = path.resolve()
+        try:
+            resolved = path.resolve()
+        except (OSError, ValueError) as exc:  # e.g. a NUL byte in the path
+            if src and pos:
+                raise src.error(f"bad import path: {exc}", pos) from None
+            raise SpecError(f"bad path: {exc}", filename=repr(str(path))) from None
         if resolved in self._stack:
             cycle = " → ".join(p.name for p in [*self._stack[self._stack.index(resolved) :]])
             err = f"import cycle: {cycle} → {resolved.name}"
@@ -116,7 +121,7 @@ class Loader:
             return self._cache[resolved]
         try:
             text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             if src and pos:
                 raise src.error(f"cannot read `{path}`: {reason}", pos) from None
@@ -770,6 +775,10 @@ def load_spec(path: str | Path, model: str | None = None) -> ir.Spec:
 
 def parse_spec(text: str, filename: str = "<string>", model: str | None = None) -> ir.Spec:
     """Resolve a spec given as text; imports are relative to `filename`'s folder."""
-    path = Path(filename) if filename and not filename.startswith("<") else None
+    path = (
+        Path(filename)
+        if filename and not filename.startswith("<") and "\0" not in filename
+        else None
+    )
     unit = Loader().load_text(text, filename, path.resolve() if path else None)
     return resolve_model(unit, pick_model(unit, model))

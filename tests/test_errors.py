@@ -99,3 +99,11 @@ def test_choosing_among_several_models() -> None:
     with pytest.raises(SpecError) as info:
         parse_spec(text, model="c")
     assert info.value.message == "no model named `c`"
+
+
+def test_a_nul_byte_in_an_import_path_is_a_positioned_error() -> None:
+    # found by the mutation fuzz: os.path raises ValueError on an embedded NUL
+    with pytest.raises(SpecError) as info:
+        parse_spec('import "a\x00b.model"\nmodel m {\n  d_model = 8\n  rmsnorm\n}\n', "x.model")
+    err = info.value
+    assert (err.line, err.column, err.message) == (1, 1, "bad import path: embedded null byte")
