@@ -1,6 +1,7 @@
 """modelcost: compile declarative model-architecture specs into analytical cost reports.
 
-Public API: `load_spec`, `parse_spec`, `SpecError`, and the `Spec` IR.
+Public API: `load_spec`, `load_specs`, `parse_spec`, `SpecError`, the `Spec` IR,
+`count_params`; and for reports `load_hardware`, `Workload`, `Phase`, `compile_report`.
 """
 
 from .errors import SpecError
@@ -8,13 +9,36 @@ from .params import ParamCount, count_params
 from .resolve import load_spec, load_specs, parse_spec
 from .spec import Spec
 
+__version__ = "0.1.0"
+
+# The report pipeline (lower → cost → roofline) is imported on first use.
+_LAZY = {
+    "compile_report": ("compile", "compile_report"),
+    "load_hardware": ("hardware", "load_hardware"),
+    "Workload": ("graph", "Workload"),
+    "Phase": ("graph", "Phase"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(f".{module}", __name__), attr)
+    raise AttributeError(f"module 'modelcost' has no attribute {name!r}")
+
+
 __all__ = [
     "ParamCount",
+    "Phase",
     "Spec",
     "SpecError",
+    "Workload",
+    "compile_report",
     "count_params",
+    "load_hardware",
     "load_spec",
     "load_specs",
     "parse_spec",
 ]
-__version__ = "0.1.0"
