@@ -41,6 +41,9 @@ def _human(n: int) -> str:
 def cmd_check(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for path in args.specs:
+        if path.endswith(".hw"):
+            status = max(status, _check_hardware(path))
+            continue
         try:
             specs = [load_spec(path, args.model)] if args.model else load_specs(path)
         except SpecError as err:
@@ -51,6 +54,18 @@ def cmd_check(args: argparse.Namespace) -> int:
             total = count_params(spec).total
             print(f"ok  {path}  {spec.name}  {_human(total)} parameters")
     return status
+
+
+def _check_hardware(path: str) -> int:
+    from .hardware import load_hardware
+
+    try:
+        hw = load_hardware(path)
+    except SpecError as err:
+        _report(err)
+        return EXIT_BAD_INPUT
+    print(f"ok  {path}  {hw.name}  {hw.title} ({hw.arch})")
+    return EXIT_OK
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -348,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = add("check", cmd_check, "parse, resolve and validate every model of each spec")
+    p = add("check", cmd_check, "validate every model of each spec (and .hw hardware files)")
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--model", help="check only this model")
 

@@ -119,3 +119,15 @@ def test_schema_is_json_schema_of_the_spec() -> None:
     schema = json.loads(r.stdout)
     assert schema["title"] == "Spec"
     assert schema["properties"]["body"]["type"] == "array"
+
+
+def test_check_hardware_files() -> None:
+    r = run("check", "specs/hardware/mi300x.hw", "specs/hardware/h100.hw")
+    assert r.returncode == 0
+    assert r.stdout.splitlines() == [
+        "ok  specs/hardware/mi300x.hw  mi300x  AMD Instinct MI300X (gfx942)",
+        "ok  specs/hardware/h100.hw  h100  NVIDIA H100 SXM5 80GB (sm90)",
+    ]
+    bad = run("check", "wrong_unit.hw", cwd=FIXTURES / "invalid_hw")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("wrong_unit.hw:7:26: error: `memory_bandwidth` needs bandwidth")
