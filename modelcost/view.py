@@ -116,6 +116,17 @@ def _shape(o: OpEntry) -> str:
             f"B={s['B']} q={s['N_Q']}×{s['H_Q']} kv={s['N_KV']}×{s['H_KV']} "
             f"d={s['d_h_qk']}/{s['d_h_v']}{causal}{w}"
         )
+    compact = {
+        "Normalization": lambda: f"{s['norm']} {s['num_elems']:,} over {s['num_channels']}",
+        "UnaryElementwise": lambda: f"{s['fn']} ×{s['nelems']:,}",
+        "BinaryElementwise": lambda: f"{s['fn']} {s['nelems_in1']:,} ∘ {s['nelems_in2']:,}",
+        "MoEComm": lambda: f"{s['direction']} {s['num_tokens']:,}×{s['hidden_dim']}",
+        "FusedRoPE": lambda: f"{s['tokens']:,}×{s['heads']}×{s['rotary_dim']}",
+        "Embedding": lambda: f"{s['tokens']:,} rows of {s['vocab']:,}×{s['dim']}",
+        "MoERouting": lambda: f"{s['tokens']:,} tokens, top-{s['top_k']} of {s['experts']}",
+    }
+    if o.kind in compact:
+        return compact[o.kind]()
     return ", ".join(f"{k}={v}" for k, v in s.items())
 
 
