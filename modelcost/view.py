@@ -461,20 +461,14 @@ def build_diff_view(d) -> DiffView:
         rows = []
         for c in p.totals:
             label, fmt = _TOTAL_LABELS[c.key]
-            rows.append(
-                (
-                    Cell(label),
-                    num(fmt(c.a), c.a),
-                    num(fmt(c.b), c.b),
-                    Cell(
-                        ""
-                        if c.delta is None
-                        else ("+" if c.delta >= 0 else "−") + fmt(abs(c.delta)),
-                        c.delta,
-                    ),
-                    _rel(c),
-                )
-            )
+            if c.delta is None:
+                delta = ""
+            elif c.key == "mfu_bound":  # the change of a percentage, in points
+                delta = f"{c.delta * 100:+.1f} pt"
+            else:
+                delta = ("+" if c.delta >= 0 else "−") + fmt(abs(c.delta))
+            row = (Cell(label), num(fmt(c.a), c.a), num(fmt(c.b), c.b), Cell(delta, c.delta))
+            rows.append((*row, _rel(c)))
         totals = Table(
             f"diff-totals-{i}",
             ("", "A", "B", "change", "change (%)"),
