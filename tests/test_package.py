@@ -28,6 +28,10 @@ def test_wheel_contains_the_data_folders(wheel: Path) -> None:
     assert "modelcost/_data/grammar/modelspec.lark" in names
     assert "modelcost/_data/specs/models/llama3-70b.model" in names
     assert "modelcost/cli.py" in names
+    assert "modelcost/_tables.marshal" in names  # prebuilt parser tables
+    assert "modelcost/_data/templates/report.html.j2" in names
+    assert "modelcost/_data/specs/hardware/mi355x.hw" in names
+    assert "modelcost/_data/specs/kernels/gluon.json" in names
 
 
 def test_installed_wheel_finds_its_resources(wheel: Path, tmp_path: Path) -> None:
@@ -39,13 +43,18 @@ def test_installed_wheel_finds_its_resources(wheel: Path, tmp_path: Path) -> Non
         "print(r.grammar_path())\n"
         "spec = modelcost.load_spec(r.specs_dir() / 'models' / 'gpt2.model')\n"
         "print(modelcost.count_params(spec).total)\n"
+        "hw = modelcost.load_hardware('mi355x')\n"
+        "r = modelcost.compile_report(spec, hw, modelcost.Workload(modelcost.Phase.decode, 1))\n"
+        "from modelcost.render.html import render_html\n"
+        "print(len(render_html([r])) > 10000)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(site)}
     r = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert r.returncode == 0, r.stderr
-    module_file, grammar, total = r.stdout.splitlines()
+    module_file, grammar, total, rendered = r.stdout.splitlines()
+    assert rendered == "True"  # templates, hardware and the kernel catalog found too
     assert Path(module_file).is_relative_to(site)
     assert Path(grammar) == site / "modelcost" / "_data" / "grammar" / "modelspec.lark"
     assert total == "124439808"  # GPT-2, derived in test_params.py
