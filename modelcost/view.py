@@ -130,6 +130,15 @@ def _shape(o: OpEntry) -> str:
     return ", ".join(f"{k}={v}" for k, v in s.items())
 
 
+def _backward_cells(o: OpEntry, training: bool) -> tuple[Cell, ...]:
+    if not training:
+        return ()
+    if o.backward is None:
+        return (Cell("—", -1.0), Cell("—", -1.0))
+    b = o.backward
+    return (num(si(b.flops), b.flops), num(fixed(b.time_s * 1e6), b.time_s))
+
+
 def _dtype(o: OpEntry) -> str:
     values = list(dict.fromkeys(o.dtypes.values()))
     return values[0] if len(values) == 1 else "/".join(values)
@@ -261,6 +270,7 @@ def _phase(r: Report, many: bool) -> PhaseView:
         ),
         (False, False, False, True, True, True, True, True, True),
     )
+    training = any(o.backward is not None for o in r.ops)
     op_rows = []
     for o in r.ops:
         k = o.kernel
@@ -281,6 +291,7 @@ def _phase(r: Report, many: bool) -> PhaseView:
                 num(fixed(o.memory_s * 1e6), o.memory_s),
                 num(fixed(o.time_s * 1e6), o.time_s),
                 Cell(o.bound),
+                *_backward_cells(o, training),
                 num(pct(o.share), o.share),
                 kernel,
             )
@@ -300,12 +311,14 @@ def _phase(r: Report, many: bool) -> PhaseView:
             "memory (µs)",
             "roofline (µs)",
             "bound",
+            *(("backward FLOPs", "backward (µs)") if training else ()),
             "share",
             "kernel",
         ),
         tuple(op_rows),
-        (False, False, True, False, False, True, True, True, True, True, True, False, True, False),
-    )
+        (False, False, True, False, False, True, True, True, True, True, True, False,
+         *((True, True) if training else ()), True, False),
+    )  # fmt: skip
     kernel_rows = []
     for u in r.kernels:
         attained = [o for o in r.ops if o.name in u.ops]

@@ -128,3 +128,16 @@ def test_site_cli_writes_everything(tmp_path: Path) -> None:
     bad = run("site", "specs/models/gpt2.model", "--hw", "mi300x", "-o", str(tmp_path / "x"),
               "--diff", "gpt2:nope")  # fmt: skip
     assert bad.returncode == 2 and not (tmp_path / "x").exists()  # nothing half-written
+
+
+def test_training_reports_show_the_backward_pass() -> None:
+    spec = load_spec(MODELS / "gpt2.model")
+    r = compile_report(spec, load_hardware("a100"), Workload(Phase.train, 8, 1024))
+    md = render_markdown([r])
+    header = next(line for line in md.splitlines() if line.startswith("| op "))
+    assert "backward FLOPs" in header and "backward (µs)" in header
+    qkv = next(line for line in md.splitlines() if line.startswith("| layers.0.attn.qkv_proj"))
+    # 4MNK + MN for M = 8·1024, N = 2304, K = 768: 58.0 G
+    assert "58 G" in qkv
+    optimizer = next(line for line in md.splitlines() if line.startswith("| optimizer"))
+    assert "—" in optimizer  # no backward pass
