@@ -183,9 +183,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         _report(err)
         return EXIT_BAD_INPUT
     text = _render_reports(reports, args.format)
-    for r in reports:
-        if r.totals.memory.warning:
-            print(f"modelcost: warning: {r.totals.memory.warning}", file=sys.stderr)
+    if args.format != "text" or args.output:  # the text summary already says it
+        for r in reports:
+            if r.totals.memory.warning:
+                print(f"modelcost: warning: {r.totals.memory.warning}", file=sys.stderr)
     return _emit(text, args.output)
 
 

@@ -157,3 +157,13 @@ def test_achievable_peak_falls_back_to_the_datasheet() -> None:
     assert mi300.peak("matrix", "fp4") == (2614.9e12, "fp8", "datasheet")
     # no fp32 matrix path on A100: fp32 GEMMs run on the vector units
     assert load_hardware("a100").peak("matrix", "fp32") == (19.5e12, "fp32", "datasheet")
+
+
+def test_training_gemm_flops_are_six_n_d() -> None:
+    # Every linear layer costs 2·T·P forward and 4·T·P backward: 6·T·P in all. Llama 3 8B
+    # has no biases, so its GEMM parameters are attention + MLP + the LM head:
+    # P = 32·(41,943,040 + 176,160,768) + 525,336,576 = 7,504,658,432 (test_params.py).
+    spec = load_spec(MODELS / "llama3-8b.model")
+    r = compile_report(spec, load_hardware("h100"), Workload(Phase.train, 8, 4096))
+    gemm = next(k for k in r.kinds if k.kind == "GEMM")
+    assert gemm.flops == 6 * (8 * 4096) * 7_504_658_432
