@@ -108,9 +108,13 @@ def test_decode_of_an_encoder_is_refused() -> None:
 
 
 def test_memory_warning_goes_to_stderr_and_exit_is_0() -> None:
-    r = run("compile", "specs/models/llama3.1-405b.model", "--hw", "h100", "--phase", "decode")
+    args = ("compile", "specs/models/llama3.1-405b.model", "--hw", "h100", "--phase", "decode")
+    r = run(*args, "--format", "json")
     assert r.returncode == 0
     assert "modelcost: warning: needs" in r.stderr and "does not fit on one device" in r.stderr
+    text = run(*args)  # the text summary carries it once, in its body
+    assert text.returncode == 0 and text.stderr == ""
+    assert text.stdout.count("does not fit on one device") == 1
 
 
 def test_hw_commands() -> None:
