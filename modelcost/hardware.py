@@ -218,7 +218,7 @@ def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
-        raise _syntax_error(err, text, filename) from None
+        raise _syntax_error(err, text, filename, _parser()) from None
     reader = _Reader(text, filename)
     (hw,) = tree.children
     name_tok, *entries = hw.children

@@ -193,21 +193,24 @@ def _unquote(tok: Token) -> str:
 _FRIENDLY = {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "$END": "end of file"}
 
 
-def _describe_terminal(name: str) -> str:
+def _describe_terminal(name: str, parser: Lark | None = None) -> str:
     if name in _FRIENDLY:
         return _FRIENDLY[name]
-    for term in _parser().terminals:
+    for term in (parser or _parser()).terminals:
         if term.name == name and isinstance(term.pattern, PatternStr):
             return f"`{term.pattern.value}`"
     return name.lower()
 
 
-def _syntax_error(err: UnexpectedInput, source: str, filename: str) -> SpecError:
+def _syntax_error(
+    err: UnexpectedInput, source: str, filename: str, parser: Lark | None = None
+) -> SpecError:
+    """A positioned SpecError for a lark error (`parser`: the grammar that raised it)."""
     lines = source.splitlines()
     line, column, width, hint = err.line, err.column, 1, None
     if isinstance(err, UnexpectedToken):
         tok = err.token
-        expected = sorted({_describe_terminal(t) for t in err.expected})
+        expected = sorted({_describe_terminal(t, parser) for t in err.expected})
         if tok.type == "$END":
             message = "unexpected end of file"
             line = max(len(lines), 1)
@@ -215,7 +218,7 @@ def _syntax_error(err: UnexpectedInput, source: str, filename: str) -> SpecError
             if "`}`" in expected:
                 hint = "a `{` is never closed: add the matching `}`"
         else:
-            described = _describe_terminal(tok.type)
+            described = _describe_terminal(tok.type, parser).removeprefix("a ")
             shown = f"`{tok.value}`"
             message = f"unexpected {shown if described == shown else f'{described} {shown}'}"
             width = len(str(tok.value))

@@ -80,3 +80,11 @@ def test_invalid_hardware_file(path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         load_hardware(path.name)
     err = info.value
     assert f"{os.path.normpath(err.filename)}:{err.line}:{err.column}: {err.message}" == expected
+
+
+def test_a_model_file_given_as_hardware() -> None:
+    with pytest.raises(SpecError) as info:
+        load_hardware(str(FIXTURES.parent.parent / "specs" / "models" / "gpt2.model"))
+    err = info.value
+    assert (err.line, err.column, err.message) == (8, 1, "unexpected name `model`")
+    assert err.hint == "expected `hardware`"
