@@ -152,13 +152,15 @@ class _Lowerer:
         self.spec, self.s = spec, shape
         self.notes: list[str] = []
 
-    # ---- one op at a time; each returns the name of the node that carries the stream
+    # ---- one method per IR op kind (`_attention`, `_moe`, ...); each emits its nodes
+    # and leaves `e.stream` naming the node that carries the residual stream on
     def lower(self, e: _Emit, op: ir.Op, times: int) -> None:
-        base = self.__class__.__dict__[f"_{op.kind}"]
+        """Emit `op`'s nodes; `times` multiplies the scope's count (a nested repeat)."""
+        emit = getattr(self, f"_{op.kind}")
         count_before = e.count
         e.count = count_before * times
         try:
-            base(self, e, op, e.scope(_scope_base(op)))
+            emit(e, op, e.scope(_scope_base(op)))
         finally:
             e.count = count_before
 
@@ -204,11 +206,10 @@ class _Lowerer:
         inputs = (e.stream, e.residual_from)
         e.stream = e.residual_from = e.add(name, rec, inputs, out=s.T * op.dim * bpe(a))
 
-    def _linear(self, e, name, rec: GemmOp, inputs, w: DType, heads: int = 1) -> str:
+    def _linear(self, e, name, rec: GemmOp, inputs, w: DType) -> str:
         """A GEMM node: weights K·N per batch entry; output M·N."""
         wbytes = rec.B * rec.K * rec.N * bpe(w) + (rec.N * bpe(rec.bias_dtype) if rec.bias else 0)
         out = rec.B * rec.M * rec.N * bpe(rec.out)
-        del heads
         return e.add(name, rec, inputs, weights=wbytes, out=out)
 
     def _attention(self, e: _Emit, op: ir.Attention, name: str) -> None:
