@@ -206,6 +206,14 @@ class _Lowerer:
         inputs = (e.stream, e.residual_from)
         e.stream = e.residual_from = e.add(name, rec, inputs, out=s.T * op.dim * bpe(a))
 
+    def _rmsnorm_node(self, e: _Emit, name: str, rows: int, width: int, a: DType, x: str) -> str:
+        """An RMSNorm inside a layer op (qk-norm, MLA's latent norms, Mamba's gated norm):
+        `rows` vectors of `width` per token, a `width` scale."""
+        s = self.s
+        elems = s.T * rows * width
+        rec = NormOp("rmsnorm", elems, width, True, False, s.train, a)
+        return e.add(name, rec, (x,), weights=width * bpe(a), out=elems * bpe(a))
+
     def _linear(self, e, name, rec: GemmOp, inputs, w: DType) -> str:
         """A GEMM node: weights K·N per batch entry; output M·N."""
         wbytes = rec.B * rec.K * rec.N * bpe(w) + (rec.N * bpe(rec.bias_dtype) if rec.bias else 0)
@@ -231,20 +239,8 @@ class _Lowerer:
                 e, f"{name}.v_proj", _gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w
             )
         if op.qk_norm:
-            q = e.add(
-                f"{name}.q_norm",
-                NormOp("rmsnorm", s.T * H * hd, hd, True, False, s.train, a),
-                (q,),
-                weights=hd * bpe(a),
-                out=s.T * H * hd * bpe(a),
-            )
-            k = e.add(
-                f"{name}.k_norm",
-                NormOp("rmsnorm", s.T * KV * hd, hd, True, False, s.train, a),
-                (k,),
-                weights=hd * bpe(a),
-                out=s.T * KV * hd * bpe(a),
-            )
+            q = self._rmsnorm_node(e, f"{name}.q_norm", H, hd, a, q)
+            k = self._rmsnorm_node(e, f"{name}.k_norm", KV, hd, a, k)
         if op.rope:
             q = k = e.add(
                 f"{name}.rope", RopeOp(s.T, H + KV, hd, a), (q, k), out=s.T * (H + KV) * hd * bpe(a)
@@ -289,13 +285,7 @@ class _Lowerer:
             q = self._linear(
                 e, f"{name}.q_a_proj", _gemm(s.T, op.q_lora_rank, op.dim, False, d), (x,), w
             )
-            q = e.add(
-                f"{name}.q_a_norm",
-                NormOp("rmsnorm", s.T * op.q_lora_rank, op.q_lora_rank, True, False, s.train, a),
-                (q,),
-                weights=op.q_lora_rank * bpe(a),
-                out=s.T * op.q_lora_rank * bpe(a),
-            )
+            q = self._rmsnorm_node(e, f"{name}.q_a_norm", 1, op.q_lora_rank, a, q)
             q = self._linear(
                 e,
                 f"{name}.q_b_proj",
@@ -308,13 +298,7 @@ class _Lowerer:
                 e, f"{name}.q_proj", _gemm(s.T, H * (nope + rope), op.dim, False, d), (x,), w
             )
         c = self._linear(e, f"{name}.kv_a_proj", _gemm(s.T, r + rope, op.dim, False, d), (x,), w)
-        c = e.add(
-            f"{name}.kv_a_norm",
-            NormOp("rmsnorm", s.T * r, r, True, False, s.train, a),
-            (c,),
-            weights=r * bpe(a),
-            out=s.T * r * bpe(a),
-        )
+        c = self._rmsnorm_node(e, f"{name}.kv_a_norm", 1, r, a, c)
         q = e.add(
             f"{name}.rope", RopeOp(s.T, H + 1, rope, a), (q, c), out=s.T * (H + 1) * rope * bpe(a)
         )
@@ -454,13 +438,7 @@ class _Lowerer:
         else:
             rec = MambaSsdOp(s.B, s.S, H, P, G, N, op.chunk, op.d_conv, a, SSM_STATE)
         y = e.add(f"{name}.ssd", rec, (z,), weights=conv_w + 3 * H * 4, out=s.T * di * bpe(a))
-        y = e.add(
-            f"{name}.norm",
-            NormOp("rmsnorm", s.T * di, di, True, False, s.train, a),
-            (y,),
-            weights=di * bpe(a),
-            out=s.T * di * bpe(a),
-        )
+        y = self._rmsnorm_node(e, f"{name}.norm", 1, di, a, y)
         g = e.add(f"{name}.gate", UnaryOp((s.T, di), "silu", a, a), (z,), out=s.T * di * bpe(a))
         y = e.add(
             f"{name}.gate_mul",

@@ -76,11 +76,14 @@ class SDPA:
         return SDPA._masked(2 * B * H_Q * N_Q * N_KV * (d_h_qk + d_h_v), N_Q, N_KV, causal)
 
     @staticmethod
+    def _elements(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v) -> tuple[int, int, int, int]:
+        """Elements of Q, K, V (K and V once per KV head) and of O (or dO)."""
+        return (B * N_Q * H_Q * d_h_qk, B * N_KV * H_KV * d_h_qk, B * N_KV * H_KV * d_h_v,
+                B * N_Q * H_Q * d_h_v)  # fmt: skip
+
+    @staticmethod
     def bytes_func(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v, causal, bytes_per_element) -> Number:
-        q = B * N_Q * H_Q * d_h_qk
-        k = B * N_KV * H_KV * d_h_qk
-        v = B * N_KV * H_KV * d_h_v
-        o = B * N_Q * H_Q * d_h_v
+        q, k, v, o = SDPA._elements(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v)
         return (q + k + v + o) * bytes_per_element
 
     @staticmethod
@@ -96,10 +99,7 @@ class SDPA:
 
     @staticmethod
     def bytes_bwd_func(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v, causal, bytes_per_element) -> Number:
-        q = B * N_Q * H_Q * d_h_qk
-        k = B * N_KV * H_KV * d_h_qk
-        v = B * N_KV * H_KV * d_h_v
-        do = B * N_Q * H_Q * d_h_v
+        q, k, v, do = SDPA._elements(B, N_Q, H_Q, N_KV, H_KV, d_h_qk, d_h_v)
         return (q + k + v + do + q + k + v) * bytes_per_element  # reads, then dQ dK dV
 
 
@@ -147,11 +147,8 @@ class SdpaOp(OpRecord):
     def _tensors(self) -> tuple[int, int, int, int]:
         """Elements of Q, K, V (the keys actually read) and O."""
         n_kv = keys_read(self.N_Q, self.N_KV, self.causal, self.window)
-        q = self.B * self.N_Q * self.H_Q * self.d_h_qk
-        k = self.B * n_kv * self.H_KV * self.d_h_qk
-        v = self.B * n_kv * self.H_KV * self.d_h_v
-        o = self.B * self.N_Q * self.H_Q * self.d_h_v
-        return q, k, v, o
+        shape = (self.B, self.N_Q, self.H_Q, n_kv, self.H_KV, self.d_h_qk, self.d_h_v)
+        return SDPA._elements(*shape)
 
     def bytes(self, conventions: Conventions = MODELCOST) -> Number:
         if conventions is Conventions.tracelens:
