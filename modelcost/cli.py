@@ -18,7 +18,7 @@ from pathlib import Path
 from . import __version__
 from .errors import SpecError
 from .fmt import format_source
-from .graph import Phase, Workload
+from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Phase, Workload
 from .params import count_params
 from .perfmodel import Conventions
 from .resolve import load_spec, load_specs
@@ -386,8 +386,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--phase", type=_phases, default=[Phase.prefill],
                    help="prefill, decode or train; several separated by commas")  # fmt: skip
     p.add_argument("--batch", type=_positive, default=1, help="sequences per step (default 1)")
-    p.add_argument("--seq", type=_positive, default=2048, help="prefill/train length (2048)")
-    p.add_argument("--context", type=_positive, default=2048, help="decode KV length (2048)")
+    p.add_argument(
+        "--seq",
+        type=_positive,
+        default=None,
+        help=f"prefill/train length ({DEFAULT_SEQ}; a vision model's is its image's)",
+    )
+    p.add_argument("--context", type=_positive, default=None,
+                   help=f"decode KV length ({DEFAULT_CONTEXT})")  # fmt: skip
     p.add_argument("--logits", choices=["all", "last"], default="all",
                    help="prefill: logits for every token or the last of each sequence")  # fmt: skip
     p.add_argument("--conventions", choices=[c.value for c in Conventions], default="modelcost")
@@ -410,8 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(f"--phase{suffix}", type=_phases, default=None if suffix else first,
                        help=f"phases ({who})")  # fmt: skip
         p.add_argument(f"--batch{suffix}", type=_positive, default=None if suffix else 1)
-        p.add_argument(f"--seq{suffix}", type=_positive, default=None if suffix else 2048)
-        p.add_argument(f"--context{suffix}", type=_positive, default=None if suffix else 2048)
+        p.add_argument(f"--seq{suffix}", type=_positive, default=None)
+        p.add_argument(f"--context{suffix}", type=_positive, default=None)
     p.add_argument("--logits", choices=["all", "last"], default="all")
     p.add_argument("--conventions", choices=[c.value for c in Conventions], default="modelcost")
     p.add_argument("--peak", choices=["datasheet", "achievable"], default="datasheet")
@@ -428,8 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--diff", action="append", default=[], metavar="A:B",
                    help="also a diff page of spec A against B (file stems)")  # fmt: skip
     p.add_argument("--batch", type=_positive, default=1)
-    p.add_argument("--seq", type=_positive, default=2048)
-    p.add_argument("--context", type=_positive, default=2048)
+    p.add_argument("--seq", type=_positive, default=None, help=f"default {DEFAULT_SEQ}")
+    p.add_argument("--context", type=_positive, default=None, help=f"default {DEFAULT_CONTEXT}")
     p.add_argument("--conventions", choices=[c.value for c in Conventions], default="modelcost")
     p.add_argument("--peak", choices=["datasheet", "achievable"], default="datasheet")
 

@@ -32,13 +32,13 @@ class Side(_D):
     batch: int
     seq: int
     context: int
+    shape: str
     conventions: str
     peak: str
 
     @property
     def label(self) -> str:
-        shape = f"context {self.context}" if self.phase == "decode" else f"seq {self.seq}"
-        return f"{self.title} on {self.hardware} ({self.phase}, batch {self.batch}, {shape})"
+        return f"{self.title} on {self.hardware} ({self.phase}, batch {self.batch}, {self.shape})"
 
 
 class PhaseDiff(_D):
@@ -69,7 +69,7 @@ def _side(r: Report) -> Side:
     w = r.workload
     return Side(
         model=r.model.name, title=r.model.title, hardware=r.hardware.title, phase=w.phase,
-        batch=w.batch, seq=w.seq, context=w.context, conventions=w.conventions,
+        batch=w.batch, seq=w.seq, context=w.context, shape=w.label, conventions=w.conventions,
         peak=r.hardware.peak,
     )  # fmt: skip
 

@@ -15,24 +15,75 @@ class Phase(StrEnum):
     train = "train"
 
 
+DEFAULT_SEQ = 2048  # prefill/train queries per sequence, when not given
+DEFAULT_CONTEXT = 2048  # decode cached positions per sequence, when not given
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """What runs: prefill(batch, seq), decode(batch, context) or train(batch, seq).
 
     Decode produces one new token per sequence, attending to `context` cached positions.
     Prefill computes logits for every token (`all`) or only each sequence's last one.
+    `seq` and `context` left as None take DEFAULT_SEQ and DEFAULT_CONTEXT (the CLI's
+    defaults too), or the length a model fixes itself (a vision model's patch count).
+    `phase` may be given as its name (`Workload("decode", 8)`).
     """
 
     phase: Phase
-    batch: int
-    seq: int = 1
-    context: int = 0
+    batch: int = 1
+    seq: int | None = None
+    context: int | None = None
     logits: Literal["all", "last"] = "all"
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.phase, Phase):
+            try:
+                object.__setattr__(self, "phase", Phase(self.phase))
+            except ValueError:
+                raise ValueError(
+                    f"unknown phase {self.phase!r}; choose from prefill, decode, train"
+                ) from None
+        if self.logits not in ("all", "last"):
+            raise ValueError(f"logits must be 'all' or 'last', got {self.logits!r}")
+        for name in ("batch", "seq", "context"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The token geometry lowering settled on for a workload: the one place that says
+    how many tokens a step processes, how many queries and keys each sequence has,
+    whether a cache is read and a backward pass runs, and how the step is labelled.
+
+    `B` sequences, `S` queries each, attending `n_kv` keys; `logits_all`: logits for
+    every position (else each sequence's last)."""
+
+    phase: Phase
+    B: int
+    S: int
+    n_kv: int
+    logits_all: bool
+
     @property
-    def tokens(self) -> int:
+    def T(self) -> int:
         """Tokens through every layer in one step."""
-        return self.batch if self.phase is Phase.decode else self.batch * self.seq
+        return self.B * self.S
+
+    @property
+    def decode(self) -> bool:
+        return self.phase is Phase.decode
+
+    @property
+    def train(self) -> bool:
+        return self.phase is Phase.train
+
+    @property
+    def label(self) -> str:
+        """`context 2048` for decode, `seq 197` otherwise."""
+        return f"context {self.n_kv}" if self.decode else f"seq {self.S}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +134,7 @@ class Group:
 class OpGraph:
     model: str
     workload: Workload
+    shape: Shape
     nodes: tuple[Node, ...]
     groups: tuple[Group, ...]
     notes: tuple[str, ...] = ()

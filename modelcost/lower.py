@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from . import spec as ir
 from .dtypes import DType
 from .errors import SpecError
-from .graph import Group, Node, OpGraph, Phase, Workload
+from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Group, Node, OpGraph, Phase, Shape, Workload
 from .params import op_params, walk
 from .perfmodel import (
     AdamStepOp,
@@ -51,29 +51,6 @@ MLA_DECODE_NOTE = (
     "(one KV head, d_qk = kv_lora_rank + qk_rope_head_dim, d_v = kv_lora_rank); W_UK and "
     "W_UV are applied as per-head batched GEMMs."
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """Token geometry of one step: B sequences, S queries each, attending n_kv keys."""
-
-    phase: Phase
-    B: int
-    S: int
-    n_kv: int
-    logits_all: bool
-
-    @property
-    def T(self) -> int:
-        return self.B * self.S
-
-    @property
-    def decode(self) -> bool:
-        return self.phase is Phase.decode
-
-    @property
-    def train(self) -> bool:
-        return self.phase is Phase.train
 
 
 @dataclass
@@ -246,7 +223,7 @@ class _Lowerer:
                 f"{name}.rope", RopeOp(s.T, H + KV, hd, a), (q, k), out=s.T * (H + KV) * hd * bpe(a)
             )
         cache_dtype = a
-        if not s.train:
+        if not s.train and op.causal:  # bidirectional attention keeps no cache
             self._kv_write(e, f"{name}.kv_cache_write", s.T * 2 * KV * hd, a, kv, (k, v))
             cache_dtype = kv if s.decode else a
         sdpa = SdpaOp(
@@ -302,7 +279,7 @@ class _Lowerer:
         q = e.add(
             f"{name}.rope", RopeOp(s.T, H + 1, rope, a), (q, c), out=s.T * (H + 1) * rope * bpe(a)
         )
-        if not s.train:
+        if not s.train and op.causal:
             self._kv_write(e, f"{name}.kv_cache_write", s.T * (r + rope), a, kv, (c,))
         if s.decode:
             if MLA_DECODE_NOTE not in self.notes:
@@ -335,13 +312,18 @@ class _Lowerer:
         bias: bool,
         d: ir.DtypePolicy,
         x: str,
+        fused: bool = False,
     ) -> str:
         s, a, w = self.s, d.activations, d.weights
         fn = ACT_FN[act]
         h_bytes = s.T * d_ff * bpe(a)
-        if act.gated:
+        if fused:  # one GEMM writes [gate | up]
+            gu = _gemm(s.T, 2 * d_ff, dim, bias, d)
+            gate = up = self._linear(e, f"{name}.gate_up_proj", gu, (x,), w)
+        elif act.gated:
             gate = self._linear(e, f"{name}.gate_proj", _gemm(s.T, d_ff, dim, bias, d), (x,), w)
-        up = self._linear(e, f"{name}.up_proj", _gemm(s.T, d_ff, dim, bias, d), (x,), w)
+        if not fused:
+            up = self._linear(e, f"{name}.up_proj", _gemm(s.T, d_ff, dim, bias, d), (x,), w)
         if act.gated:
             g = e.add(f"{name}.act", UnaryOp((s.T, d_ff), fn, a, a), (gate,), out=h_bytes)
             h = e.add(
@@ -355,7 +337,9 @@ class _Lowerer:
         return self._linear(e, f"{name}.down_proj", _gemm(s.T, dim, d_ff, bias, d), (h,), w)
 
     def _mlp(self, e: _Emit, op: ir.MLP, name: str) -> None:
-        e.stream = self._ffn(e, name, op.dim, op.d_ff, op.act, op.bias, op.dtypes, e.stream)
+        e.stream = self._ffn(
+            e, name, op.dim, op.d_ff, op.act, op.bias, op.dtypes, e.stream, op.fused_gate_up
+        )
 
     def _moe(self, e: _Emit, op: ir.MoE, name: str) -> None:
         s, d = self.s, op.dtypes
@@ -366,9 +350,10 @@ class _Lowerer:
         router = self._linear(
             e, f"{name}.router", _gemm(T, E, op.dim, op.router_bias, d, a), (x,), a
         )
-        route = e.add(
-            f"{name}.routing", MoERoutingOp(T, E, k, "softmax", a), (router,), out=T * k * 8
+        routing = MoERoutingOp(
+            T, E, k, op.router.value, a, op.groups, op.groups_kept, op.correction_bias
         )
+        route = e.add(f"{name}.routing", routing, (router,), out=T * k * 8)
         rows = T * k
         disp = e.add(
             f"{name}.dispatch",
@@ -413,7 +398,7 @@ class _Lowerer:
             (dn, route),
             out=T * op.dim * bpe(a),
         )
-        if op.shared_experts:
+        if op.shared_experts:  # run as one MLP of the shared experts' summed width
             width = op.shared_experts * op.shared_d_ff
             sh = self._ffn(e, f"{name}.shared", op.dim, width, op.act, op.bias, d, x)
             out = e.add(
@@ -509,15 +494,24 @@ def _shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             filename="modelcost",
             hint="use --phase prefill (a forward pass) or train",
         )
-    S = w.seq
+    S = w.seq if w.seq is not None else DEFAULT_SEQ
     if patch is not None:
-        S = (patch.image // patch.patch) ** 2 + (1 if patch.cls_token else 0)
+        image_tokens = (patch.image // patch.patch) ** 2 + (1 if patch.cls_token else 0)
+        if w.seq is not None and w.seq != image_tokens:
+            raise SpecError(
+                f"`{spec.name}` takes its sequence length from its image: {image_tokens} "
+                f"tokens, not seq {w.seq}",
+                filename="modelcost",
+                hint="leave --seq out for a model with a patch embedding",
+            )
+        S = image_tokens
         notes.append(
             f"sequence length {S} is set by the image: ({patch.image}/{patch.patch})² patches"
             + (" + 1 class token" if patch.cls_token else "")
         )
+    context = w.context if w.context is not None else DEFAULT_CONTEXT
     positions = next((op for op in ops if isinstance(op, ir.PositionEmbedding)), None)
-    length = w.context if w.phase is Phase.decode else S
+    length = context if w.phase is Phase.decode else S
     if positions is not None and length > positions.positions:
         what = "context" if w.phase is Phase.decode else "sequence length"
         raise SpecError(
@@ -526,7 +520,7 @@ def _shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             hint=f"use at most {positions.positions}",
         )
     if w.phase is Phase.decode:
-        return Shape(w.phase, w.batch, 1, w.context, False), notes
+        return Shape(w.phase, w.batch, 1, context, False), notes
     return Shape(w.phase, w.batch, S, S, w.logits == "all"), notes
 
 
@@ -575,4 +569,6 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     model_nodes = [n for n in nodes if n.group == "model"]
     if model_nodes:
         groups.insert(0, Group("model", "model", (), 1))
-    return OpGraph(spec.name, workload, tuple(nodes), tuple(groups), (*notes, *lowerer.notes))
+    return OpGraph(
+        spec.name, workload, shape, tuple(nodes), tuple(groups), (*notes, *lowerer.notes)
+    )

@@ -4,7 +4,7 @@ gradients and optimizer states), against the device's HBM capacity."""
 from __future__ import annotations
 
 from . import spec as ir
-from .graph import OpGraph, Phase
+from .graph import OpGraph
 from .hardware import Hardware
 from .params import op_params, walk
 from .perfmodel import bpe
@@ -17,6 +17,8 @@ def kv_cache_bytes(op: ir.Op, batch: int, length: int) -> float:
     """Cache a sequence of `length` keeps for one layer op (SSMs keep a fixed state)."""
     kv = bpe(op.dtypes.kv_cache)
     match op:
+        case ir.Attention() | ir.MLA() if not op.causal:
+            return 0.0  # bidirectional attention (an encoder) keeps no cache
         case ir.Attention():
             kept = min(length, op.window) if op.window else length
             return batch * kept * 2 * op.kv_heads * op.head_dim * kv
@@ -31,10 +33,10 @@ def kv_cache_bytes(op: ir.Op, batch: int, length: int) -> float:
 
 def footprint(spec: ir.Spec, graph: OpGraph, hw: Hardware) -> dict[str, float]:
     """Bytes by kind; see docs/report.md for what each counts."""
-    w = graph.workload
-    train = w.phase is Phase.train
+    shape = graph.shape
+    train = shape.train
     weights = grads = states = kv = 0.0
-    length = w.context if w.phase is Phase.decode else w.seq
+    length = shape.n_kv
     for op, times in walk(spec.body):
         n = op_params(op)[1] * times
         weights += n * bpe(op.dtypes.weights)
@@ -43,7 +45,7 @@ def footprint(spec: ir.Spec, graph: OpGraph, hw: Hardware) -> dict[str, float]:
             master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0
             states += n * (ADAM_STATE_BYTES + master)
         else:
-            kv += kv_cache_bytes(op, w.batch, length) * times
+            kv += kv_cache_bytes(op, shape.B, length) * times
     produced = {n.name: n.out_bytes for n in graph.nodes}
     if train:  # everything the backward needs is kept (no recomputation)
         activations = sum(n.out_bytes * n.count for n in graph.nodes)

@@ -90,7 +90,11 @@ def op_params(op: ir.Op) -> tuple[Component, int, int]:
         case ir.MoE():
             expert = _ffn(op.dim, op.d_ff, op.act, op.bias)
             shared = op.shared_experts * _ffn(op.dim, op.shared_d_ff, op.act, op.bias)
-            router = _linear(op.dim, op.experts, op.router_bias)
+            # the correction bias is a buffer, not a parameter, in the reference code; it
+            # is in the checkpoint, so it is counted (docs/conventions.md)
+            router = _linear(op.dim, op.experts, op.router_bias) + (
+                op.experts if op.correction_bias else 0
+            )
             return (
                 Component.experts,
                 op.experts * expert + shared + router,

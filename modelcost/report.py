@@ -48,8 +48,12 @@ class WorkloadInfo(_R):
     batch: int
     seq: int = Field(description="queries per sequence (1 for decode)")
     context: int = Field(description="keys attended per sequence")
-    logits: Literal["all", "last"]
+    logits: Literal["all", "last"] | None = Field(
+        description="prefill/train: logits for every position or each sequence's last; "
+        "null for decode, which computes one token's logits per sequence"
+    )
     tokens: int = Field(description="tokens per step through every layer")
+    label: str = Field(description="`seq S` (prefill, train) or `context C` (decode)")
     conventions: Literal["modelcost", "tracelens"]
 
 
@@ -167,6 +171,7 @@ class Totals(_R):
     time_s: float
     compute_bound_s: float = Field(description="time in compute-bound ops")
     memory_bound_s: float = Field(description="time in memory- or network-bound ops")
+    compute_share: float = Field(description="fraction of the time in compute-bound ops")
     bound: Bound
     per_token: PerToken
     mfu_bound: float = Field(description="FLOPs / (time × matrix peak): the best MFU possible")

@@ -61,7 +61,14 @@ class Symbol:
 
 
 Value = bool | int | float | str | Symbol
-SYMBOLS = frozenset(dtype_names()) | frozenset(a.value for a in ir.Activation)
+# Arguments whose values are bare names of an enumeration: what each is called, its names
+ENUM_ARGS: dict[ArgType, tuple[str, type]] = {
+    ArgType.ACT: ("activation", ir.Activation),
+    ArgType.ROUTER: ("router function", ir.Router),
+}
+SYMBOLS = frozenset(dtype_names()).union(
+    *({m.value for m in enum} for _, enum in ENUM_ARGS.values())
+)
 
 
 # ---------------------------------------------------------------- sources and units
@@ -393,13 +400,16 @@ def _bind(
 def _evaluate_arg(expr: s.Expr, scope: Scope, src: Source, kind: ArgType | None) -> Value:
     """Evaluate an argument; a misspelt dtype or activation gets a message of its own."""
     if (
-        kind in (ArgType.DTYPE, ArgType.ACT)
+        (kind is ArgType.DTYPE or kind in ENUM_ARGS)
         and isinstance(expr, s.Name)
         and expr.id not in SYMBOLS
         and scope.get(expr.id, src, expr.pos) is None
     ):
-        choices = dtype_names() if kind is ArgType.DTYPE else [a.value for a in ir.Activation]
-        what = "dtype" if kind is ArgType.DTYPE else "activation"
+        if kind is ArgType.DTYPE:
+            what, choices = "dtype", dtype_names()
+        else:
+            what, enum = ENUM_ARGS[kind]
+            choices = [m.value for m in enum]
         hint = did_you_mean(expr.id, choices) or f"{what}s: {', '.join(choices)}"
         raise src.error(f"unknown {what} `{expr.id}`", expr.pos, hint)
     return evaluate(expr, scope, src)
@@ -422,11 +432,12 @@ def _coerce(spec: ArgSpec, b: Bound, what: str) -> object:
             hint = did_you_mean(str(value), dtype_names()) if isinstance(value, Symbol) else None
             raise fail(f"got {_show(value)}", hint or f"dtypes: {', '.join(dtype_names())}")
         return dt
-    if t is ArgType.ACT:
-        names = [a.value for a in ir.Activation]
+    if t in ENUM_ARGS:
+        what, enum = ENUM_ARGS[t]
+        names = [m.value for m in enum]
         if not (isinstance(value, Symbol) and value.name in names):
-            raise fail(f"got {_show(value)}", f"activations: {', '.join(names)}")
-        return ir.Activation(value.name)
+            raise fail(f"got {_show(value)}", f"{what}s: {', '.join(names)}")
+        return enum(value.name)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise fail(f"got {_show(value)}")
     if t is ArgType.NUMBER:
@@ -700,7 +711,10 @@ def resolve_model(unit: Unit, name: str) -> ir.Spec:
     resolver = _Resolver(scope)
     body = resolver.body(owner[0].body, scope, owner[1], top=True)
     policy = ir.DtypePolicy(**{r: role_dtype(scope, r, leaf_unit.src) for r in ROLE_CHAIN})
-    title = scope.get("title", leaf_unit.src, leaf.name_pos)
+    # a title names one model: a child that sets none is labelled by its own name,
+    # never with its parent's title
+    own_title = any(isinstance(st, s.Assign) and st.name == "title" for st in leaf.body)
+    title = scope.get("title", leaf_unit.src, leaf.name_pos) if own_title else None
     if len(chain) > 1:
         _check_unused_overrides(leaf, leaf_unit, scope, inherited)
     params: dict[str, ir.ParamValue] = {}
@@ -709,7 +723,7 @@ def resolve_model(unit: Unit, name: str) -> ir.Spec:
             continue
         value = scope._value(pname, d.unit.src, d.expr.pos)
         params[pname] = value.name if isinstance(value, Symbol) else value
-    if title is not None and not isinstance(title, str):
+    if own_title and not isinstance(title, str):
         d = defs["title"]
         raise d.unit.src.error(f"`title` must be a string, got {_show(title)}", d.expr.pos)
     return ir.Spec(

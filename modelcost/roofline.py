@@ -15,7 +15,7 @@ from typing import Literal
 from . import spec as ir
 from .cost import CostedGraph
 from .dtypes import DTYPES
-from .graph import Phase
+from .errors import SpecError
 from .hardware import Hardware
 from .kernels import serve
 from .memory import footprint
@@ -100,10 +100,11 @@ def build_report(
     graph = costed.graph
     w = graph.workload
     groups = {g.name: g for g in graph.groups}
+    kept = _only_kinds(costed, only) if only is not None else None
     rows = []
     for cn in costed.nodes:
         op = cn.node.op
-        if only is not None and op.kind not in only:
+        if kept is not None and op.kind not in kept:
             continue
         tf = time_op(cn.fwd, op, hw, peak, bandwidth)
         back = None
@@ -158,11 +159,12 @@ def build_report(
         + o.count * (o.backward.time_s if o.backward and o.backward.bound == "compute" else 0)
         for o in ops
     )
-    tokens = w.tokens
+    shape = graph.shape
+    tokens = shape.T
     per_token = PerToken(
         tokens_per_step=tokens,
         ms_per_step=step * 1e3,
-        ms_per_token=step * 1e3 if w.phase is Phase.decode else step * 1e3 / tokens,
+        ms_per_token=step * 1e3 if shape.decode else step * 1e3 / tokens,
         tokens_per_s=tokens / step if step else 0.0,
     )
     main = spec.dtypes.activations
@@ -199,11 +201,12 @@ def build_report(
         ),
         workload=WorkloadInfo(
             phase=w.phase.value,
-            batch=w.batch,
-            seq=1 if w.phase is Phase.decode else _seq(graph),
-            context=w.context if w.phase is Phase.decode else _seq(graph),
-            logits=w.logits,
+            batch=shape.B,
+            seq=shape.S,
+            context=shape.n_kv,
+            logits=None if shape.decode else ("all" if shape.logits_all else "last"),
             tokens=tokens,
+            label=shape.label,
             conventions=costed.conventions.value,
         ),
         totals=Totals(
@@ -213,6 +216,7 @@ def build_report(
             time_s=step,
             compute_bound_s=compute_bound,
             memory_bound_s=step - compute_bound,
+            compute_share=compute_bound / step if step else 0.0,
             bound="compute" if compute_bound >= step - compute_bound else "memory",
             per_token=per_token,
             mfu_bound=flops / (step * main_peak) if step else 0.0,
@@ -226,10 +230,20 @@ def build_report(
     )
 
 
-def _seq(graph) -> int:
-    """The per-sequence length actually lowered (a vision model's is set by its image)."""
-    w = graph.workload
-    return w.tokens // w.batch
+def _only_kinds(costed: CostedGraph, only: frozenset[str]) -> frozenset[str]:
+    """The op kinds `only` names, matched case-insensitively; a name that matches no op
+    of this graph is an error naming the kinds present."""
+    present = sorted({cn.node.op.kind for cn in costed.nodes})
+    by_folded = {k.casefold(): k for k in present}
+    unknown = sorted(k for k in only if k.casefold() not in by_folded)
+    if unknown or not only:
+        raise SpecError(
+            f"--only names {', '.join(f'`{k}`' for k in unknown) or 'no kind'}, "
+            "which matches no op of this workload",
+            filename="modelcost",
+            hint=f"kinds present: {', '.join(present)}",
+        )
+    return frozenset(by_folded[k.casefold()] for k in only)
 
 
 def _step_cost(o: OpEntry) -> Cost:

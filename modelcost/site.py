@@ -11,7 +11,7 @@ from . import spec as ir
 from .compile import compile_report
 from .diff import diff
 from .errors import SpecError
-from .graph import Phase, Workload
+from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Phase, Workload
 from .hardware import Hardware
 from .params import walk
 from .perfmodel import Conventions
@@ -26,18 +26,23 @@ from .view import Cell, Table, fixed, si
 @dataclass(frozen=True, slots=True)
 class SiteOptions:
     batch: int = 1
-    seq: int = 2048
-    context: int = 2048
+    seq: int | None = None  # None: DEFAULT_SEQ
+    context: int | None = None  # None: DEFAULT_CONTEXT
     conventions: Conventions = Conventions.modelcost
     peak: str = "datasheet"
 
 
 def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
-    # a model with learned positions (GPT-2) runs at most that many (its page says so)
-    limit = min((op.positions for op, _ in walk(spec.body)
-                 if isinstance(op, ir.PositionEmbedding)), default=None)  # fmt: skip
-    seq = min(o.seq, limit) if limit else o.seq
-    context = min(o.context, limit) if limit else o.context
+    # a model with learned positions (GPT-2) runs at most that many (its page says so);
+    # a vision model's length is its image's (its page says so too)
+    ops = [op for op, _ in walk(spec.body)]
+    limit = min((op.positions for op in ops if isinstance(op, ir.PositionEmbedding)), default=None)
+    seq: int | None = o.seq or DEFAULT_SEQ
+    context = o.context or DEFAULT_CONTEXT
+    if limit:
+        seq, context = min(seq, limit), min(context, limit)
+    if any(isinstance(op, ir.PatchEmbed) for op in ops):
+        seq = None
     out = []
     for phase in (Phase.prefill, Phase.decode):
         try:

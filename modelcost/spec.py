@@ -35,6 +35,13 @@ class Activation(StrEnum):
         return self in (Activation.swiglu, Activation.geglu)
 
 
+class Router(StrEnum):
+    """How a MoE router turns logits into expert scores."""
+
+    softmax = "softmax"  # Mixtral, Qwen3-MoE, gpt-oss
+    sigmoid = "sigmoid"  # DeepSeek-V3 (`scoring_func: sigmoid`)
+
+
 class DtypePolicy(IR):
     """Dtypes by role: weights, activations, and the KV cache."""
 
@@ -114,6 +121,9 @@ class MLP(_Op):
     d_ff: int
     act: Activation
     bias: bool
+    fused_gate_up: bool = Field(
+        default=False, description="one GEMM computes gate and up (Phi-3's gate_up_proj)"
+    )
 
 
 class MoE(_Op):
@@ -127,7 +137,14 @@ class MoE(_Op):
     shared_d_ff: int
     act: Activation
     bias: bool
-    router_bias: bool
+    router_bias: bool = Field(description="a bias on the router logits (gpt-oss)")
+    router: Router = Field(description="scoring function: softmax or sigmoid")
+    groups: int = Field(description="expert groups for group-limited routing (n_group)")
+    groups_kept: int = Field(description="groups a token may route into (topk_group)")
+    correction_bias: bool = Field(
+        description="a per-expert bias added to the scores for selection only "
+        "(DeepSeek-V3's e_score_correction_bias)"
+    )
 
 
 class Mamba2(_Op):

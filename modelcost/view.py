@@ -163,7 +163,7 @@ def _summary(reports: list[Report]) -> Table:
     ]
     for rep in reports:
         w, t = rep.workload, rep.totals
-        shape = f"context {w.context}" if w.phase == "decode" else f"seq {w.seq}"
+        shape = w.label
         fit = "fits" if t.memory.fits else "does NOT fit"
         rows.append(
             (
@@ -205,9 +205,7 @@ def _per_token(reports: list[Report]) -> Table:
         row("intensity (FLOP/B)", lambda r: num(fixed(t(r).intensity, 1), t(r).intensity)),
         row(
             "bound",
-            lambda r: Cell(
-                f"{t(r).bound} ({pct(t(r).compute_bound_s / t(r).time_s)} of time compute-bound)"
-            ),
+            lambda r: Cell(f"{t(r).bound} ({pct(t(r).compute_share)} of time compute-bound)"),
         ),
         row("MFU bound", lambda r: num(pct(t(r).mfu_bound), t(r).mfu_bound)),
         row("weights (GB)", lambda r: num(fixed(t(r).memory.weights / 1e9), t(r).memory.weights)),
@@ -377,8 +375,7 @@ def _phase(r: Report, many: bool) -> PhaseView:
         "time by layer group",
     )
     w = r.workload
-    shape = f"context {w.context}" if w.phase == "decode" else f"seq {w.seq}"
-    heading = f"{phase.capitalize()}: batch {w.batch}, {shape}"
+    heading = f"{phase.capitalize()}: batch {w.batch}, {w.label}"
     return PhaseView(
         phase, heading, kinds, layers, ops, kernels, chart, kind_bar, layer_bar, len(points)
     )

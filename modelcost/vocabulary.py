@@ -21,6 +21,7 @@ class ArgType(Enum):
     NUMBER = "a non-negative number"
     DTYPE = "a dtype"
     ACT = "an activation"
+    ROUTER = "a router function"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,30 @@ def _check_moe(v: dict) -> None:
             "top_k",
             f"top_k = {v['top_k']} is larger than experts = {v['experts']}",
             "a token is routed to top_k distinct experts",
+        )
+    _divides("groups", "experts", v, "experts are split into equal groups")
+    if v["groups_kept"] > v["groups"]:
+        raise CheckFailure(
+            "groups_kept",
+            f"groups_kept = {v['groups_kept']} is larger than groups = {v['groups']}",
+            "a token picks groups_kept of the groups, then top_k experts inside them",
+        )
+    per_group = v["experts"] // v["groups"]
+    if v["top_k"] > v["groups_kept"] * per_group:
+        raise CheckFailure(
+            "top_k",
+            f"top_k = {v['top_k']} is more than the {v['groups_kept'] * per_group} experts "
+            f"of {v['groups_kept']} kept groups",
+            "raise groups_kept or lower top_k",
+        )
+
+
+def _check_mlp(v: dict) -> None:
+    if v["fused_gate_up"] and not v["act"].gated:
+        raise CheckFailure(
+            "fused_gate_up",
+            f"fused_gate_up needs a gated activation, and `{v['act'].value}` has no gate",
+            "use act = swiglu or geglu",
         )
 
 
@@ -200,8 +225,10 @@ SIGNATURES: dict[str, OpSignature] = {
                 ArgSpec("d_ff", T.DIM),
                 ArgSpec("act", T.ACT, ir.Activation.swiglu),
                 ArgSpec("bias", T.BOOL, False),
+                ArgSpec("fused_gate_up", T.BOOL, False),
                 DIM,
             ),
+            check=_check_mlp,
         ),
         OpSignature(
             "moe",
@@ -215,6 +242,10 @@ SIGNATURES: dict[str, OpSignature] = {
                 ArgSpec("act", T.ACT, ir.Activation.swiglu),
                 ArgSpec("bias", T.BOOL, False),
                 ArgSpec("router_bias", T.BOOL, False),
+                ArgSpec("router", T.ROUTER, ir.Router.softmax),
+                ArgSpec("groups", T.DIM, 1),
+                ArgSpec("groups_kept", T.DIM, Derived("groups", lambda v: v["groups"])),
+                ArgSpec("correction_bias", T.BOOL, False),
                 DIM,
             ),
             check=_check_moe,

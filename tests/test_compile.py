@@ -22,7 +22,7 @@ ENCODERS = {"vit-l16"}  # no causal attention: no decode
 @pytest.mark.parametrize("path", ZOO, ids=[p.stem for p in ZOO])
 def test_every_spec_workload_and_target(path: Path) -> None:
     spec = load_spec(path)
-    seq = 1024 if path.stem == "gpt2" else 2048
+    seq = {"gpt2": 1024, "vit-l16": None}.get(path.stem, 2048)  # ViT's is its image's
     for hw_name in shipped_hardware():
         hw = load_hardware(hw_name)
         for phase in Phase:
@@ -40,6 +40,16 @@ def test_every_spec_workload_and_target(path: Path) -> None:
             assert len(report.ops) == len({o.name for o in report.ops})  # names are unique
             assert abs(sum(o.share for o in report.ops) - 1) < 1e-9
             assert all(o.time_s == max(o.compute_s, o.memory_s) for o in report.ops)
+            # tokens per step are what the layers process: the rows of the first norm
+            norm = next(o for o in report.ops if o.kind == "Normalization" and o.layer == 0)
+            rows = norm.shape["num_elems"] // norm.shape["num_channels"]
+            assert t.per_token.tokens_per_step == rows == report.workload.tokens
+            expected = {
+                Phase.decode: 2,
+                Phase.prefill: 2 * (seq or 197),
+                Phase.train: 2 * (seq or 197),
+            }
+            assert rows == expected[phase]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

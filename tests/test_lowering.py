@@ -240,7 +240,7 @@ def test_gpt2_uses_its_fused_projections() -> None:
 
 
 def test_vit_l16() -> None:
-    g = graph("vit-l16.model", batch=2, seq=999)  # the image sets the length: 197
+    g = graph("vit-l16.model", batch=2, seq=None)  # the image sets the length: 197
     assert gemms(g, "layers.0") == {
         "attn.q_proj": (2 * 197, 1024, 1024),
         "attn.k_proj": (2 * 197, 1024, 1024),
@@ -256,6 +256,13 @@ def test_vit_l16() -> None:
     assert (sdpa.N_Q, sdpa.causal) == (197, False)
     with pytest.raises(SpecError, match="decode needs a causal decoder"):
         graph("vit-l16.model", Phase.decode)
+    # an explicit length that is not the image's is refused, not silently replaced
+    with pytest.raises(SpecError, match="197 tokens, not seq 999"):
+        graph("vit-l16.model", batch=2, seq=999)
+    # (196 patches + 1 class token) x batch 8 = 1,576 tokens per step (issue 8, item 1)
+    assert graph("vit-l16.model", batch=8, seq=None).shape.T == 1_576
+    # bidirectional attention keeps no KV cache: no cache writes
+    assert not any("kv_cache_write" in n.name for n in g.nodes)
 
 
 def test_training_adds_loss_and_optimizer() -> None:

@@ -67,7 +67,8 @@ def test_deepseek_v3() -> None:
     #      kv_a 7168*(512+64) = 4,128,768; kv_a_norm 512; kv_b 512*128*256 = 16,777,216;
     #      o 128*128*7168 = 117,440,512; sum 187,107,328
     # dense MLP 3*7168*18432 = 396,361,728; expert 3*7168*2048 = 44,040,192
-    # router 256*7168 + 256 (score-correction bias) = 1,835,264
+    # router 256*7168 + 256 (e_score_correction_bias: a buffer in the reference code,
+    #   counted as a checkpoint tensor, docs/conventions.md) = 1,835,264
     # dense layer = 187,107,328 + 396,361,728 + 2*7168 = 583,483,392
     # MoE layer = 187,107,328 + 257*44,040,192 + 1,835,264 + 14,336 = 11,507,286,272
     # total = 3*583,483,392 + 58*11,507,286,272 + 2*926,679,040 + 7,168 = 671,026,419,200

@@ -50,12 +50,27 @@ class MoECommOp(OpRecord):
 
 ROUTER_PROB_BYTES = 4  # fp32 routing weights
 ROUTER_INDEX_BYTES = 4  # int32 expert ids
+CORRECTION_BIAS_BYTES = 4  # DeepSeek-V3 keeps e_score_correction_bias in fp32
 
 
 @dataclass(frozen=True, slots=True)
 class MoERoutingOp(OpRecord):
     """Scores over experts (softmax or sigmoid of the router logits), top-k selection,
-    and renormalization of the k weights. The router GEMM is a separate GEMM."""
+    and renormalization of the k weights. The router GEMM is a separate GEMM.
+
+    Group-limited routing (DeepSeek-V3, `groups` > 1): each group of E/G experts is
+    scored by the sum of its two best scores, the `groups_kept` best groups are kept,
+    the rest masked, then top-k runs over the masked scores. A `correction_bias` is
+    added to the scores for selection only (the weights use the raw scores).
+
+    FLOPs per token, with E experts, G groups, g kept, k chosen:
+      scores      softmax 3E (exp, sum, divide) | sigmoid 4E (neg, exp, add, divide)
+      bias        E            (correction bias, when present)
+      groups      2E + G + gG + E  (top-2 per group, their sum, g passes of max over G,
+                                   the mask), only when G > 1
+      top-k       kE           (k passes of max)
+      renormalize 2k           (sum and divide)
+    """
 
     kind: ClassVar[str] = "MoERouting"
     unit: ClassVar[Unit] = Unit.vector
@@ -65,15 +80,24 @@ class MoERoutingOp(OpRecord):
     top_k: int
     scoring: Literal["softmax", "sigmoid"] = "softmax"
     logits: DType = DType.bf16
+    groups: int = 1
+    groups_kept: int = 1
+    correction_bias: bool = False
 
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         T, E, k = self.tokens, self.experts, self.top_k
-        score = (3 if self.scoring == "softmax" else 4) * T * E  # exp/add/div; sigmoid 4
-        return score + T * E * k + 2 * T * k  # k passes of max; sum and divide
+        G, g = self.groups, self.groups_kept
+        per_token = (3 if self.scoring == "softmax" else 4) * E
+        if self.correction_bias:
+            per_token += E
+        if G > 1:
+            per_token += 2 * E + G + g * G + E
+        return T * (per_token + E * k + 2 * k)
 
     def bytes(self, conventions: Conventions = MODELCOST) -> Number:
         T, E, k = self.tokens, self.experts, self.top_k
-        return T * E * bpe(self.logits) + T * k * (ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES)
+        bias = E * CORRECTION_BIAS_BYTES if self.correction_bias else 0
+        return T * E * bpe(self.logits) + bias + T * k * (ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES)
 
     def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
         # gradient of the k renormalized weights back through the scores: 3 per score

@@ -14,9 +14,7 @@ def render_text(reports: list[Report]) -> str:
 
 def _one(r: Report) -> str:
     t, w, h = r.totals, r.workload, r.hardware
-    head = f"{r.model.title} on {h.title} ({h.peak} peaks), {w.phase} batch {w.batch}, " + (
-        f"context {w.context}" if w.phase == "decode" else f"seq {w.seq}"
-    )
+    head = f"{r.model.title} on {h.title} ({h.peak} peaks), {w.phase} batch {w.batch}, {w.label}"
     pt = t.per_token
     rows = [
         ["step time", f"{ms(t.time_s)} ms"],
@@ -24,7 +22,7 @@ def _one(r: Report) -> str:
         ["tokens/s", f"{pt.tokens_per_s:,.1f}"],
         ["FLOPs", si(t.flops, "FLOP")],
         ["bytes", si(t.bytes, "B")],
-        ["bound", f"{t.bound} ({pct(t.compute_bound_s / t.time_s if t.time_s else 0)} compute)"],
+        ["bound", f"{t.bound} ({pct(t.compute_share)} compute)"],
         ["MFU bound", pct(t.mfu_bound)],
         ["memory", f"{si(t.memory.total, 'B')} of {si(t.memory.capacity, 'B')}"],
     ]

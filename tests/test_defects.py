@@ -1,0 +1,186 @@
+"""Regression tests for the defects of issue 8 (wrong numbers, escapes, hostile input).
+
+Each test names the item it guards; each failed before its fix.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import MODELS, ROOT
+
+from modelcost import SpecError, load_spec, parse_spec
+from modelcost.compile import compile_report
+from modelcost.graph import Phase, Workload
+from modelcost.hardware import load_hardware
+
+
+def run(*args: str, cwd: Path = ROOT, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "modelcost", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        input=stdin,
+        timeout=60,
+    )
+
+
+# ---- 1. encoders and vision models run at their image's token count
+
+
+def test_vit_tokens_per_step_come_from_the_image() -> None:
+    spec = load_spec(MODELS / "vit-l16.model")
+    r = compile_report(spec, load_hardware("h200"), Workload(Phase.prefill, 8))
+    # 224/16 = 14, 14² = 196 patches + 1 class token = 197 tokens per image, × batch 8
+    assert r.totals.per_token.tokens_per_step == 1_576
+    assert (r.workload.seq, r.workload.tokens, r.workload.label) == (197, 1_576, "seq 197")
+    assert r.totals.per_token.tokens_per_s == pytest.approx(1_576 / r.totals.time_s)
+    # bidirectional attention: no KV cache, no cache writes
+    assert r.totals.memory.kv_cache == 0
+    assert not any("kv_cache_write" in o.name for o in r.ops)
+
+
+def test_vit_refuses_a_seq_it_cannot_run() -> None:
+    r = run("compile", "specs/models/vit-l16.model", "--hw", "h200", "--seq", "4096")
+    assert r.returncode == 2
+    assert "takes its sequence length from its image: 197 tokens, not seq 4096" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+# ---- 2. --only that matches nothing
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "md", "html"])
+def test_only_matching_nothing_is_exit_2_naming_the_kinds(fmt: str) -> None:
+    r = run("compile", "specs/models/gpt2.model", "--hw", "h100", "--seq", "128",
+            "--only", "FOO", "--format", fmt)  # fmt: skip
+    assert r.returncode == 2, r.stdout
+    assert r.stdout == ""
+    assert "--only names `FOO`, which matches no op" in r.stderr
+    assert "kinds present: BinaryElementwise, Embedding, GEMM," in r.stderr
+
+
+def test_only_matches_case_insensitively() -> None:
+    spec = load_spec(MODELS / "llama3-8b.model")
+    hw = load_hardware("h100")
+    w = Workload(Phase.decode, 1, context=1024)
+    lower_case = compile_report(spec, hw, w, only=frozenset({"gemm", "sdpa"}))
+    exact = compile_report(spec, hw, w, only=frozenset({"GEMM", "SDPA"}))
+    assert lower_case == exact
+    assert {o.kind for o in exact.ops} == {"GEMM", "SDPA"}
+
+
+# ---- 6. decode has no logits setting; an untitled child is not its parent
+
+
+def test_decode_reports_no_logits_setting() -> None:
+    spec = load_spec(MODELS / "llama3-8b.model")
+    hw = load_hardware("h100")
+    decode = compile_report(spec, hw, Workload(Phase.decode, 1, logits="last"))
+    prefill = compile_report(spec, hw, Workload(Phase.prefill, 1, logits="last"))
+    assert decode.workload.logits is None  # one token's logits per sequence, always
+    assert prefill.workload.logits == "last"
+
+
+def test_untitled_child_is_labelled_by_its_own_name() -> None:
+    spec = parse_spec(
+        'model base { title = "Base model"; d_model = 8; rmsnorm }\n'
+        "model child extends base { d_model = 16 }\n",
+        model="child",
+    )
+    assert spec.title == "child"
+    titled = parse_spec(
+        'model base { title = "Base model"; d_model = 8; rmsnorm }\n'
+        'model child extends base { title = "Child"; d_model = 16 }\n',
+        model="child",
+    )
+    assert titled.title == "Child"
+
+
+def test_default_workload_lengths_are_the_cli_defaults() -> None:
+    """11. `Workload(Phase.decode, 8)` runs at context 2048, like the CLI."""
+    spec = load_spec(MODELS / "llama3-8b.model")
+    r = compile_report(spec, load_hardware("h100"), Workload(Phase.decode, 8))
+    assert (r.workload.context, r.workload.label) == (2048, "context 2048")
+    p = compile_report(spec, load_hardware("h100"), Workload("prefill"))
+    assert (p.workload.seq, p.workload.tokens) == (2048, 2048)
+
+
+def test_spec_error_for_bad_workload_values() -> None:
+    with pytest.raises(ValueError, match="unknown phase 'serve'"):
+        Workload("serve", 1)
+    with pytest.raises(ValueError, match="batch must be a positive integer"):
+        Workload("decode", 0)
+
+
+# ---- 3. DeepSeek-V3's router: sigmoid scores, group-limited top-k, correction bias
+
+
+def test_deepseek_v3_router_is_sigmoid_group_limited_with_a_correction_bias() -> None:
+    from modelcost.lower import lower
+
+    g = lower(load_spec(MODELS / "deepseek-v3.model"), Workload(Phase.decode, 1))
+    nodes = {n.name: n.op for n in g.nodes}
+    routing = nodes["layers.3.moe.routing"]
+    assert (routing.scoring, routing.groups, routing.groups_kept) == ("sigmoid", 8, 4)
+    assert routing.correction_bias
+    # the correction bias selects; it is not a bias on the router's logits
+    assert nodes["layers.3.moe.router"].bias is False
+    # per token, E=256, G=8, g=4, k=8: sigmoid 4E = 1024, bias E = 256,
+    # groups 2E + G + gG + E = 512 + 8 + 32 + 256 = 808, top-k kE = 2048, renorm 2k = 16
+    assert routing.flops() == 1024 + 256 + 808 + 2048 + 16 == 4152
+    # logits 256 bf16 + the 256 fp32 biases + 8 fp32 weights and 8 int32 ids
+    assert routing.bytes() == 256 * 2 + 256 * 4 + 8 * 8
+    # one shared expert of width 2048: shared_d_ff is one expert's width
+    assert nodes["layers.3.moe.shared.gate_proj"].N == 2048
+
+
+def test_shared_d_ff_is_one_shared_experts_width() -> None:
+    spec = parse_spec(
+        "model m { d_model = 64\n  moe(8, 2, 32, shared_experts = 2, shared_d_ff = 48) }\n"
+    )
+    from modelcost.params import count_params
+
+    # 8 experts × 3·64·32 + 2 shared × 3·64·48 + router 64·8
+    assert count_params(spec).total == 8 * 6144 + 2 * 9216 + 512
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("groups = 3", "groups = 3 does not divide experts = 8"),
+        ("groups = 4, groups_kept = 5", "groups_kept = 5 is larger than groups = 4"),
+        ("groups = 4, groups_kept = 1", "top_k = 4 is more than the 2 experts of 1 kept"),
+        ("router = softmin", "unknown router function `softmin`"),
+    ],
+)
+def test_bad_router_arguments_are_positioned_errors(args: str, message: str) -> None:
+    with pytest.raises(SpecError, match=message) as info:
+        parse_spec(f"model m {{ d_model = 64\n  moe(8, 4, 32, {args}) }}\n")
+    assert info.value.line == 2
+
+
+# ---- 4. a fused gate/up MLP is one GEMM with N = 2·d_ff
+
+
+def test_fused_gate_up_is_one_gemm() -> None:
+    from modelcost.lower import lower
+
+    text = "model m {{ d_model = 3072; vocab = 32064\n  embed(vocab)\n  mlp(8192{}) }}\n"
+    fused = lower(parse_spec(text.format(", fused_gate_up = true")), Workload("prefill", 1, 16))
+    plain = lower(parse_spec(text.format("")), Workload("prefill", 1, 16))
+    gemms = {n.name: (n.op.M, n.op.N, n.op.K) for n in fused.nodes if n.op.kind == "GEMM"}
+    # Phi-3-mini: gate_up_proj 3072 → 2·8192, down_proj 8192 → 3072
+    assert gemms == {"mlp.gate_up_proj": (16, 16_384, 3072), "mlp.down_proj": (16, 3072, 8192)}
+    # the same FLOPs as gate and up apart; the input is read once instead of twice
+    f = sum(n.op.flops() for n in fused.nodes if n.op.kind == "GEMM")
+    p = sum(n.op.flops() for n in plain.nodes if n.op.kind == "GEMM")
+    assert f == p
+    fb = sum(n.op.bytes() for n in fused.nodes if n.op.kind == "GEMM")
+    pb = sum(n.op.bytes() for n in plain.nodes if n.op.kind == "GEMM")
+    assert pb - fb == 16 * 3072 * 2  # one read of the bf16 input (x: 16 × 3072) saved
+    with pytest.raises(SpecError, match="fused_gate_up needs a gated activation"):
+        parse_spec("model m { d_model = 8\n  mlp(16, act = gelu, fused_gate_up = true) }\n")
