@@ -45,6 +45,8 @@ class Kernel(BaseModel):
     requires: dict[str, int]
     tflops: float | None
     measured: str | None
+    measured_on: str | None = None  # the shipped target the TFLOPS were measured on
+    measured_precision: str | None = None
     pin: str | None
 
 

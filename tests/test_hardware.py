@@ -1,5 +1,6 @@
 """Hardware files: the shipped targets' figures, and positioned errors for bad files."""
 
+import json
 import os
 from decimal import Decimal
 from pathlib import Path
@@ -47,7 +48,7 @@ def test_published_achievable_peaks() -> None:
     mi300 = load_hardware("mi300x")
     # AMD's "Measuring Max-Achievable FLOPs" blog: 708 bf16, 1273 fp8 on MI300X
     assert mi300.achievable.matrix == {"bf16": 708e12, "fp16": 654e12, "fp8": 1273e12}
-    assert load_hardware("mi355x").achievable.matrix["fp4"] == 5189e12  # gluon MXFP4 kernel
+    assert load_hardware("mi355x").achievable.matrix["fp4"] == 5843e12  # gluon a4w4 v1 kernel
     assert mi300.scaleup_per_direction == 448e9  # 7 links × 128 GB/s, halved
 
 
@@ -88,3 +89,42 @@ def test_a_model_file_given_as_hardware() -> None:
     err = info.value
     assert (err.line, err.column, err.message) == (8, 1, "unexpected name `model`")
     assert err.hint == "expected `hardware`"
+
+
+# ---- the achievable roof is an upper bound on every published figure (issue 8, item 5)
+
+MEASURED = json.loads((Path(__file__).parent / "data" / "measured-peaks.json").read_text())
+
+
+@pytest.mark.parametrize("point", MEASURED["gemm"], ids=lambda p: f"gemm-{p['id']}")
+def test_no_published_gemm_beats_the_achievable_roof(point: dict) -> None:
+    peak, _, _ = load_hardware(point["target"]).peak("matrix", point["precision"], "achievable")
+    assert point["tflops"] * 1e12 <= peak, point["source"]
+
+
+@pytest.mark.parametrize("point", MEASURED["bandwidth"], ids=lambda p: f"hbm-{p['id']}")
+def test_no_published_bandwidth_beats_the_achievable_roof(point: dict) -> None:
+    assert point["tbps"] * 1e12 <= load_hardware(point["target"]).bandwidth("achievable")
+
+
+def test_no_kernel_in_the_catalog_beats_its_parts_achievable_roof() -> None:
+    from modelcost.kernels import catalog
+
+    measured = [k for k in catalog() if k.tflops is not None]
+    assert len(measured) == 7
+    for k in measured:
+        hw = load_hardware(k.measured_on)
+        assert hw.arch == k.arch
+        peak, _, _ = hw.peak("matrix", k.measured_precision, "achievable")
+        assert k.tflops * 1e12 <= peak, k.id
+    # the figures the catalog cites are the MI355X's achievable roof (issue 8, item 5)
+    mi355x = load_hardware("mi355x")
+    assert mi355x.achievable.matrix["fp16"] >= 1587e12
+    assert mi355x.achievable.matrix["fp8"] == 3527e12
+    assert mi355x.achievable.matrix["fp4"] == 5843e12
+
+
+def test_achievable_bandwidth_is_the_best_stream_kernel() -> None:
+    # Azure ND H100 v5 / ND H200 v5 BabelStream-style dot, not triad (2.97 / 4.15)
+    assert load_hardware("h100").bandwidth("achievable") == 3.18e12
+    assert load_hardware("h200").bandwidth("achievable") == 4.48e12
