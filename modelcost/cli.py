@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
 from .errors import SpecError
+from .files import read_text, write_text
 from .fmt import format_source
 from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Phase, Workload
 from .params import count_params
@@ -68,31 +67,11 @@ def _check_hardware(path: str) -> int:
     return EXIT_OK
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Replace `path` by `text` without ever leaving a half-written file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SpecError(f"cannot read file: {reason}", filename=path) from None
-
-
 def cmd_fmt(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for path in args.specs:
         try:
-            text = _read(path)
+            text = read_text(path)
             formatted = format_source(text, path)
         except SpecError as err:
             _report(err)
@@ -104,7 +83,12 @@ def cmd_fmt(args: argparse.Namespace) -> int:
                 status = max(status, EXIT_CHECK_FAILED)
         elif args.write:
             if formatted != text:
-                _write_atomic(Path(path), formatted)
+                try:
+                    write_text(path, formatted)
+                except OSError as exc:
+                    print(f"{path}: error: cannot write: {exc.strerror or exc}", file=sys.stderr)
+                    status = EXIT_BAD_INPUT
+                    continue
                 print(f"reformatted {path}", file=sys.stderr)
         else:
             sys.stdout.write(formatted)
@@ -284,7 +268,7 @@ def cmd_site(args: argparse.Namespace) -> int:
         _report(err)
         return EXIT_BAD_INPUT
     try:
-        write_site(files, Path(args.output), _write_atomic)
+        write_site(files, Path(args.output), write_text)
     except OSError as exc:
         print(f"{args.output}: error: cannot write: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -297,7 +281,7 @@ def _emit(text: str, output: str | None) -> int:
         sys.stdout.write(text)
         return EXIT_OK
     try:
-        _write_atomic(Path(output), text)
+        write_text(output, text)
     except OSError as exc:
         print(f"{output}: error: cannot write: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -17,6 +17,7 @@ from lark.exceptions import UnexpectedInput
 from pydantic import BaseModel, ConfigDict
 
 from .errors import SpecError, did_you_mean
+from .files import read_text
 from .grammar_tables import load_parser
 from .parse import _syntax_error
 from .resources import specs_dir
@@ -138,12 +139,7 @@ def load_hardware(name_or_path: str | Path) -> Hardware:
             hint = did_you_mean(str(name_or_path), names) or f"shipped: {', '.join(names)}"
             raise SpecError(f"unknown hardware `{name_or_path}`", filename="--hw", hint=hint)
         path = shipped
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SpecError(f"cannot read file: {reason}", filename=str(path)) from None
-    return parse_hardware(text, str(path))
+    return parse_hardware(read_text(path), str(path))
 
 
 class _Reader:

@@ -18,6 +18,7 @@ from . import spec as ir
 from . import syntax as s
 from .dtypes import DType, dtype_names, lookup_dtype
 from .errors import SpecError, did_you_mean
+from .files import read_text
 from .parse import parse
 from .vocabulary import (
     REQUIRED,
@@ -104,6 +105,10 @@ class Unit:
     local_models: list[str] = field(default_factory=list)
 
 
+def _reason(err: SpecError) -> str:
+    return err.message.removeprefix("cannot read file: ")
+
+
 class Loader:
     """Parses files once each and links their imports, refusing cycles."""
 
@@ -114,6 +119,10 @@ class Loader:
     def load_path(self, path: Path, src: Source | None = None, pos: s.Pos | None = None) -> Unit:
         try:
             resolved = path.resolve()
+        except RuntimeError:  # a symlink loop (Python 3.11 raises RuntimeError)
+            if src and pos:
+                raise src.error(f"cannot read `{path}`: a symlink loop", pos) from None
+            raise SpecError("cannot read file: a symlink loop", filename=str(path)) from None
         except (OSError, ValueError) as exc:  # e.g. a NUL byte in the path
             if src and pos:
                 raise src.error(f"bad import path: {exc}", pos) from None
@@ -127,12 +136,11 @@ class Loader:
         if resolved in self._cache:
             return self._cache[resolved]
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            if src and pos:
-                raise src.error(f"cannot read `{path}`: {reason}", pos) from None
-            raise SpecError(f"cannot read file: {reason}", filename=str(path)) from None
+            text = read_text(path)
+        except SpecError as err:
+            if src and pos and err.line == 0:  # unreadable: point at the import
+                raise src.error(f"cannot read `{path}`: {_reason(err)}", pos) from None
+            raise
         self._stack.append(resolved)
         try:
             unit = self.load_text(text, str(path), resolved)

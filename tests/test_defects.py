@@ -3,8 +3,11 @@
 Each test names the item it guards; each failed before its fix.
 """
 
+import os
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -184,3 +187,127 @@ def test_fused_gate_up_is_one_gemm() -> None:
     assert pb - fb == 16 * 3072 * 2  # one read of the bf16 input (x: 16 × 3072) saved
     with pytest.raises(SpecError, match="fused_gate_up needs a gated activation"):
         parse_spec("model m { d_model = 8\n  mlp(16, act = gelu, fused_gate_up = true) }\n")
+
+
+# ---- 9. writing files like a shell redirect
+
+SMALL = ("compile", "specs/models/gpt2.model", "--hw", "h100", "--seq", "64", "--format", "json")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_new_output_files_get_the_usual_mode(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    assert run(*SMALL, "-o", str(out)).returncode == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~_umask()  # not mkstemp's 0600
+
+
+def test_existing_files_keep_their_mode(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    out.write_text("old")
+    out.chmod(0o640)
+    assert run(*SMALL, "-o", str(out)).returncode == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640
+    assert out.read_text().startswith("{")
+    spec = tmp_path / "messy.model"
+    spec.write_text("model m { d_model=8; rmsnorm() }\n")
+    spec.chmod(0o604)
+    assert run("fmt", "--write", str(spec)).returncode == 0
+    assert stat.S_IMODE(spec.stat().st_mode) == 0o604
+    assert spec.read_text() == "model m {\n  d_model = 8\n  rmsnorm\n}\n"
+
+
+def test_a_symlink_is_written_through(tmp_path: Path) -> None:
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    assert run(*SMALL, "-o", str(link)).returncode == 0
+    assert link.is_symlink()
+    assert target.read_text().startswith("{")
+
+
+def test_a_fifo_target_is_written_to_directly(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    r = run(*SMALL, "-o", str(fifo))
+    reader.join(timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISFIFO(fifo.stat().st_mode)  # still a FIFO, not replaced by a file
+    assert got and got[0].startswith(b"{")
+
+
+def test_dash_is_standard_output(tmp_path: Path) -> None:
+    spec = ROOT / "specs" / "models" / "gpt2.model"
+    r = run("compile", str(spec), "--hw", "h100", "--seq", "64", "-o", "-", cwd=tmp_path)
+    assert r.returncode == 0
+    assert r.stdout.startswith("GPT-2")
+    assert not (tmp_path / "-").exists()
+
+
+# ---- 13, 15. reading: regular files only, bounded, UTF-8 with a position
+
+
+def test_a_fifo_spec_is_refused_without_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "spec.model"
+    os.mkfifo(fifo)
+    r = run("check", str(fifo))  # would hang forever reading it (timeout 60 s)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"{fifo}: error: cannot read file: it is a FIFO, not a regular file"
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_devices_are_refused(tmp_path: Path, device: str) -> None:
+    spec = tmp_path / "m.model"
+    spec.write_text(f'import "{device}"\nmodel m {{ d_model = 8\n  rmsnorm }}\n')
+    r = run("check", str(spec))
+    assert r.returncode == 2
+    assert f"{spec}:1:1: error: cannot read `{device}`: it is a device" in r.stderr
+    r = run(*SMALL[:2], "--hw", device)
+    assert r.returncode == 2
+    assert f"{device}: error: cannot read file: it is a device, not a regular file" in r.stderr
+
+
+def test_a_directory_and_a_symlink_loop_are_clear_errors(tmp_path: Path) -> None:
+    (tmp_path / "a.model").symlink_to(tmp_path / "b.model")
+    (tmp_path / "b.model").symlink_to(tmp_path / "a.model")
+    r = run("check", str(tmp_path / "a.model"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "symlink loop" in r.stderr or "Too many levels of symbolic links" in r.stderr
+    spec = tmp_path / "m.model"
+    spec.write_text('import "a.model"\nmodel m { d_model = 8\n  rmsnorm }\n')
+    r = run("check", str(spec))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{spec}:1:1: error: cannot read `{tmp_path / 'a.model'}`" in r.stderr
+    r = run("check", str(tmp_path))
+    assert r.returncode == 2
+    assert "it is a directory, not a regular file" in r.stderr
+
+
+def test_the_size_limit_is_checked_before_reading(tmp_path: Path) -> None:
+    big = tmp_path / "big.model"
+    big.write_bytes(b"#" * 1_000_001)
+    with pytest.raises(SpecError, match=r"file is too large \(1,000,001 bytes; the limit is"):
+        load_spec(big)
+
+
+def test_invalid_utf8_is_positioned_at_the_first_bad_byte(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(b"model m {\n  d_model = 8 # na\xefve \xff\n  rmsnorm\n}\n")
+    r = run("check", str(bad))
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[0] == (
+        f"{bad}:2:19: error: invalid UTF-8: byte 0xef cannot be decoded"
+    )
+    hw = tmp_path / "bad.hw"
+    hw.write_bytes(b'hardware x {\n  title = "\xc3"\n}\n')
+    with pytest.raises(SpecError) as info:
+        load_hardware(str(hw))
+    assert (info.value.line, info.value.column) == (2, 12)

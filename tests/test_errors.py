@@ -87,7 +87,9 @@ def test_unreadable_file_is_a_spec_error(tmp_path: Path) -> None:
     bad.write_bytes(b'model a { title = "caf\xe9" }')
     with pytest.raises(SpecError) as info:
         load_specs(bad)
-    assert info.value.message.startswith("cannot read file: 'utf-8' codec can't decode")
+    # 15. a positioned error at the first bad byte: `caf` is 22 characters in
+    assert str(info.value) == f"{bad}:1:23: error: invalid UTF-8: byte 0xe9 cannot be decoded"
+    assert info.value.render().splitlines()[2] == "  " + " " * 22 + "^"
 
 
 def test_choosing_among_several_models() -> None:
