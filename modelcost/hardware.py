@@ -16,6 +16,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 from pydantic import BaseModel, ConfigDict
 
+from .bounds import check_bounds
 from .errors import SpecError, did_you_mean
 from .files import read_text
 from .grammar_tables import load_parser
@@ -211,6 +212,7 @@ class _Reader:
 
 def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
     """Parse and validate a hardware file."""
+    check_bounds(text, filename)
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:

@@ -46,6 +46,7 @@ ACT_FN = {
     ir.Activation.relu: "relu",
 }
 SSM_STATE = DType.fp32
+MAX_NODES = 1_500  # distinct ops after lowering (repeated layers count once)
 MLA_DECODE_NOTE = (
     "MLA decode uses the absorbed form: attention runs over the compressed latent cache "
     "(one KV head, d_qk = kv_lora_rank + qk_rope_head_dim, d_v = kv_lora_rank); W_UK and "
@@ -524,6 +525,16 @@ def _shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     return Shape(w.phase, w.batch, S, S, w.logits == "all"), notes
 
 
+def _check_size(spec: ir.Spec, nodes: int) -> None:
+    """Costing, rooflining and rendering take time per distinct op: bound them."""
+    if nodes > MAX_NODES:
+        raise SpecError(
+            f"`{spec.name}` lowers to more than {MAX_NODES:,} distinct ops",
+            filename="modelcost",
+            hint="use `repeat` for identical layers: a repeated layer is lowered once",
+        )
+
+
 def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     """Lower a resolved spec for one workload into an op graph."""
     shape, notes = _shape(spec, workload)
@@ -545,6 +556,7 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
             start = len(model_emit.nodes)
             lowerer.lower(model_emit, item, 1)
             nodes.extend(model_emit.nodes[start:])
+            _check_size(spec, len(nodes))
             stream, residual = model_emit.stream, model_emit.residual_from
             continue
         block, count, stride, offset, body = item
@@ -556,6 +568,7 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
         e = _Emit(f"{label}.", label, count, stream, residual, totals=totals)
         for op, times in ops:
             lowerer.lower(e, op, times)
+            _check_size(spec, len(nodes) + len(e.nodes))
         nodes.extend(e.nodes)
         groups.append(Group(label, block, layers, count))
         stream, residual = e.stream, e.residual_from

@@ -10,6 +10,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from lark.lexer import PatternStr
 
 from . import syntax as s
+from .bounds import check_bounds
 from .errors import SpecError
 from .grammar_tables import load_parser
 
@@ -249,6 +250,7 @@ def parse(source: str, filename: str = "<string>") -> s.Module:
             f"file is too large ({len(source)} characters; the limit is {MAX_SOURCE_CHARS})",
             filename=filename,
         )
+    check_bounds(source, filename)
     try:
         tree = _parser().parse(source)
         items = _ToAst().transform(tree)

@@ -106,3 +106,45 @@ def test_mutated_hardware_files_only_raise_spec_error(path: Path) -> None:
         assert hw.peak("matrix", "bf16")[0] > 0 and hw.memory_bandwidth > 0
 
     check()
+
+
+# ---- hostile shapes: bounded with positioned errors, never a hang (issue 8, item 14)
+
+from hostile import HOSTILE  # noqa: E402
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_inputs_get_their_error(name: str) -> None:
+    from modelcost.compile import compile_report
+    from modelcost.graph import Phase, Workload
+    from modelcost.hardware import load_hardware
+
+    text, expected = HOSTILE[name]
+    try:
+        spec = parse_spec(text, f"{name}.model")
+        for phase in Phase:
+            compile_report(spec, load_hardware("h100"), Workload(phase, 1, 256, 256))
+    except SpecError as err:
+        assert expected is not None and expected in err.message, err.render()[:300]
+        if "lowers to" not in err.message and "too many tokens" not in err.message:
+            assert err.line > 0 and err.column > 0  # positioned
+        err.render()
+        return
+    assert expected is None
+
+
+@pytest.mark.parametrize("name", ["parens", "nested-repeat", "many-ops", "most-ops"])
+def test_hostile_inputs_through_the_cli(tmp_path: Path, name: str) -> None:
+    """A hang or a traceback here is a failure; their timings: benchmarks/hostile.py."""
+    import subprocess
+    import sys
+
+    path = tmp_path / f"{name}.model"
+    path.write_text(HOSTILE[name][0])
+    r = subprocess.run(
+        [sys.executable, "-m", "modelcost", "compile", str(path), "--hw", "h100", "--format",
+         "html", "-o", str(tmp_path / "out.html")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "Traceback" not in r.stderr
+    assert r.returncode == (0 if HOSTILE[name][1] is None else 2), r.stderr
