@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -139,6 +140,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite percentage ≥ 0, got {text!r}")
     return value
 
 
@@ -407,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peak", choices=["datasheet", "achievable"], default="datasheet")
     p.add_argument("--bandwidth", choices=["datasheet", "achievable"], default="datasheet")
     p.add_argument("--format", choices=["text", "md", "html", "json"], default="text")
-    p.add_argument("--fail-above", type=float, metavar="PCT",
+    p.add_argument("--fail-above", type=_percent, metavar="PCT",
                    help="exit 1 when the total time grows by more than PCT percent")  # fmt: skip
     p.add_argument("-o", "--output", metavar="FILE")
 

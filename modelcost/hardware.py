@@ -7,7 +7,8 @@ bandwidth, scale-up bandwidth and the arch id, each value with its unit.
 
 from __future__ import annotations
 
-from decimal import Decimal
+import math
+from decimal import Decimal, InvalidOperation
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -51,6 +52,8 @@ TOP_FIELDS = {
     "compute_units": "count", "clock": "frequency", "tdp": "power", "source": "text",
 }  # fmt: skip
 SECTIONS = ("matrix", "vector", "achievable")
+MIN_FIGURE = 1.0  # bytes, bytes/s, FLOP/s, Hz, W: anything smaller is a mistake
+MAX_COUNT = 1_000_000  # compute units
 ACHIEVABLE_EXTRA = {"memory_bandwidth": "bandwidth", "source": "text"}
 
 
@@ -173,10 +176,21 @@ class _Reader:
         number_tok, unit_tok = value.children
         if kind == "text":
             raise self.error(f'`{where}` needs a "string"', value.meta)
-        number = Decimal(str(number_tok).replace("_", ""))
+        try:
+            number = Decimal(str(number_tok).replace("_", ""))
+        except InvalidOperation:  # an exponent beyond what Decimal can hold
+            raise self.error(f"`{where}` = {number_tok} is out of range", number_tok) from None
         if kind == "count":
-            if unit_tok is not None or number != number.to_integral_value():
+            if (
+                unit_tok is not None
+                or not number.is_finite()
+                or number != number.to_integral_value()
+            ):
                 raise self.error(f"`{where}` needs a whole number with no unit", value.meta)
+            if number < 1 or number > MAX_COUNT:
+                raise self.error(
+                    f"`{where}` must be between 1 and {MAX_COUNT:,}, got {number}", number_tok
+                )
             return int(number)
         if unit_tok is None:
             raise self.error(
@@ -191,7 +205,15 @@ class _Reader:
         if number <= 0:
             raise self.error(f"`{where}` must be positive", number_tok)
         del name_tok
-        return float(number * Decimal(scale))
+        converted = float(number * Decimal(scale))
+        if not math.isfinite(converted) or converted < MIN_FIGURE:
+            raise self.error(
+                f"`{where}` = {number_tok} {unit_tok} is out of range once converted to "
+                f"base units ({converted:g})",
+                number_tok,
+                f"figures must be finite and at least {MIN_FIGURE:g} in base units",
+            )
+        return converted
 
     def fields(self, entries: list[Tree], allowed: dict[str, str], where: str) -> dict:
         out: dict[str, object] = {}

@@ -311,3 +311,16 @@ def test_invalid_utf8_is_positioned_at_the_first_bad_byte(tmp_path: Path) -> Non
     with pytest.raises(SpecError) as info:
         load_hardware(str(hw))
     assert (info.value.line, info.value.column) == (2, 12)
+
+
+# ---- 16. hardware figures finite and positive; --fail-above finite and ≥ 0
+# (the hardware cases are fixtures: tests/fixtures/invalid_hw/{infinite_figure,
+# vanishing_figure,huge_exponent,zero_compute_units}.hw)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "x"])
+def test_fail_above_must_be_a_finite_percentage(value: str) -> None:
+    r = run("diff", "specs/models/gpt2.model", "specs/models/gpt2.model", "--hw", "h100",
+            "--seq", "64", "--fail-above", value)  # fmt: skip
+    assert r.returncode == 2
+    assert "argument --fail-above: expected a" in r.stderr
