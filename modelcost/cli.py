@@ -21,6 +21,7 @@ from .fmt import format_source
 from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Phase, Workload
 from .params import count_params
 from .perfmodel import Conventions
+from .render.escape import terminal
 from .resolve import load_spec, load_specs
 from .spec import Spec
 
@@ -64,7 +65,7 @@ def _check_hardware(path: str) -> int:
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
-    print(f"ok  {path}  {hw.name}  {hw.title} ({hw.arch})")
+    print(terminal(f"ok  {path}  {hw.name}  {hw.title} ({hw.arch})"))
     return EXIT_OK
 
 
@@ -114,8 +115,10 @@ def cmd_params(args: argparse.Namespace) -> int:
     ]
     rows.append(["total", f"{counts.total:,}", f"{counts.active:,}"])
     print(
-        f"{spec.title} ({spec.name}): {_human(counts.total)} total, "
-        f"{_human(counts.active)} active per token"
+        terminal(
+            f"{spec.title} ({spec.name}): {_human(counts.total)} total, "
+            f"{_human(counts.active)} active per token"
+        )
     )
     print(
         tabulate(
@@ -181,7 +184,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.format != "text" or args.output:  # the text summary already says it
         for r in reports:
             if r.totals.memory.warning:
-                print(f"modelcost: warning: {r.totals.memory.warning}", file=sys.stderr)
+                print(terminal(f"modelcost: warning: {r.totals.memory.warning}"), file=sys.stderr)
     return _emit(text, args.output)
 
 
@@ -257,15 +260,19 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_site(args: argparse.Namespace) -> int:
     from .hardware import load_hardware
-    from .site import SiteOptions, build_site, write_site
+    from .site import SiteOptions, build_site, foreign_files, write_site
 
     try:
         specs = []
         for path in args.specs:
-            for spec in load_specs(path):
-                name = Path(path).stem if len(load_specs(path)) == 1 else spec.name
-                specs.append((name, spec))
-        targets = [load_hardware(h) for h in args.hw.split(",") if h.strip()]
+            in_file = load_specs(path)
+            for spec in in_file:
+                specs.append((Path(path).stem if len(in_file) == 1 else spec.name, spec))
+        names = [h.strip() for h in args.hw.split(",") if h.strip()]
+        if not names:
+            raise SpecError(f"--hw names no target: {args.hw!r}", filename="modelcost",
+                            hint="e.g. --hw mi300x,h200")  # fmt: skip
+        targets = [load_hardware(h) for h in names]
         diffs = []
         for pair in args.diff:
             a, sep, b = pair.partition(":")
@@ -277,6 +284,15 @@ def cmd_site(args: argparse.Namespace) -> int:
         files = build_site(specs, targets, diffs, options)
     except SpecError as err:
         _report(err)
+        return EXIT_BAD_INPUT
+    foreign = [] if args.force else foreign_files(files, Path(args.output))
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
+        print(f"{args.output}: error: would overwrite files that modelcost site did not write: "
+              f"{shown}\n  hint: pass --force to replace them, or choose another -o folder",
+              file=sys.stderr)  # fmt: skip
         return EXIT_BAD_INPUT
     try:
         write_site(files, Path(args.output), write_text)
@@ -310,7 +326,7 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
         bf16 = h.peak("matrix", "bf16")[0]
         rows.append([name, h.title, h.arch, f"{bf16 / 1e12:,.1f}", f"{h.memory_bandwidth / 1e12:g}",
                      f"{h.memory / 1e9:g}"])  # fmt: skip
-    print(tabulate(rows, headers=["name", "title", "arch", "bf16 TFLOPS", "TB/s", "GB"]))
+    print(terminal(tabulate(rows, headers=["name", "title", "arch", "bf16 TFLOPS", "TB/s", "GB"])))
     return EXIT_OK
 
 
@@ -327,7 +343,7 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(h.model_dump_json(indent=2))
         return EXIT_OK
-    print(f"{h.title} ({h.name}, {h.arch}, {h.vendor})")
+    print(terminal(f"{h.title} ({h.name}, {h.arch}, {h.vendor})"))
     print(f"HBM {h.memory / 1e9:g} GB at {h.memory_bandwidth / 1e12:g} TB/s; "
           f"scale-up {h.scaleup_bandwidth / 1e9:g} GB/s; {h.compute_units} CUs at "
           f"{h.clock / 1e6:g} MHz")  # fmt: skip
@@ -338,7 +354,7 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     ]
     print(tabulate(rows, headers=["precision", "matrix TFLOPS", "achievable", "vector TFLOPS"]))
     if h.achievable.source:
-        print(f"achievable: {h.achievable.source}")
+        print(terminal(f"achievable: {h.achievable.source}"))
     return EXIT_OK
 
 
@@ -426,6 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--hw", required=True, help="comma-separated targets, e.g. mi300x,mi355x,h200")
     p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.add_argument("--force", action="store_true",
+                   help="replace files in DIR that modelcost site did not write")  # fmt: skip
     p.add_argument("--diff", action="append", default=[], metavar="A:B",
                    help="also a diff page of spec A against B (file stems)")  # fmt: skip
     p.add_argument("--batch", type=_positive, default=1)

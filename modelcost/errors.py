@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
 class SpecError(Exception):
@@ -54,7 +57,8 @@ class SpecError(Exception):
             out.append("  " + " " * start + "^" * width)
         if self.hint:
             out.append(f"  hint: {self.hint}")
-        return "\n".join(out)
+        # no control character from a user's file reaches the terminal (an ESC, a BEL)
+        return _CONTROL.sub(lambda m: "\n" if m.group() == "\n" else "?", "\n".join(out))
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:

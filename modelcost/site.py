@@ -17,6 +17,7 @@ from .params import walk
 from .perfmodel import Conventions
 from .render.diff import render_diff
 from .render.env import render
+from .render.escape import safe_href
 from .render.html import render_html
 from .render.markdown import render_markdown
 from .report import Report
@@ -67,6 +68,7 @@ def build_site(
     by_name = dict(specs)
     rows = []
     computed: dict[tuple[str, str], list[Report]] = {}
+    _check_names(specs, targets)
     for name, spec in specs:
         for hw in targets:
             reports = _reports(spec, hw, options)
@@ -92,11 +94,36 @@ def build_site(
             files[f"{page}.md"] = render_diff(d, "md")
             files[f"{page}.html"] = render_diff(d, "html")
             diff_rows.append((a, b, hw, page, d))
+    pages = [p for _, _, _, p in rows] + [p for _, _, _, p, _ in diff_rows]
+    clash = next((p for p in pages if pages.count(p) > 1 or p == "index"), None)
+    if clash is not None:
+        raise SpecError(
+            f"two pages of the site would both be `{clash}`",
+            filename="modelcost",
+            hint="give the spec files distinct names (pages are named spec-hardware)",
+        )
     for ext in ("md", "html"):
         files[f"index.{ext}"] = render(
             f"site_index.{ext}.j2", index=_index(rows, ext), diffs=_diff_index(diff_rows, ext)
         )
     return files
+
+
+def _check_names(specs: list[tuple[str, ir.Spec]], targets: list[Hardware]) -> None:
+    """Each spec and each target once: two specs of one name would share their pages."""
+    for what, names in (
+        ("spec", [n for n, _ in specs]),
+        ("hardware target", [h.name for h in targets]),
+    ):
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise SpecError(
+                f"two {what}s are both named `{dup}`",
+                filename="modelcost",
+                hint="pages are named after spec file stems: rename one of the files"
+                if what == "spec"
+                else "name each target once in --hw",
+            )
 
 
 def _index(rows, ext: str) -> Table:
@@ -107,7 +134,7 @@ def _index(rows, ext: str) -> Table:
         m = reports[0].model
         fits = all(r.totals.memory.fits for r in reports)
         out.append((
-            Cell(m.title, href=f"{page}.{ext}"), Cell(hw.title),
+            Cell(m.title, href=safe_href(f"{page}.{ext}")), Cell(hw.title),
             Cell(si(m.params_total), m.params_total), Cell(si(m.params_active), m.params_active),
             Cell(fixed(p.totals.per_token.ms_per_token, 4), p.totals.per_token.ms_per_token)
             if p else Cell("—", -1),
@@ -130,14 +157,41 @@ def _diff_index(rows, ext: str) -> Table:
     out = []
     for a, b, hw, page, d in rows:
         change = d.phases[0].time_change
-        out.append((Cell(f"{a} vs {b}", href=f"{page}.{ext}"), Cell(hw.title),
+        out.append((Cell(f"{a} vs {b}", href=safe_href(f"{page}.{ext}")), Cell(hw.title),
                     Cell(f"{change * 100:+.1f}%", change)))  # fmt: skip
     return Table("diffs", ("diff", "hardware", "prefill time change"), tuple(out),
                  (False, False, True))  # fmt: skip
+
+
+SITE_MARK = "<!-- written by modelcost site -->\n"  # the last line of every file it writes
+
+
+def marked(text: str) -> str:
+    """A page as the site writes it: with the mark that lets the next run replace it."""
+    return text + "\n" + SITE_MARK
+
+
+def foreign_files(files: dict[str, str], out: Path) -> list[str]:
+    """The files of `files` that exist in `out` but that `modelcost site` did not write
+    (an index a user wrote must not be overwritten without --force)."""
+    foreign = []
+    for rel in sorted(files):
+        path = out / rel
+        if not path.exists() and not path.is_symlink():
+            continue
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, path.stat().st_size - len(SITE_MARK)))
+                tail = f.read().decode("utf-8", errors="replace")
+        except OSError:
+            tail = ""
+        if tail != SITE_MARK:
+            foreign.append(rel)
+    return foreign
 
 
 def write_site(files: dict[str, str], out: Path, write) -> None:
     """Write every file (each atomically) once all were rendered."""
     out.mkdir(parents=True, exist_ok=True)
     for rel, text in sorted(files.items()):
-        write(out / rel, text)
+        write(out / rel, marked(text))

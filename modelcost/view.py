@@ -12,6 +12,7 @@ from tabulate import tabulate
 
 from . import __version__
 from .charts import Point, Roof, roofline_svg, stacked_bar_svg
+from .render.escape import Markdown, md, md_link
 from .report import OpEntry, Report
 
 ALIGN_NUM = "right"
@@ -32,19 +33,20 @@ class Table:
     rows: tuple[tuple[Cell, ...], ...]
     numeric: tuple[bool, ...]  # right-aligned columns
 
-    def markdown(self) -> str:
-        """A pipe table (links in Markdown form); `|` in user text is escaped."""
+    def markdown(self) -> Markdown:
+        """A pipe table; every cell escaped for Markdown, links percent-encoded."""
 
-        def md(c: Cell) -> str:
-            text = c.text.replace("|", "\\|")
-            return f"[{text}]({c.href})" if c.href else text
+        def cell(c: Cell) -> str:
+            return md_link(c.text, c.href) if c.href else md(c.text)
 
-        return tabulate(
-            [[md(c) for c in row] for row in self.rows],
-            headers=list(self.headers),
-            tablefmt="pipe",
-            colalign=["right" if n else "left" for n in self.numeric],
-            disable_numparse=True,
+        return Markdown(
+            tabulate(
+                [[cell(c) for c in row] for row in self.rows],
+                headers=[md(h) for h in self.headers],
+                tablefmt="pipe",
+                colalign=["right" if n else "left" for n in self.numeric],
+                disable_numparse=True,
+            )
         )
 
 

@@ -324,3 +324,57 @@ def test_fail_above_must_be_a_finite_percentage(value: str) -> None:
             "--seq", "64", "--fail-above", value)  # fmt: skip
     assert r.returncode == 2
     assert "argument --fail-above: expected a" in r.stderr
+
+
+# ---- 8. site: distinct pages, real targets, never overwriting a user's index
+
+
+def _site(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return run("site", *args, "--seq", "64", "--context", "64", cwd=cwd)
+
+
+def test_site_refuses_two_specs_with_one_stem(tmp_path: Path) -> None:
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "gpt2.model").write_text((MODELS / "gpt2.model").read_text())
+    r = _site(str(tmp_path / "a/gpt2.model"), str(tmp_path / "b/gpt2.model"), "--hw", "h100",
+              "-o", str(tmp_path / "site"))  # fmt: skip
+    assert r.returncode == 2
+    assert "two specs are both named `gpt2`" in r.stderr
+    assert not (tmp_path / "site").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("hw", [",", " , ", ""])
+def test_site_refuses_an_empty_target_list(tmp_path: Path, hw: str) -> None:
+    r = _site("specs/models/gpt2.model", "--hw", hw, "-o", str(tmp_path / "site"))
+    assert r.returncode == 2
+    assert "--hw names no target" in r.stderr
+
+
+def test_site_keeps_a_users_index_unless_forced(tmp_path: Path) -> None:
+    out = tmp_path / "docs"
+    out.mkdir()
+    (out / "index.md").write_text("# My docs\n")
+    r = _site("specs/models/gpt2.model", "--hw", "h100", "-o", str(out))
+    assert r.returncode == 2
+    assert "would overwrite files that modelcost site did not write: index.md" in r.stderr
+    assert (out / "index.md").read_text() == "# My docs\n"
+    assert not (out / "gpt2-h100.md").exists()
+    assert (
+        _site("specs/models/gpt2.model", "--hw", "h100", "-o", str(out), "--force").returncode == 0
+    )
+    # its own files it replaces on the next run, and they get the usual mode
+    assert _site("specs/models/gpt2.model", "--hw", "h100", "-o", str(out)).returncode == 0
+    page = out / "gpt2-h100.html"
+    assert stat.S_IMODE(page.stat().st_mode) == 0o666 & ~_umask()
+
+
+def test_site_links_are_percent_encoded(tmp_path: Path) -> None:
+    spec = tmp_path / "my model (v2).model"
+    spec.write_text((MODELS / "gpt2.model").read_text())
+    out = tmp_path / "site"
+    assert _site(str(spec), "--hw", "h100", "-o", str(out)).returncode == 0
+    index = (out / "index.md").read_text()
+    assert "(my%20model%20%28v2%29-h100.md)" in index
+    assert (out / "my model (v2)-h100.md").exists()
+    assert 'href="my%20model%20%28v2%29-h100.html"' in (out / "index.html").read_text()

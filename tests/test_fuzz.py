@@ -28,6 +28,9 @@ TOKENS = [
     "fp8", "mxfp4", "swiglu", "attention", "moe", "mla", "mamba2", "rmsnorm", "\n", " ",
     "é", "\x00", "\t", "x = x", "title = 1", "repeat 0 {", "dtype = heads",
     "TB/s", "TFLOPS", "GB", "MHz", "W", "vector {", "matrix {", "achievable {", "fp32 = 0 W",
+    # hostile shapes (issue 8): out-of-range figures, invalid UTF-8 as text, deep nesting
+    "1e400", "1e-400", "1e99999999999999999999", "compute_units = 0", "\udcff", "(((((((((",
+    "- - - - - - - -", "9" * 80,
 ]  # fmt: skip
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..report import Report
+from .escape import terminal
 from .units import ms, pct, si
 
 
 def render_text(reports: list[Report]) -> str:
-    return "\n".join(_one(r) for r in reports)
+    return terminal("\n".join(_one(r) for r in reports))
 
 
 def _one(r: Report) -> str:
