@@ -129,9 +129,9 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from .report import Report
+    from .report import ReportSet
 
-    model = Report if args.report else Spec
+    model = ReportSet if args.report else Spec
     print(json.dumps(model.model_json_schema(), indent=2, sort_keys=True))
     return EXIT_OK
 

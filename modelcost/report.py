@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2  # 2: one layout, {schema_version, reports: [...]}, for any phases
 
 Bound = Literal["compute", "memory", "network"]
 
@@ -179,7 +179,8 @@ class Totals(_R):
 
 
 class Report(_R):
-    schema_version: int = REPORT_SCHEMA_VERSION
+    """One model on one target for one workload (one phase)."""
+
     model: ModelInfo
     hardware: HardwareInfo
     workload: WorkloadInfo
@@ -189,3 +190,11 @@ class Report(_R):
     kernels: tuple[KernelUse, ...]
     ops: tuple[OpEntry, ...]
     notes: tuple[str, ...] = ()
+
+
+class ReportSet(_R):
+    """What `modelcost compile --format json` writes, for one phase or several: the
+    reports in the order the phases were asked for."""
+
+    schema_version: int = REPORT_SCHEMA_VERSION
+    reports: tuple[Report, ...] = Field(min_length=1)

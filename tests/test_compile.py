@@ -14,7 +14,7 @@ from modelcost.compile import compile_report
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware, shipped_hardware
 from modelcost.render.json_report import render_json
-from modelcost.report import Report
+from modelcost.report import Report, ReportSet
 
 ENCODERS = {"vit-l16"}  # no causal attention: no decode
 
@@ -32,8 +32,8 @@ def test_every_spec_workload_and_target(path: Path) -> None:
                     compile_report(spec, hw, workload)
                 continue
             report = compile_report(spec, hw, workload)
-            again = Report.model_validate_json(render_json([report]))
-            assert again == report
+            again = ReportSet.model_validate_json(render_json([report]))
+            assert again.reports == (report,)
             t = report.totals
             assert t.time_s > 0 and t.flops > 0 and t.bytes > 0
             assert t.per_token.tokens_per_s > 0
@@ -62,9 +62,12 @@ def test_the_issue_command_prints_a_documented_report() -> None:
     r = run("compile", "specs/models/llama3-70b.model", "--hw", "mi355x", "--phase", "decode",
             "--batch", "8", "--context", "4096", "--format", "json")  # fmt: skip
     assert r.returncode == 0, r.stderr
-    data = json.loads(r.stdout)
+    document = json.loads(r.stdout)
+    # one layout whatever the number of phases (issue 8, item 10)
+    assert set(document) == {"schema_version", "reports"} and document["schema_version"] == 2
+    (data,) = document["reports"]
     report = Report.model_validate(data)
-    assert set(data) == {"schema_version", "model", "hardware", "workload", "totals",
+    assert set(data) == {"model", "hardware", "workload", "totals",
                          "layers", "kinds", "kernels", "ops", "notes"}  # fmt: skip
     assert set(data["totals"]) >= {"flops", "bytes", "time_s", "per_token", "memory"}
     q = next(o for o in data["ops"] if o["name"] == "layers.0.attn.q_proj")
@@ -85,6 +88,7 @@ def test_output_file_text_format_and_several_phases(tmp_path: Path) -> None:
     assert (r.returncode, r.stdout) == (0, "")
     data = json.loads(out.read_text())
     assert [x["workload"]["phase"] for x in data["reports"]] == ["prefill", "decode"]
+    assert ReportSet.model_validate(data).schema_version == 2
     text = run("compile", "specs/models/gpt2.model", "--hw", "a100", "--seq", "512").stdout
     assert text.startswith("GPT-2 (124M) on NVIDIA A100 SXM4 80GB (datasheet peaks), prefill")
 
@@ -140,5 +144,5 @@ def test_hw_commands() -> None:
 
 def test_report_schema_is_printed() -> None:
     schema = json.loads(run("schema", "--report").stdout)
-    assert schema["title"] == "Report"
-    assert "OpEntry" in schema["$defs"]
+    assert schema["title"] == "ReportSet"
+    assert {"Report", "OpEntry"} <= set(schema["$defs"])

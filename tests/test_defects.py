@@ -378,3 +378,24 @@ def test_site_links_are_percent_encoded(tmp_path: Path) -> None:
     assert "(my%20model%20%28v2%29-h100.md)" in index
     assert (out / "my model (v2)-h100.md").exists()
     assert 'href="my%20model%20%28v2%29-h100.html"' in (out / "index.html").read_text()
+
+
+# ---- 10. one JSON layout, and the schema says exactly it
+
+
+def test_json_layout_is_the_schema_for_one_phase_and_several() -> None:
+    import json
+
+    schema = json.loads(run("schema", "--report").stdout)
+    assert schema["title"] == "ReportSet"
+    assert set(schema["required"]) == {"reports"}
+    assert set(schema["properties"]) == {"schema_version", "reports"}
+    for phases in ("decode", "prefill,decode,train"):
+        r = run("compile", "specs/models/gpt2.model", "--hw", "h100", "--seq", "64",
+                "--context", "64", "--phase", phases, "--format", "json")  # fmt: skip
+        doc = json.loads(r.stdout)
+        assert set(doc) == {"schema_version", "reports"}
+        assert len(doc["reports"]) == len(phases.split(","))
+        report_schema = schema["$defs"]["Report"]
+        for rep in doc["reports"]:
+            assert set(rep) == set(report_schema["properties"])
