@@ -1,7 +1,8 @@
 """modelcost: compile declarative model-architecture specs into analytical cost reports.
 
 Public API: `load_spec`, `load_specs`, `parse_spec`, `SpecError`, the `Spec` IR,
-`count_params`; and for reports `load_hardware`, `Workload`, `Phase`, `compile_report`.
+`count_params`; and for reports `load_hardware`, `Workload`, `Phase`, `compile_report`,
+`render` (a report as text, md, html or json).
 """
 
 from .errors import SpecError
@@ -17,10 +18,15 @@ _LAZY = {
     "load_hardware": ("hardware", "load_hardware"),
     "Workload": ("graph", "Workload"),
     "Phase": ("graph", "Phase"),
+    "Report": ("report", "Report"),
 }
 
 
 def __getattr__(name: str):
+    if name == "render":  # the package modelcost.render, callable as render(report, fmt)
+        import importlib
+
+        return importlib.import_module(".render", __name__)
     if name in _LAZY:
         import importlib
 
@@ -32,6 +38,7 @@ def __getattr__(name: str):
 __all__ = [
     "ParamCount",
     "Phase",
+    "Report",
     "Spec",
     "SpecError",
     "Workload",
@@ -41,4 +48,5 @@ __all__ = [
     "load_spec",
     "load_specs",
     "parse_spec",
+    "render",
 ]

@@ -21,6 +21,7 @@ from .fmt import format_source
 from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Phase, Workload
 from .params import count_params
 from .perfmodel import Conventions
+from .render import FORMATS
 from .render.escape import terminal
 from .resolve import load_spec, load_specs
 from .spec import Spec
@@ -189,21 +190,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _render_reports(reports: list, fmt: str) -> str:
-    if fmt == "json":
-        from .render.json_report import render_json
+    from .render import render
 
-        return render_json(reports)
-    if fmt == "md":
-        from .render.markdown import render_markdown
-
-        return render_markdown(reports)
-    if fmt == "html":
-        from .render.html import render_html
-
-        return render_html(reports)
-    from .render.text import render_text
-
-    return render_text(reports)
+    return render(reports, fmt)
 
 
 def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
@@ -414,8 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="HBM bandwidth: the datasheet's, or measured where published")  # fmt: skip
     p.add_argument("--only", type=_kinds, default=None, metavar="KINDS",
                    help="count only these op kinds, e.g. GEMM,SDPA")  # fmt: skip
-    p.add_argument("--format", choices=["text", "md", "html", "json"], default="text")
-    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    p.add_argument("--format", choices=list(FORMATS), default="text")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
 
     p = add("diff", cmd_diff, "compare two specs (or one on two targets or workloads)")
     p.add_argument("a", metavar="A.model")

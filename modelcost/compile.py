@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from . import spec as ir
 from .cost import cost
-from .graph import Workload
-from .hardware import Hardware
+from .graph import Phase, Workload
+from .hardware import Hardware, load_hardware
 from .lower import lower
 from .perfmodel import Conventions
 from .report import Report
+from .resolve import load_spec
 from .roofline import PeakMode, build_report
 
 
 def compile_report(
-    spec: ir.Spec,
-    hw: Hardware,
-    workload: Workload,
-    conventions: Conventions = Conventions.modelcost,
+    spec: ir.Spec | str | Path,
+    hw: Hardware | str | Path,
+    workload: Workload | Phase | str = Phase.prefill,
+    conventions: Conventions | str = Conventions.modelcost,
     peak: PeakMode = "datasheet",
     bandwidth: PeakMode = "datasheet",
     only: frozenset[str] | None = None,
 ) -> Report:
+    """The report of `spec` (a Spec, or the path of a `.model` file) on `hw` (a Hardware,
+    a shipped target's name such as `"h100"`, or a `.hw` file) for `workload` (a
+    Workload, or a phase name for its defaults: `"decode"` is batch 1, context 2048)."""
+    if not isinstance(spec, ir.Spec):
+        spec = load_spec(spec)
+    if not isinstance(hw, Hardware):
+        hw = load_hardware(hw)
+    if not isinstance(workload, Workload):
+        workload = Workload(workload)
     graph = lower(spec, workload)
-    return build_report(spec, cost(graph, conventions), hw, peak, bandwidth, only)
+    return build_report(spec, cost(graph, Conventions(conventions)), hw, peak, bandwidth, only)

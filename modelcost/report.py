@@ -179,7 +179,19 @@ class Totals(_R):
 
 
 class Report(_R):
-    """One model on one target for one workload (one phase)."""
+    """One model on one target for one workload (one phase). In a notebook it shows
+    itself as its HTML (or Markdown) report; `modelcost.render(report, fmt)` gives any
+    format."""
+
+    def _repr_html_(self) -> str:
+        from .render import render
+
+        return render(self, "html")
+
+    def _repr_markdown_(self) -> str:
+        from .render import render
+
+        return render(self, "md")
 
     model: ModelInfo
     hardware: HardwareInfo

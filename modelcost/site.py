@@ -20,8 +20,9 @@ from .render.env import render
 from .render.escape import safe_href
 from .render.html import render_html
 from .render.markdown import render_markdown
+from .render.units import count, duration
 from .report import Report
-from .view import Cell, Table, fixed, si
+from .view import Cell, Table, fixed
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,10 +136,11 @@ def _index(rows, ext: str) -> Table:
         fits = all(r.totals.memory.fits for r in reports)
         out.append((
             Cell(m.title, href=safe_href(f"{page}.{ext}")), Cell(hw.title),
-            Cell(si(m.params_total), m.params_total), Cell(si(m.params_active), m.params_active),
-            Cell(fixed(p.totals.per_token.ms_per_token, 4), p.totals.per_token.ms_per_token)
+            Cell(count(m.params_total), m.params_total),
+            Cell(count(m.params_active), m.params_active),
+            Cell(duration(p.totals.per_token.ms_per_token / 1e3), p.totals.per_token.ms_per_token)
             if p else Cell("—", -1),
-            Cell(fixed(d.totals.per_token.ms_per_token, 3), d.totals.per_token.ms_per_token)
+            Cell(duration(d.totals.per_token.ms_per_token / 1e3), d.totals.per_token.ms_per_token)
             if d else Cell("—", -1),
             Cell(fixed(d.totals.per_token.tokens_per_s, 1), d.totals.per_token.tokens_per_s)
             if d else Cell("—", -1),
@@ -146,7 +148,7 @@ def _index(rows, ext: str) -> Table:
         ))  # fmt: skip
     return Table(
         "index",
-        ("model", "hardware", "params", "active", "prefill ms/token", "decode ms/token",
+        ("model", "hardware", "params", "active", "prefill per token", "decode per token",
          "decode tokens/s", "fits in HBM"),
         tuple(out),
         (False, False, True, True, True, True, True, False),

@@ -13,6 +13,7 @@ from tabulate import tabulate
 from . import __version__
 from .charts import Point, Roof, roofline_svg, stacked_bar_svg
 from .render.escape import Markdown, md, md_link
+from .render.units import count, duration, signed
 from .report import OpEntry, Report
 
 ALIGN_NUM = "right"
@@ -154,7 +155,11 @@ def _summary(reports: list[Report]) -> Table:
     h, m = r.hardware, r.model
     rows = [
         ("model", f"{m.title} ({m.name})"),
-        ("parameters", f"{m.params_total:,} total, {m.params_active:,} active per token"),
+        (
+            "parameters",
+            f"{count(m.params_total)} total ({m.params_total:,}), "
+            f"{count(m.params_active)} active per token ({m.params_active:,})",
+        ),
         ("hardware", f"{h.title} ({h.arch})"),
         (
             "peaks",
@@ -170,7 +175,7 @@ def _summary(reports: list[Report]) -> Table:
         rows.append(
             (
                 w.phase,
-                f"batch {w.batch}, {shape}: {fixed(t.per_token.ms_per_step, 3)} ms per step, "
+                f"batch {w.batch}, {shape}: {duration(t.per_token.ms_per_step / 1e3)} per step, "
                 f"{fixed(t.per_token.tokens_per_s, 1)} tokens/s, {t.bound}-bound; memory "
                 f"{si(t.memory.total)}B of {si(t.memory.capacity)}B ({fit})",
             )
@@ -191,12 +196,12 @@ def _per_token(reports: list[Report]) -> Table:
             lambda r: num(f"{t(r).per_token.tokens_per_step:,}", t(r).per_token.tokens_per_step),
         ),
         row(
-            "step time (ms)",
-            lambda r: num(fixed(t(r).per_token.ms_per_step, 3), t(r).per_token.ms_per_step),
+            "step time",
+            lambda r: num(duration(t(r).per_token.ms_per_step / 1e3), t(r).per_token.ms_per_step),
         ),
         row(
-            "time per token (ms)",
-            lambda r: num(fixed(t(r).per_token.ms_per_token, 4), t(r).per_token.ms_per_token),
+            "time per token",
+            lambda r: num(duration(t(r).per_token.ms_per_token / 1e3), t(r).per_token.ms_per_token),
         ),
         row(
             "tokens/s",
@@ -410,13 +415,13 @@ def build_view(reports: list[Report]) -> ReportView:
 
 _TOTAL_LABELS = {
     "time_s": ("step time (ms)", lambda v: fixed(v * 1e3, 3)),
-    "ms_per_token": ("time per token (ms)", lambda v: fixed(v, 4)),
+    "ms_per_token": ("time per token", lambda v: duration(v / 1e3)),
     "tokens_per_s": ("tokens/s", lambda v: fixed(v, 1)),
     "flops": ("FLOPs", si),
     "bytes": ("bytes", si),
     "mfu_bound": ("MFU bound", pct),
     "memory": ("memory (GB)", lambda v: fixed(v / 1e9)),
-    "params_total": ("parameters", lambda v: f"{v:,.0f}"),
+    "params_total": ("parameters", count),
 }
 
 
@@ -478,7 +483,7 @@ def build_diff_view(d) -> DiffView:
             elif c.key == "mfu_bound":  # the change of a percentage, in points
                 delta = f"{c.delta * 100:+.1f} pt"
             else:
-                delta = ("+" if c.delta >= 0 else "−") + fmt(abs(c.delta))
+                delta = signed(fmt(abs(c.delta)), c.delta < 0)
             row = (Cell(label), num(fmt(c.a), c.a), num(fmt(c.b), c.b), Cell(delta, c.delta))
             rows.append((*row, _rel(c)))
         totals = Table(

@@ -399,3 +399,54 @@ def test_json_layout_is_the_schema_for_one_phase_and_several() -> None:
         report_schema = schema["$defs"]["Report"]
         for rep in doc["reports"]:
             assert set(rep) == set(report_schema["properties"])
+
+
+# ---- 11. the Python API: one set of defaults, names for phases and targets, render
+
+
+def test_python_api_takes_names_and_renders() -> None:
+    import modelcost as mc
+
+    r = mc.compile_report(MODELS / "llama3-8b.model", "h100", mc.Workload("decode", 8))
+    assert (r.hardware.name, r.workload.phase, r.workload.context) == ("h100", "decode", 2048)
+    same = mc.compile_report(load_spec(MODELS / "llama3-8b.model"), load_hardware("h100"),
+                             Workload(Phase.decode, 8, context=2048))  # fmt: skip
+    assert r == same
+    assert mc.compile_report(MODELS / "llama3-8b.model", "h100", "decode").workload.batch == 1
+    assert mc.render(r, "text") == mc.render([r], "text")
+    assert mc.render(r, "json").startswith('{\n  "schema_version": 2,')
+    assert r._repr_html_() == mc.render(r, "html")
+    assert r._repr_markdown_() == mc.render(r, "md")
+    with pytest.raises(ValueError, match="unknown format 'pdf'"):
+        mc.render(r, "pdf")
+
+
+# ---- 12. human units: parameters in B/M, short times in µs, ASCII minus
+
+
+def test_human_units() -> None:
+    from modelcost.render.units import count, duration
+
+    assert (count(8_030_261_248), count(124_439_808), count(1_500)) == ("8.03 B", "124 M", "1.5 K")
+    assert (duration(0.026359), duration(0.00084012), duration(1.5)) == (
+        "26.359 ms", "840.12 µs", "1.500 s",
+    )  # fmt: skip
+    spec = load_spec(MODELS / "vit-l16.model")
+    r = compile_report(spec, load_hardware("h200"), Workload(Phase.prefill, 8))
+    from modelcost.render.text import render_text
+
+    text = render_text([r])
+    per_token = next(line for line in text.splitlines() if line.startswith("per token"))
+    assert per_token.endswith(" µs") and "0.0008" not in per_token
+
+
+def test_negative_changes_use_ascii_minus(tmp_path: Path) -> None:
+    r = run("diff", "specs/models/llama3-70b.model", "specs/models/llama3-8b.model",
+            "--hw", "mi355x", "--format", "md")  # fmt: skip
+    assert r.returncode == 0
+    assert "\u2212" not in r.stdout  # no U+2212 MINUS SIGN: programs read these numbers
+    assert "| -" in r.stdout or " -" in r.stdout
+    index = _site("specs/models/gpt2.model", "--hw", "h100", "-o", str(tmp_path / "s"))
+    assert index.returncode == 0
+    text = (tmp_path / "s" / "index.md").read_text()
+    assert "124 M" in text and "124 G" not in text

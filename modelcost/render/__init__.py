@@ -1,2 +1,44 @@
 """Stage 6, render: report models → text. One small module per format; they format,
-they never compute."""
+they never compute. `FORMATS` is the one registry of output formats (the CLI's
+`--format` choices come from it); `render` is the public entry point."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+# format name → (module, function): imported on first use, so the CLI loads one
+FORMATS: dict[str, tuple[str, str]] = {
+    "text": ("text", "render_text"),
+    "md": ("markdown", "render_markdown"),
+    "html": ("html", "render_html"),
+    "json": ("json_report", "render_json"),
+}
+
+
+def render(reports: Report | Sequence[Report], fmt: str = "md") -> str:
+    """One report, or several (one per phase of one model on one target, side by side),
+    as `text`, `md`, `html` or `json`."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    module, name = FORMATS[fmt]
+    fn = getattr(importlib.import_module(f".{module}", __name__), name)
+    items = [reports] if not isinstance(reports, Sequence) else list(reports)
+    return fn(items)
+
+
+class _CallableModule(types.ModuleType):
+    """`modelcost.render` is this package and the function at once: importing any
+    renderer binds the package to the name, so the package itself is made callable."""
+
+    def __call__(self, reports: Report | Sequence[Report], fmt: str = "md") -> str:
+        return render(reports, fmt)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -6,7 +6,7 @@ from tabulate import tabulate
 
 from ..report import Report
 from .escape import terminal
-from .units import ms, pct, si
+from .units import duration, ms, pct, si
 
 
 def render_text(reports: list[Report]) -> str:
@@ -18,8 +18,8 @@ def _one(r: Report) -> str:
     head = f"{r.model.title} on {h.title} ({h.peak} peaks), {w.phase} batch {w.batch}, {w.label}"
     pt = t.per_token
     rows = [
-        ["step time", f"{ms(t.time_s)} ms"],
-        ["per token", f"{pt.ms_per_token:,.4f} ms"],
+        ["step time", duration(t.time_s)],
+        ["per token", duration(pt.ms_per_token / 1e3)],
         ["tokens/s", f"{pt.tokens_per_s:,.1f}"],
         ["FLOPs", si(t.flops, "FLOP")],
         ["bytes", si(t.bytes, "B")],

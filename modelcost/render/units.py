@@ -1,8 +1,13 @@
-"""Number formatting shared by the text renderers (SI prefixes: 1 GB = 1e9 B)."""
+"""Number formatting shared by every renderer (SI prefixes: 1 GB = 1e9 B).
+
+Negative numbers use ASCII `-` everywhere (text, Markdown, JSON, CSV are read by
+programs); counts of things (parameters) use K/M/B/T; durations pick s, ms or µs.
+"""
 
 from __future__ import annotations
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+_COUNTS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
 
 
 def si(value: float, unit: str = "", digits: int = 3) -> str:
@@ -11,6 +16,24 @@ def si(value: float, unit: str = "", digits: int = 3) -> str:
         if abs(value) >= scale:
             return f"{value / scale:.{digits}g} {prefix}{unit}".rstrip()
     return f"{value:.{digits}g} {unit}".rstrip()
+
+
+def count(n: float) -> str:
+    """Parameters and other counts of things: `8.03 B`, `124 M`, `1.5 K`, `12`."""
+    for scale, suffix in _COUNTS:
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {suffix}"
+    return f"{n:,.0f}"
+
+
+def duration(seconds: float) -> str:
+    """A time with its unit: `1.234 s`, `26.359 ms`, `840.12 µs`, `0.84 µs`."""
+    a = abs(seconds)
+    if a >= 1:
+        return f"{seconds:,.3f} s"
+    if a >= 1e-3:
+        return f"{seconds * 1e3:,.3f} ms"
+    return f"{seconds * 1e6:,.2f} µs"
 
 
 def us(seconds: float) -> str:
@@ -23,3 +46,8 @@ def ms(seconds: float) -> str:
 
 def pct(fraction: float) -> str:
     return f"{fraction * 100:.1f}%"
+
+
+def signed(text: str, negative: bool) -> str:
+    """`+1.2 G` / `-1.2 G`: an explicit sign, ASCII."""
+    return ("-" if negative else "+") + text
