@@ -32,6 +32,6 @@ def compile_report(
     if not isinstance(hw, Hardware):
         hw = load_hardware(hw)
     if not isinstance(workload, Workload):
-        workload = Workload(workload)
+        workload = Workload(Phase(workload))
     graph = lower(spec, workload)
     return build_report(spec, cost(graph, Conventions(conventions)), hw, peak, bandwidth, only)

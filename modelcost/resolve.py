@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from . import spec as ir
@@ -63,7 +64,7 @@ class Symbol:
 
 Value = bool | int | float | str | Symbol
 # Arguments whose values are bare names of an enumeration: what each is called, its names
-ENUM_ARGS: dict[ArgType, tuple[str, type]] = {
+ENUM_ARGS: dict[ArgType, tuple[str, type[StrEnum]]] = {
     ArgType.ACT: ("activation", ir.Activation),
     ArgType.ROUTER: ("router function", ir.Router),
 }
@@ -733,7 +734,7 @@ def resolve_model(unit: Unit, name: str) -> ir.Spec:
         params[pname] = value.name if isinstance(value, Symbol) else value
     if own_title and not isinstance(title, str):
         d = defs["title"]
-        raise d.unit.src.error(f"`title` must be a string, got {_show(title)}", d.expr.pos)
+        raise d.unit.src.error(f"`title` must be a string, got {_show(title)}", d.expr.pos)  # type: ignore[arg-type]
     return ir.Spec(
         name=leaf.name,
         title=title if isinstance(title, str) else leaf.name,

@@ -39,17 +39,15 @@ def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
     # a vision model's length is its image's (its page says so too)
     ops = [op for op, _ in walk(spec.body)]
     limit = min((op.positions for op in ops if isinstance(op, ir.PositionEmbedding)), default=None)
-    seq: int | None = o.seq or DEFAULT_SEQ
-    context = o.context or DEFAULT_CONTEXT
+    seq, context = o.seq or DEFAULT_SEQ, o.context or DEFAULT_CONTEXT
     if limit:
         seq, context = min(seq, limit), min(context, limit)
-    if any(isinstance(op, ir.PatchEmbed) for op in ops):
-        seq = None
+    image = any(isinstance(op, ir.PatchEmbed) for op in ops)
     out = []
     for phase in (Phase.prefill, Phase.decode):
         try:
-            out.append(compile_report(spec, hw, Workload(phase, o.batch, seq, context),
-                                      o.conventions, o.peak))  # fmt: skip
+            w = Workload(phase, o.batch, None if image else seq, context)
+            out.append(compile_report(spec, hw, w, o.conventions, o.peak))  # type: ignore[arg-type]
         except SpecError:
             if phase is Phase.prefill:
                 raise
