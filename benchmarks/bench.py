@@ -52,7 +52,7 @@ def main() -> None:
         cells = [path.stem, f"{load:.2f}"]
         for phase in Phase:
             n = 1024 if path.stem == "gpt2" else 2048
-            wl = Workload(phase, 1, n, n)
+            wl = Workload(phase, 1, None if path.stem == "vit-l16" else n, n)  # ViT: its image
             if phase is Phase.decode and path.stem == "vit-l16":
                 cells.append("-")
                 continue

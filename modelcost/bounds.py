@@ -79,7 +79,7 @@ def _needs_scan(source: str, tokens: list[str]) -> bool:
     """Whether any bound but the token count could be exceeded: cheap counts first."""
     brackets = source.count("(") + source.count("{")
     operators = sum(source.count(c) for c in "+-*/%")
-    longest = max((len(t) for t in tokens), default=0)
+    longest = max((len(t) for t in tokens if t[0].isdigit()), default=0)
     return brackets > MAX_NESTING or operators > MAX_CHAIN or longest > MAX_NUMBER_CHARS
 
 
