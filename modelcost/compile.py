@@ -34,4 +34,4 @@ def compile_report(
     if not isinstance(workload, Workload):
         workload = Workload(Phase(workload))
     graph = lower(spec, workload)
-    return build_report(spec, cost(graph, Conventions(conventions)), hw, peak, bandwidth, only)
+    return build_report(cost(graph, Conventions(conventions)), hw, peak, bandwidth, only)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .graph import Node, OpGraph, Phase
+from .graph import Node, OpGraph
 from .perfmodel import AdamStepOp, Conventions, Cost
 
 
@@ -26,7 +26,7 @@ class CostedGraph:
 
 def cost(graph: OpGraph, conventions: Conventions = Conventions.modelcost) -> CostedGraph:
     """Cost every node once; repeated layers carry their count, not copies."""
-    train = graph.workload.phase is Phase.train
+    train = graph.shape.train
     nodes = tuple(
         CostedNode(
             n,

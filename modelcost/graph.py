@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
+from .dtypes import DType
 from .perfmodel import OpRecord
 
 
@@ -74,10 +75,12 @@ class Shape:
 
     @property
     def decode(self) -> bool:
+        """One new query per sequence over a cache that is read, not written in full."""
         return self.phase is Phase.decode
 
     @property
     def train(self) -> bool:
+        """A backward pass, a loss and an optimizer step follow the forward."""
         return self.phase is Phase.train
 
     @property
@@ -92,8 +95,7 @@ class Node:
 
     `name` is hierarchical and stable (`layers.3.attn.q_proj`; a node of a repeated
     group is named after the group's first layer). `inputs` name the nodes whose output
-    tensors it reads. `weight_bytes` is what the op reads of parameters; `out_bytes` the
-    size of the tensor it produces.
+    tensors it reads; `out_bytes` is the size of the tensor it produces.
     """
 
     name: str
@@ -101,7 +103,6 @@ class Node:
     count: int
     op: OpRecord
     inputs: tuple[str, ...] = ()
-    weight_bytes: float = 0
     out_bytes: float = 0
 
 
@@ -131,8 +132,27 @@ class Group:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelFacts:
+    """What reporting needs of the spec, computed once by lowering (memory.model_facts):
+    after lowering only the graph travels on."""
+
+    name: str
+    title: str
+    params_total: int
+    params_active: int
+    activations: DType  # the model's activation dtype: the precision of the MFU and knee
+    weight_bytes: float
+    cache_bytes: float  # KV cache and SSM state of the workload's sequences (inference)
+    gradient_bytes: float  # training
+    optimizer_bytes: float  # training: AdamW states and master weights
+
+
+@dataclass(frozen=True, slots=True)
 class OpGraph:
-    model: str
+    """A lowered workload: its nodes and layer groups, the token geometry, the facts of
+    the model it came from, and notes for the reader."""
+
+    facts: ModelFacts
     workload: Workload
     shape: Shape
     nodes: tuple[Node, ...]

@@ -15,6 +15,7 @@ from . import spec as ir
 from .dtypes import DType
 from .errors import SpecError
 from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Group, Node, OpGraph, Phase, Shape, Workload
+from .memory import SSM_STATE, cache_elements_per_token, model_facts
 from .params import op_params, walk
 from .perfmodel import (
     AdamStepOp,
@@ -45,7 +46,6 @@ ACT_FN = {
     ir.Activation.gelu_tanh: "gelu_tanh",
     ir.Activation.relu: "relu",
 }
-SSM_STATE = DType.fp32
 MAX_NODES = 1_500  # distinct ops after lowering (repeated layers count once)
 MLA_DECODE_NOTE = (
     "MLA decode uses the absorbed form: attention runs over the compressed latent cache "
@@ -75,9 +75,9 @@ class _Emit:
         self.used[base] += 1
         return name
 
-    def add(self, name: str, op: OpRecord, inputs: tuple[str, ...], *, weights=0.0, out=0.0):
+    def add(self, name: str, op: OpRecord, inputs: tuple[str, ...], *, out: float = 0.0) -> str:
         full = f"{self.prefix}{name}" if self.prefix else name
-        self.nodes.append(Node(full, self.group, self.count, op, inputs, weights, out))
+        self.nodes.append(Node(full, self.group, self.count, op, inputs, out))
         return full
 
 
@@ -148,16 +148,13 @@ class _Lowerer:
     def _embed(self, e: _Emit, op: ir.Embedding, name: str) -> None:
         s, d = self.s, op.dtypes
         rec = EmbeddingOp(s.T, op.vocab, op.dim, d.weights, d.activations)
-        wb = s.T * op.dim * bpe(d.weights)
-        e.stream = e.residual_from = e.add(
-            name, rec, (), weights=wb, out=s.T * op.dim * bpe(d.activations)
-        )
+        e.stream = e.residual_from = e.add(name, rec, (), out=s.T * op.dim * bpe(d.activations))
 
     def _pos_embed(self, e: _Emit, op: ir.PositionEmbedding, name: str) -> None:
         s, d = self.s, op.dtypes
         rec = EmbeddingOp(s.T, op.positions, op.dim, d.weights, d.activations)
         out = s.T * op.dim * bpe(d.activations)
-        pos = e.add(name, rec, (), weights=s.T * op.dim * bpe(d.weights), out=out)
+        pos = e.add(name, rec, (), out=out)
         add = BinaryOp((s.T, op.dim), (s.T, op.dim), "add", *(d.activations,) * 3)
         e.stream = e.residual_from = e.add(f"{name}.add", add, (e.stream, pos), out=out)
 
@@ -166,15 +163,13 @@ class _Lowerer:
         x = (self.s.B, op.channels, op.image, op.image)
         w = (op.dim, op.channels, op.patch, op.patch)
         rec = ConvOp(x, w, stride=(op.patch,), bias=op.bias, dtype=d.activations)
-        _, n, _ = op_params(op)
         out = self.s.T * op.dim * bpe(d.activations)
-        e.stream = e.residual_from = e.add(name, rec, (), weights=n * bpe(d.weights), out=out)
+        e.stream = e.residual_from = e.add(name, rec, (), out=out)
 
     def _norm(self, e: _Emit, op: ir.Norm, name: str) -> None:
         s, a = self.s, self._act(op)
         rec = NormOp(op.kind, s.T * op.dim, op.dim, True, op.bias, s.train, a)
-        _, n, _ = op_params(op)
-        e.stream = e.add(name, rec, (e.stream,), weights=n * bpe(a), out=s.T * op.dim * bpe(a))
+        e.stream = e.add(name, rec, (e.stream,), out=s.T * op.dim * bpe(a))
 
     _layernorm = _rmsnorm = _norm
 
@@ -190,13 +185,12 @@ class _Lowerer:
         s = self.s
         elems = s.T * rows * width
         rec = NormOp("rmsnorm", elems, width, True, False, s.train, a)
-        return e.add(name, rec, (x,), weights=width * bpe(a), out=elems * bpe(a))
+        return e.add(name, rec, (x,), out=elems * bpe(a))
 
     def _linear(self, e, name, rec: GemmOp, inputs, w: DType) -> str:
         """A GEMM node: weights K·N per batch entry; output M·N."""
-        wbytes = rec.B * rec.K * rec.N * bpe(w) + (rec.N * bpe(rec.bias_dtype) if rec.bias else 0)
         out = rec.B * rec.M * rec.N * bpe(rec.out)
-        return e.add(name, rec, inputs, weights=wbytes, out=out)
+        return e.add(name, rec, inputs, out=out)
 
     def _attention(self, e: _Emit, op: ir.Attention, name: str) -> None:
         s, d = self.s, op.dtypes
@@ -225,7 +219,7 @@ class _Lowerer:
             )
         cache_dtype = a
         if not s.train and op.causal:  # bidirectional attention keeps no cache
-            self._kv_write(e, f"{name}.kv_cache_write", s.T * 2 * KV * hd, a, kv, (k, v))
+            self._kv_write(e, name, op, (k, v))
             cache_dtype = kv if s.decode else a
         sdpa = SdpaOp(
             s.B,
@@ -245,8 +239,12 @@ class _Lowerer:
             e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d), (att,), w
         )
 
-    def _kv_write(self, e, name, elements, a, kv, inputs) -> None:
-        e.add(name, UnaryOp((elements,), "copy", a, kv), inputs, out=elements * bpe(kv))
+    def _kv_write(self, e: _Emit, name: str, op: ir.Attention | ir.MLA, inputs) -> None:
+        """The copy of this step's keys and values into the cache (memory.py sizes it)."""
+        elements = self.s.T * cache_elements_per_token(op)
+        a, kv = op.dtypes.activations, op.dtypes.kv_cache
+        rec = UnaryOp((elements,), "copy", a, kv)
+        e.add(f"{name}.kv_cache_write", rec, inputs, out=elements * bpe(kv))
 
     def _mla(self, e: _Emit, op: ir.MLA, name: str) -> None:
         s, d = self.s, op.dtypes
@@ -281,7 +279,7 @@ class _Lowerer:
             f"{name}.rope", RopeOp(s.T, H + 1, rope, a), (q, c), out=s.T * (H + 1) * rope * bpe(a)
         )
         if not s.train and op.causal:
-            self._kv_write(e, f"{name}.kv_cache_write", s.T * (r + rope), a, kv, (c,))
+            self._kv_write(e, name, op, (c,))
         if s.decode:
             if MLA_DECODE_NOTE not in self.notes:
                 self.notes.append(MLA_DECODE_NOTE)
@@ -369,7 +367,6 @@ class _Lowerer:
             f"{name}.experts.gate_up",
             GroupedGemmOp(rows, op.dim, up_n, hit, a, w, a),
             (disp,),
-            weights=hit * op.dim * up_n * bpe(w),
             out=rows * up_n * bpe(a),
         )
         h_bytes = rows * op.d_ff * bpe(a)
@@ -390,7 +387,6 @@ class _Lowerer:
             f"{name}.experts.down",
             GroupedGemmOp(rows, op.d_ff, op.dim, hit, a, w, a),
             (h,),
-            weights=hit * op.d_ff * op.dim * bpe(w),
             out=rows * op.dim * bpe(a),
         )
         out = e.add(
@@ -417,13 +413,11 @@ class _Lowerer:
         di = op.d_inner
         proj = 2 * di + 2 * G * N + H
         z = self._linear(e, f"{name}.in_proj", _gemm(s.T, proj, op.dim, op.bias, d), (e.stream,), w)
-        conv_ch = di + 2 * G * N
-        conv_w = (conv_ch * op.d_conv + (conv_ch if op.conv_bias else 0)) * bpe(a)
         if s.decode:
             rec: OpRecord = MambaStepOp(s.B, H, P, G, N, op.d_conv, a, SSM_STATE)
         else:
             rec = MambaSsdOp(s.B, s.S, H, P, G, N, op.chunk, op.d_conv, a, SSM_STATE)
-        y = e.add(f"{name}.ssd", rec, (z,), weights=conv_w + 3 * H * 4, out=s.T * di * bpe(a))
+        y = e.add(f"{name}.ssd", rec, (z,), out=s.T * di * bpe(a))
         y = self._rmsnorm_node(e, f"{name}.norm", 1, di, a, y)
         g = e.add(f"{name}.gate", UnaryOp((s.T, di), "silu", a, a), (z,), out=s.T * di * bpe(a))
         y = e.add(
@@ -578,10 +572,9 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     if shape.train:
         total = sum(op_params(op)[1] * times for op, times in walk(spec.body))
         adam = AdamStepOp(total, weight=spec.dtypes.weights, grad=spec.dtypes.weights)
-        nodes.append(Node("optimizer", "model", 1, adam, (), 0, 0))
+        nodes.append(Node("optimizer", "model", 1, adam, (), 0))
     model_nodes = [n for n in nodes if n.group == "model"]
     if model_nodes:
         groups.insert(0, Group("model", "model", (), 1))
-    return OpGraph(
-        spec.name, workload, shape, tuple(nodes), tuple(groups), (*notes, *lowerer.notes)
-    )
+    facts = model_facts(spec, shape)
+    return OpGraph(facts, workload, shape, tuple(nodes), tuple(groups), (*notes, *lowerer.notes))

@@ -1,63 +1,79 @@
-"""Memory footprint of a workload: weights, KV cache, activations (and, when training,
-gradients and optimizer states), against the device's HBM capacity."""
+"""What a model keeps in memory, sized from its spec during lowering: weights, the KV
+cache and SSM state, and (training) gradients and optimizer states.
+
+The one place that sizes a cache: `cache_elements_per_token` is what an attention layer
+writes per token (lowering emits its cache-write ops from it) and `state_bytes` what a
+Mamba-2 layer keeps per sequence. Lowering calls `model_facts` once and carries the
+result on the graph; reporting (roofline.footprint) reads the graph alone.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import spec as ir
-from .graph import OpGraph
-from .hardware import Hardware
-from .params import op_params, walk
+from .dtypes import DType
+from .params import count_params, op_params, walk
 from .perfmodel import bpe
+
+if TYPE_CHECKING:
+    from .graph import ModelFacts, Shape
 
 ADAM_STATE_BYTES = 8  # m and v in fp32
 MASTER_BYTES = 4  # an fp32 master copy when the weights are narrower
+SSM_STATE = DType.fp32  # Mamba-2's recurrent state
 
 
-def kv_cache_bytes(op: ir.Op, batch: int, length: int) -> float:
-    """Cache a sequence of `length` keeps for one layer op (SSMs keep a fixed state)."""
-    kv = bpe(op.dtypes.kv_cache)
+def cache_elements_per_token(op: ir.Op) -> int:
+    """Elements of KV cache one token adds to one layer op (bidirectional attention, an
+    encoder's, keeps none)."""
     match op:
-        case ir.Attention() | ir.MLA() if not op.causal:
-            return 0.0  # bidirectional attention (an encoder) keeps no cache
-        case ir.Attention():
-            kept = min(length, op.window) if op.window else length
-            return batch * kept * 2 * op.kv_heads * op.head_dim * kv
-        case ir.MLA():
-            return batch * length * (op.kv_lora_rank + op.qk_rope_head_dim) * kv
-        case ir.Mamba2():
-            conv_ch = op.d_inner + 2 * op.groups * op.d_state
-            state = op.heads * op.head_dim * op.d_state * 4  # fp32 SSM state
-            return batch * (state + conv_ch * op.d_conv * bpe(op.dtypes.activations))
-    return 0.0
+        case ir.Attention() if op.causal:
+            return 2 * op.kv_heads * op.head_dim
+        case ir.MLA() if op.causal:
+            return op.kv_lora_rank + op.qk_rope_head_dim
+    return 0
 
 
-def footprint(spec: ir.Spec, graph: OpGraph, hw: Hardware) -> dict[str, float]:
-    """Bytes by kind; see docs/report.md for what each counts."""
-    shape = graph.shape
-    train = shape.train
-    weights = grads = states = kv = 0.0
-    length = shape.n_kv
+def state_bytes(op: ir.Op) -> float:
+    """Bytes a Mamba-2 layer keeps per sequence: the SSM state and the conv window."""
+    if not isinstance(op, ir.Mamba2):
+        return 0.0
+    conv_ch = op.d_inner + 2 * op.groups * op.d_state
+    state = op.heads * op.head_dim * op.d_state * bpe(SSM_STATE)
+    return state + conv_ch * op.d_conv * bpe(op.dtypes.activations)
+
+
+def cache_bytes(op: ir.Op, batch: int, length: int) -> float:
+    """What `batch` sequences of `length` tokens keep for one layer op."""
+    kept = min(length, op.window) if isinstance(op, ir.Attention) and op.window else length
+    per_token = cache_elements_per_token(op) * bpe(op.dtypes.kv_cache)
+    return batch * (kept * per_token + state_bytes(op))
+
+
+def model_facts(spec: ir.Spec, shape: Shape) -> ModelFacts:
+    """Everything reporting needs of the spec, in one walk of its layers."""
+    from .graph import ModelFacts
+
+    weights = grads = states = cache = 0.0
     for op, times in walk(spec.body):
         n = op_params(op)[1] * times
         weights += n * bpe(op.dtypes.weights)
-        if train:
+        if shape.train:
             grads += n * bpe(op.dtypes.activations)
             master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0
             states += n * (ADAM_STATE_BYTES + master)
         else:
-            kv += kv_cache_bytes(op, shape.B, length) * times
-    produced = {n.name: n.out_bytes for n in graph.nodes}
-    if train:  # everything the backward needs is kept (no recomputation)
-        activations = sum(n.out_bytes * n.count for n in graph.nodes)
-    else:  # the largest op's inputs and output alive at once
-        activations = max(
-            (n.out_bytes + sum(produced.get(i, 0) for i in set(n.inputs)) for n in graph.nodes),
-            default=0.0,
-        )
-    return {
-        "weights": weights,
-        "kv_cache": kv,
-        "activations": activations,
-        "gradients": grads,
-        "optimizer_states": states,
-    }
+            cache += cache_bytes(op, shape.B, shape.n_kv) * times
+    params = count_params(spec)
+    return ModelFacts(
+        name=spec.name,
+        title=spec.title,
+        params_total=params.total,
+        params_active=params.active,
+        activations=spec.dtypes.activations,
+        weight_bytes=weights,
+        cache_bytes=cache,
+        gradient_bytes=grads,
+        optimizer_bytes=states,
+    )

@@ -12,14 +12,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Literal
 
-from . import spec as ir
 from .cost import CostedGraph
 from .dtypes import DTYPES
 from .errors import SpecError
+from .graph import OpGraph
 from .hardware import Hardware
 from .kernels import serve
-from .memory import footprint
-from .params import count_params
 from .perfmodel import Cost, GemmOp, GroupedGemmOp, OpRecord, Unit
 from .report import (
     HardwareInfo,
@@ -88,7 +86,6 @@ def _shape(op: OpRecord) -> dict:
 
 
 def build_report(
-    spec: ir.Spec,
     costed: CostedGraph,
     hw: Hardware,
     peak: PeakMode = "datasheet",
@@ -167,9 +164,9 @@ def build_report(
         ms_per_token=step * 1e3 if shape.decode else step * 1e3 / tokens,
         tokens_per_s=tokens / step if step else 0.0,
     )
-    main = spec.dtypes.activations
-    main_peak, main_precision, _ = hw.peak("matrix", DTYPES[main].precision, peak)
-    mem = footprint(spec, graph, hw)
+    facts = graph.facts
+    main_peak, main_precision, _ = hw.peak("matrix", DTYPES[facts.activations].precision, peak)
+    mem = footprint(graph)
     total_mem = sum(mem.values())
     fits = total_mem <= hw.memory
     warning = None
@@ -178,13 +175,12 @@ def build_report(
             f"needs {total_mem / 1e9:,.1f} GB but {hw.title} has {hw.memory / 1e9:,.0f} GB: "
             "it does not fit on one device"
         )
-    params = count_params(spec)
     return Report(
         model=ModelInfo(
-            name=spec.name,
-            title=spec.title,
-            params_total=params.total,
-            params_active=params.active,
+            name=facts.name,
+            title=facts.title,
+            params_total=facts.params_total,
+            params_active=facts.params_active,
         ),
         hardware=HardwareInfo(
             name=hw.name,
@@ -228,6 +224,27 @@ def build_report(
         ops=tuple(ops),
         notes=graph.notes,
     )
+
+
+def footprint(graph: OpGraph) -> dict[str, float]:
+    """Memory by kind: the model's (sized by lowering) and the activations the graph
+    keeps alive; docs/report.md says what each counts."""
+    facts = graph.facts
+    produced = {n.name: n.out_bytes for n in graph.nodes}
+    if graph.shape.train:  # everything the backward needs is kept (no recomputation)
+        activations = sum(n.out_bytes * n.count for n in graph.nodes)
+    else:  # the largest op's inputs and output alive at once
+        activations = max(
+            (n.out_bytes + sum(produced.get(i, 0) for i in set(n.inputs)) for n in graph.nodes),
+            default=0.0,
+        )
+    return {
+        "weights": facts.weight_bytes,
+        "kv_cache": facts.cache_bytes,
+        "activations": activations,
+        "gradients": facts.gradient_bytes,
+        "optimizer_states": facts.optimizer_bytes,
+    }
 
 
 def _only_kinds(costed: CostedGraph, only: frozenset[str]) -> frozenset[str]:
