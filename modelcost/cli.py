@@ -18,7 +18,8 @@ from . import __version__
 from .errors import SpecError
 from .files import read_text, write_text
 from .fmt import format_source
-from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Phase, Workload
+from .graph import Workload
+from .options import ROOFLINE, WORKLOAD, add_options
 from .params import count_params
 from .perfmodel import Conventions
 from .render import FORMATS
@@ -137,16 +138,6 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
 def _percent(text: str) -> float:
     try:
         value = float(text)
@@ -155,17 +146,6 @@ def _percent(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"expected a finite percentage ≥ 0, got {text!r}")
     return value
-
-
-def _phases(text: str) -> list[Phase]:
-    names = [p.strip() for p in text.split(",") if p.strip()]
-    bad = [p for p in names if p not in Phase.__members__]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown phase {', '.join(f'`{b}`' for b in bad) or repr(text)}; "
-            "choose from prefill, decode, train"
-        )
-    return list(dict.fromkeys(Phase(p) for p in names))
 
 
 def _kinds(text: str) -> frozenset[str]:
@@ -269,7 +249,7 @@ def cmd_site(args: argparse.Namespace) -> int:
                 raise SpecError(f"--diff takes A:B, got {pair!r}", filename="modelcost")
             diffs.append((a, b))
         options = SiteOptions(args.batch, args.seq, args.context, Conventions(args.conventions),
-                              args.peak)  # fmt: skip
+                              args.peak, args.bandwidth)  # fmt: skip
         files = build_site(specs, targets, diffs, options)
     except SpecError as err:
         _report(err)
@@ -383,24 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", metavar="SPEC")
     p.add_argument("--model", help="which model, when a file defines several")
     p.add_argument("--hw", required=True, help="a shipped target (modelcost hw list) or a .hw file")
-    p.add_argument("--phase", type=_phases, default=[Phase.prefill],
-                   help="prefill, decode or train; several separated by commas")  # fmt: skip
-    p.add_argument("--batch", type=_positive, default=1, help="sequences per step (default 1)")
-    p.add_argument(
-        "--seq",
-        type=_positive,
-        default=None,
-        help=f"prefill/train length ({DEFAULT_SEQ}; a vision model's is its image's)",
-    )
-    p.add_argument("--context", type=_positive, default=None,
-                   help=f"decode KV length ({DEFAULT_CONTEXT})")  # fmt: skip
-    p.add_argument("--logits", choices=["all", "last"], default="all",
-                   help="prefill: logits for every token or the last of each sequence")  # fmt: skip
-    p.add_argument("--conventions", choices=[c.value for c in Conventions], default="modelcost")
-    p.add_argument("--peak", choices=["datasheet", "achievable"], default="datasheet",
-                   help="compute peaks: the datasheet's, or measured where published")  # fmt: skip
-    p.add_argument("--bandwidth", choices=["datasheet", "achievable"], default="datasheet",
-                   help="HBM bandwidth: the datasheet's, or measured where published")  # fmt: skip
+    add_options(p, WORKLOAD + ROOFLINE)
     p.add_argument("--only", type=_kinds, default=None, metavar="KINDS",
                    help="count only these op kinds, e.g. GEMM,SDPA")  # fmt: skip
     p.add_argument("--format", choices=list(FORMATS), default="text")
@@ -411,18 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b", metavar="B.model")
     p.add_argument("--hw", required=True, help="target of A (and of B unless --hw-b)")
     p.add_argument("--hw-b", help="target of B")
-    for suffix, who in (("", "both sides"), ("-b", "B only")):
-        first = [Phase.prefill]
-        p.add_argument(f"--phase{suffix}", type=_phases, default=None if suffix else first,
-                       help=f"phases ({who})")  # fmt: skip
-        p.add_argument(f"--batch{suffix}", type=_positive, default=None if suffix else 1)
-        p.add_argument(f"--seq{suffix}", type=_positive, default=None)
-        p.add_argument(f"--context{suffix}", type=_positive, default=None)
-    p.add_argument("--logits", choices=["all", "last"], default="all")
-    p.add_argument("--conventions", choices=[c.value for c in Conventions], default="modelcost")
-    p.add_argument("--peak", choices=["datasheet", "achievable"], default="datasheet")
-    p.add_argument("--bandwidth", choices=["datasheet", "achievable"], default="datasheet")
-    p.add_argument("--format", choices=["text", "md", "html", "json"], default="text")
+    add_options(p, WORKLOAD + ROOFLINE, sides=True)
+    p.add_argument("--format", choices=list(FORMATS), default="text")
     p.add_argument("--fail-above", type=_percent, metavar="PCT",
                    help="exit 1 when the total time grows by more than PCT percent")  # fmt: skip
     p.add_argument("-o", "--output", metavar="FILE")
@@ -435,11 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace files in DIR that modelcost site did not write")  # fmt: skip
     p.add_argument("--diff", action="append", default=[], metavar="A:B",
                    help="also a diff page of spec A against B (file stems)")  # fmt: skip
-    p.add_argument("--batch", type=_positive, default=1)
-    p.add_argument("--seq", type=_positive, default=None, help=f"default {DEFAULT_SEQ}")
-    p.add_argument("--context", type=_positive, default=None, help=f"default {DEFAULT_CONTEXT}")
-    p.add_argument("--conventions", choices=[c.value for c in Conventions], default="modelcost")
-    p.add_argument("--peak", choices=["datasheet", "achievable"], default="datasheet")
+    add_options(p, ("batch", "seq", "context", *ROOFLINE))
 
     hw = sub.add_parser("hw", help="shipped hardware targets", description="hardware targets")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="COMMAND")

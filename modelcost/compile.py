@@ -9,6 +9,7 @@ from .cost import cost
 from .graph import Phase, Workload
 from .hardware import Hardware, load_hardware
 from .lower import lower
+from .options import DEFAULT_PEAK
 from .perfmodel import Conventions
 from .report import Report
 from .resolve import load_spec
@@ -20,8 +21,8 @@ def compile_report(
     hw: Hardware | str | Path,
     workload: Workload | Phase | str = Phase.prefill,
     conventions: Conventions | str = Conventions.modelcost,
-    peak: PeakMode = "datasheet",
-    bandwidth: PeakMode = "datasheet",
+    peak: PeakMode = DEFAULT_PEAK,
+    bandwidth: PeakMode = DEFAULT_PEAK,
     only: frozenset[str] | None = None,
 ) -> Report:
     """The report of `spec` (a Spec, or the path of a `.model` file) on `hw` (a Hardware,

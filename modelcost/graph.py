@@ -16,8 +16,10 @@ class Phase(StrEnum):
     train = "train"
 
 
+DEFAULT_BATCH = 1
 DEFAULT_SEQ = 2048  # prefill/train queries per sequence, when not given
 DEFAULT_CONTEXT = 2048  # decode cached positions per sequence, when not given
+DEFAULT_LOGITS: Literal["all", "last"] = "all"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +34,10 @@ class Workload:
     """
 
     phase: Phase
-    batch: int = 1
+    batch: int = DEFAULT_BATCH
     seq: int | None = None
     context: int | None = None
-    logits: Literal["all", "last"] = "all"
+    logits: Literal["all", "last"] = DEFAULT_LOGITS
 
     def __post_init__(self) -> None:
         if not isinstance(self.phase, Phase):

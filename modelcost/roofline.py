@@ -18,6 +18,7 @@ from .errors import SpecError
 from .graph import OpGraph
 from .hardware import Hardware
 from .kernels import serve
+from .options import DEFAULT_PEAK
 from .perfmodel import Cost, GemmOp, GroupedGemmOp, OpRecord, Unit
 from .report import (
     HardwareInfo,
@@ -88,8 +89,8 @@ def _shape(op: OpRecord) -> dict:
 def build_report(
     costed: CostedGraph,
     hw: Hardware,
-    peak: PeakMode = "datasheet",
-    bandwidth: PeakMode = "datasheet",
+    peak: PeakMode = DEFAULT_PEAK,
+    bandwidth: PeakMode = DEFAULT_PEAK,
     only: frozenset[str] | None = None,
 ) -> Report:
     """The report model of one workload on one target. `only` keeps the ops of these

@@ -11,8 +11,9 @@ from . import spec as ir
 from .compile import compile_report
 from .diff import diff
 from .errors import SpecError
-from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Phase, Workload
+from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_SEQ, Phase, Workload
 from .hardware import Hardware
+from .options import DEFAULT_PEAK
 from .params import walk
 from .perfmodel import Conventions
 from .render.diff import render_diff
@@ -22,16 +23,20 @@ from .render.html import render_html
 from .render.markdown import render_markdown
 from .render.units import count, duration
 from .report import Report
+from .roofline import PeakMode
 from .view import Cell, Table, fixed
 
 
 @dataclass(frozen=True, slots=True)
 class SiteOptions:
-    batch: int = 1
+    """The workload of every page (prefill and decode side by side); defaults: options.py."""
+
+    batch: int = DEFAULT_BATCH
     seq: int | None = None  # None: DEFAULT_SEQ
     context: int | None = None  # None: DEFAULT_CONTEXT
     conventions: Conventions = Conventions.modelcost
-    peak: str = "datasheet"
+    peak: PeakMode = DEFAULT_PEAK
+    bandwidth: PeakMode = DEFAULT_PEAK
 
 
 def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
@@ -47,7 +52,7 @@ def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
     for phase in (Phase.prefill, Phase.decode):
         try:
             w = Workload(phase, o.batch, None if image else seq, context)
-            out.append(compile_report(spec, hw, w, o.conventions, o.peak))  # type: ignore[arg-type]
+            out.append(compile_report(spec, hw, w, o.conventions, o.peak, o.bandwidth))
         except SpecError:
             if phase is Phase.prefill:
                 raise

@@ -1,0 +1,99 @@
+"""The workload and roofline options, declared once.
+
+Each option's flag, parser, default and help live here; `modelcost compile`, `diff`
+(with a `--NAME-b` for side B where that makes sense) and `site` take their flags from
+this table, and the defaults are the constants the Python API uses (`Workload`,
+`compile_report`), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_LOGITS, DEFAULT_SEQ, Phase
+from .perfmodel import Conventions
+
+PEAK_MODES = ("datasheet", "achievable")
+DEFAULT_PEAK: Literal["datasheet", "achievable"] = "datasheet"
+
+
+def positive(text: str) -> int:
+    """A count: `8`, `2048`, `128_000`."""
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def phases(text: str) -> list[Phase]:
+    """`prefill`, `decode,prefill`: each once, in the order given."""
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in names if p not in Phase.__members__]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown phase {', '.join(f'`{b}`' for b in bad) or repr(text)}; "
+            f"choose from {', '.join(Phase)}"
+        )
+    return list(dict.fromkeys(Phase(p) for p in names))
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    name: str  # the flag is --name, the argparse dest name
+    parse: Callable[[str], object] | None
+    default: object
+    help: str
+    choices: tuple[str, ...] | None = None
+    sided: bool = False  # `diff` also takes --name-b for side B
+
+
+OPTIONS: dict[str, Option] = {
+    o.name: o
+    for o in (
+        Option("phase", phases, [Phase.prefill],
+               "prefill, decode or train; several separated by commas", sided=True),
+        Option("batch", positive, DEFAULT_BATCH, "sequences per step", sided=True),
+        Option("seq", positive, None, f"prefill/train length (default {DEFAULT_SEQ}; a "
+               "vision model's is its image's token count)", sided=True),
+        Option("context", positive, None,
+               f"decode: cached positions per sequence (default {DEFAULT_CONTEXT})", sided=True),
+        Option("logits", None, DEFAULT_LOGITS,
+               "prefill: logits for every position or each sequence's last", ("all", "last")),
+        Option("conventions", None, Conventions.modelcost.value,
+               "counting conventions: modelcost's, or TraceLens's exactly",
+               tuple(c.value for c in Conventions)),
+        Option("peak", None, DEFAULT_PEAK,
+               "compute peaks: the datasheet's, or the best published measurement", PEAK_MODES),
+        Option("bandwidth", None, DEFAULT_PEAK,
+               "HBM bandwidth: the datasheet's, or the best published measurement", PEAK_MODES),
+    )
+}  # fmt: skip
+
+
+def add_options(
+    parser: argparse.ArgumentParser, names: Sequence[str], *, sides: bool = False
+) -> None:
+    """Add the flags of `names` to `parser`; with `sides`, a `--NAME-b` for each option
+    that can differ on side B of a diff (None there means: as side A)."""
+    for name in names:
+        o = OPTIONS[name]
+        shown = "" if o.default is None or o.name == "phase" else f" (default {o.default})"
+        kwargs: dict = {"default": o.default, "help": o.help + shown}
+        if o.parse is not None:
+            kwargs["type"] = o.parse
+        if o.choices is not None:
+            kwargs["choices"] = o.choices
+        parser.add_argument(f"--{name}", **kwargs)
+        if sides and o.sided:
+            parser.add_argument(f"--{name}-b", **{**kwargs, "default": None,
+                                                   "help": f"{name} of side B"})  # fmt: skip
+
+
+WORKLOAD = ("phase", "batch", "seq", "context", "logits")
+ROOFLINE = ("conventions", "peak", "bandwidth")

@@ -1,0 +1,42 @@
+"""One declaration of the workload options: every command's flags and the Python API's
+defaults come from modelcost/options.py (issue 9, item 5)."""
+
+import inspect
+
+from modelcost.cli import build_parser
+from modelcost.compile import compile_report
+from modelcost.graph import Phase, Workload
+from modelcost.options import OPTIONS
+from modelcost.site import SiteOptions
+
+
+def _defaults(*argv: str):
+    return build_parser().parse_args(list(argv))
+
+
+def test_cli_defaults_are_the_python_apis() -> None:
+    c = _defaults("compile", "x.model", "--hw", "h100")
+    w = Workload(Phase.prefill)
+    assert (c.phase, c.batch, c.seq, c.context, c.logits) == (
+        [w.phase], w.batch, w.seq, w.context, w.logits,
+    )  # fmt: skip
+    api = inspect.signature(compile_report).parameters
+    assert (c.conventions, c.peak, c.bandwidth) == (
+        api["conventions"].default.value, api["peak"].default, api["bandwidth"].default,
+    )  # fmt: skip
+    s = _defaults("site", "x.model", "--hw", "h100", "-o", "out")
+    site = SiteOptions()
+    assert (s.batch, s.seq, s.context, s.peak, s.bandwidth) == (
+        site.batch, site.seq, site.context, site.peak, site.bandwidth,
+    )  # fmt: skip
+
+
+def test_every_workload_option_reaches_compile_diff_and_site() -> None:
+    help_of = {cmd: build_parser()._subparsers._group_actions[0].choices[cmd].format_help()
+               for cmd in ("compile", "diff", "site")}  # fmt: skip
+    for name, o in OPTIONS.items():
+        assert f"--{name}" in help_of["compile"]
+        assert f"--{name}" in help_of["diff"]
+        assert (f"--{name}-b" in help_of["diff"]) == o.sided
+    for name in ("batch", "seq", "context", "conventions", "peak", "bandwidth"):
+        assert f"--{name}" in help_of["site"]
