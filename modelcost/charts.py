@@ -54,7 +54,7 @@ class Roof:
     peak: float  # FLOP/s
 
 
-def _decades(lo: float, hi: float) -> tuple[float, float]:
+def _decades(lo: float, hi: float) -> tuple[int, int]:
     return math.floor(math.log10(lo)), math.ceil(math.log10(hi))
 
 
@@ -142,10 +142,10 @@ def roofline_svg(
         )
     ly = top + ph - 14 * len(palette)
     for i, (kind, color) in enumerate(palette.items()):
-        y = ly + 14 * i
+        ky = ly + 14 * i
         out.append(
-            f'<rect x="{left + pw + 8}" y="{y - 8}" width="9" height="9" '
-            f'fill="{color}"/><text x="{left + pw + 21}" y="{y}" class="legend">'
+            f'<rect x="{left + pw + 8}" y="{ky - 8}" width="9" height="9" '
+            f'fill="{color}"/><text x="{left + pw + 21}" y="{ky}" class="legend">'
             f"{escape(kind)}</text>"
         )
     out.append("</svg>")

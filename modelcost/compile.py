@@ -11,9 +11,9 @@ from .hardware import Hardware, load_hardware
 from .lower import lower
 from .options import DEFAULT_PEAK
 from .perfmodel import Conventions
-from .report import Report
+from .report import PeakMode, Report
 from .resolve import load_spec
-from .roofline import PeakMode, build_report
+from .roofline import build_report
 
 
 def compile_report(

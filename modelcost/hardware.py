@@ -11,9 +11,9 @@ import math
 from decimal import Decimal, InvalidOperation
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from lark import Lark, Token, Tree
+from lark import Lark, Token
 from lark.exceptions import UnexpectedInput
 from pydantic import BaseModel, ConfigDict
 
@@ -22,6 +22,7 @@ from .errors import SpecError, did_you_mean
 from .files import read_text
 from .grammar_tables import load_parser
 from .parse import _syntax_error
+from .report import PeakMode
 from .resources import specs_dir
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4", "int4")
@@ -91,8 +92,8 @@ class Hardware(_HW):
         self,
         unit: Literal["matrix", "vector"],
         precision: str,
-        which: Literal["datasheet", "achievable"] = "datasheet",
-    ) -> tuple[float, str, str]:
+        which: PeakMode = "datasheet",
+    ) -> tuple[float, str, PeakMode]:
         """(FLOP/s, precision used, source used) for math at `precision` on `unit`.
 
         An unsupported precision falls back to the next wider one; `achievable` falls
@@ -108,7 +109,7 @@ class Hardware(_HW):
             return self.achievable.matrix[used], used, "achievable"
         return table[used], used, "datasheet"
 
-    def bandwidth(self, which: Literal["datasheet", "achievable"] = "datasheet") -> float:
+    def bandwidth(self, which: PeakMode = "datasheet") -> float:
         if which == "achievable" and self.achievable.memory_bandwidth:
             return self.achievable.memory_bandwidth
         return self.memory_bandwidth
@@ -164,7 +165,8 @@ class _Reader:
             width=width,
         )
 
-    def value(self, field: Tree, kind: str, where: str) -> object:
+    def value(self, field: Any, kind: str, where: str) -> object:
+        """One field's value (lark trees are untyped here: the grammar fixes their shape)."""
         name_tok: Token = field.children[0]
         value = field.children[1]
         if value.data == "string":
@@ -215,7 +217,7 @@ class _Reader:
             )
         return converted
 
-    def fields(self, entries: list[Tree], allowed: dict[str, str], where: str) -> dict:
+    def fields(self, entries: list[Any], allowed: dict[str, str], where: str) -> dict:
         out: dict[str, object] = {}
         for f in entries:
             name_tok: Token = f.children[0]
@@ -240,10 +242,11 @@ def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
     except UnexpectedInput as err:
         raise _syntax_error(err, text, filename, _parser()) from None
     reader = _Reader(text, filename)
+    hw: Any
     (hw,) = tree.children
     name_tok, *entries = hw.children
     top = [e for e in entries if e.data == "field"]
-    sections = {}
+    sections: dict[str, Any] = {}
     for e in entries:
         if e.data == "section":
             sname = str(e.children[0])

@@ -123,8 +123,9 @@ def _pick(fits: list[Kernel], M: int, N: int, K: int, prefix: str) -> KernelChoi
     tiled = [k for k in fits if k.tile and k.tile[0] and k.tile[0] >= 128]
     for k in tiled:
         if _misfit(k, M, N, K) is None:
+            tm, tn, tk = k.tile or (None, None, None)
             fit = (
-                f"tile-aligned for {k.tile[0]}×{k.tile[1]}×{k.tile[2]}"
+                f"tile-aligned for {tm}×{tn}×{tk}"
                 if k.requires
                 else "TMA bounds handle any M, N, K"
             )

@@ -16,7 +16,7 @@ from .dtypes import DType
 from .errors import SpecError
 from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Group, Node, OpGraph, Phase, Shape, Workload
 from .memory import SSM_STATE, cache_elements_per_token, model_facts
-from .params import op_params, walk
+from .params import walk
 from .perfmodel import (
     AdamStepOp,
     BinaryOp,
@@ -97,19 +97,6 @@ def _scope_base(op: ir.Op) -> str:
         "lm_head": "lm_head",
         "classifier": "classifier",
     }[op.kind]
-
-
-def _flat_ops(nodes) -> list[tuple[ir.Op, int]]:
-    """Ops of a layer body with their inner multiplicity (nested repeats are rare)."""
-    out: list[tuple[ir.Op, int]] = []
-    for n in nodes:
-        if isinstance(n, ir.Repeat):
-            out.extend((op, m * n.count) for op, m in _flat_ops(n.body))
-        elif isinstance(n, ir.Block):
-            out.extend(_flat_ops(n.body))
-        else:
-            out.append((n, 1))
-    return out
 
 
 def _gemm(
@@ -454,31 +441,39 @@ class _Lowerer:
         e.stream = out
 
 
-def _layer_plan(body: tuple) -> list[tuple[str, object]]:
-    """Split the top level into model-level ops and layer groups.
+@dataclass(frozen=True, slots=True)
+class _Stack:
+    """One layer group of the top level: `count` layers of `body`, the group's layers
+    interleaving with its siblings' (stride k for a repeat of k block calls)."""
 
-    Returns items ("op", op) or ("group", (block_name, count, stride, offset, body)).
-    A repeat of k block calls makes k groups whose layers interleave (stride k).
-    """
-    plan: list[tuple[str, object]] = []
+    block: str
+    count: int
+    stride: int
+    offset: int
+    body: tuple[ir.Node, ...]
+
+
+def _layer_plan(body: tuple[ir.Node, ...]) -> list[ir.Op | _Stack]:
+    """Split the top level into model-level ops and layer groups."""
+    plan: list[ir.Op | _Stack] = []
     for node in body:
         if isinstance(node, ir.Repeat):
-            if all(isinstance(b, ir.Block) for b in node.body):
-                k = len(node.body)
-                for j, b in enumerate(node.body):
-                    plan.append(("group", (b.name, node.count, k, j, b.body)))
+            blocks = [b for b in node.body if isinstance(b, ir.Block)]
+            if len(blocks) == len(node.body):
+                k = len(blocks)
+                plan.extend(_Stack(b.name, node.count, k, j, b.body) for j, b in enumerate(blocks))
             else:
-                plan.append(("group", ("layer", node.count, 1, 0, node.body)))
+                plan.append(_Stack("layer", node.count, 1, 0, node.body))
         elif isinstance(node, ir.Block):
-            plan.append(("group", (node.name, 1, 1, 0, node.body)))
+            plan.append(_Stack(node.name, 1, 1, 0, node.body))
         else:
-            plan.append(("op", node))
+            plan.append(node)
     return plan
 
 
 def _shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     notes: list[str] = []
-    ops = [op for op, _ in _flat_ops(spec.body)]
+    ops = [op for op, _ in walk(spec.body)]
     patch = next((op for op in ops if isinstance(op, ir.PatchEmbed)), None)
     causal = any(getattr(op, "causal", False) for op in ops) or any(
         isinstance(op, ir.Mamba2) for op in ops
@@ -537,15 +532,12 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     groups: list[Group] = []
     stream, residual = "", ""
     layer = 0
-    model_scope: Counter = Counter()
     plan = _layer_plan(spec.body)
-    for kind, item in plan:
-        if kind == "op":
-            model_scope[_scope_base(item)] += 1
+    model_scope = Counter(_scope_base(item) for item in plan if not isinstance(item, _Stack))
     model_emit = _Emit("", "model", 1, stream, residual, totals=model_scope)
     pending_stride_end = 0
-    for kind, item in plan:
-        if kind == "op":
+    for item in plan:
+        if not isinstance(item, _Stack):
             model_emit.stream, model_emit.residual_from = stream, residual
             start = len(model_emit.nodes)
             lowerer.lower(model_emit, item, 1)
@@ -553,28 +545,27 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
             _check_size(spec, len(nodes))
             stream, residual = model_emit.stream, model_emit.residual_from
             continue
-        block, count, stride, offset, body = item
-        first = layer + offset
-        layers = tuple(first + i * stride for i in range(count))
+        first = layer + item.offset
+        layers = tuple(first + i * item.stride for i in range(item.count))
         label = f"layers.{first}"
-        ops = _flat_ops(body)
+        ops = list(walk(item.body))
         totals = Counter(_scope_base(op) for op, _ in ops)
-        e = _Emit(f"{label}.", label, count, stream, residual, totals=totals)
+        e = _Emit(f"{label}.", label, item.count, stream, residual, totals=totals)
         for op, times in ops:
             lowerer.lower(e, op, times)
             _check_size(spec, len(nodes) + len(e.nodes))
         nodes.extend(e.nodes)
-        groups.append(Group(label, block, layers, count))
+        groups.append(Group(label, item.block, layers, item.count))
         stream, residual = e.stream, e.residual_from
-        pending_stride_end = max(pending_stride_end, first + (count - 1) * stride + 1)
-        if offset == stride - 1:
+        pending_stride_end = max(pending_stride_end, first + (item.count - 1) * item.stride + 1)
+        if item.offset == item.stride - 1:
             layer = pending_stride_end
+    facts = model_facts(spec, shape)
     if shape.train:
-        total = sum(op_params(op)[1] * times for op, times in walk(spec.body))
-        adam = AdamStepOp(total, weight=spec.dtypes.weights, grad=spec.dtypes.weights)
+        w = spec.dtypes.weights
+        adam = AdamStepOp(facts.params_total, weight=w, grad=w)
         nodes.append(Node("optimizer", "model", 1, adam, (), 0))
     model_nodes = [n for n in nodes if n.group == "model"]
     if model_nodes:
         groups.insert(0, Group("model", "model", (), 1))
-    facts = model_facts(spec, shape)
     return OpGraph(facts, workload, shape, tuple(nodes), tuple(groups), (*notes, *lowerer.notes))

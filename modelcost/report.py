@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 REPORT_SCHEMA_VERSION = 2  # 2: one layout, {schema_version, reports: [...]}, for any phases
 
 Bound = Literal["compute", "memory", "network"]
+PeakMode = Literal["datasheet", "achievable"]  # which figures a roofline uses
 
 
 class _R(BaseModel):
@@ -32,10 +33,8 @@ class HardwareInfo(_R):
     title: str
     vendor: str
     arch: str
-    peak: Literal["datasheet", "achievable"] = Field(
-        description="which compute peaks the roofline used"
-    )
-    bandwidth: Literal["datasheet", "achievable"]
+    peak: PeakMode = Field(description="which compute peaks the roofline used")
+    bandwidth: PeakMode
     memory_bandwidth: float = Field(description="HBM bytes/s used")
     memory_capacity: float = Field(description="HBM bytes")
     scaleup_bandwidth: float = Field(description="bytes/s per direction, for collectives")
@@ -108,7 +107,7 @@ class OpEntry(_R):
     unit: Literal["matrix", "vector", "network"]
     peak_flops: float = Field(description="FLOP/s of the peak used")
     peak_precision: str
-    peak_source: Literal["datasheet", "achievable"]
+    peak_source: PeakMode
     flops: float
     bytes: float
     intensity: float

@@ -161,10 +161,10 @@ class Loader:
                     raise src.error("empty import path", item.pos)
                 target = Path(os.path.normpath(base / item.path))
                 imported = self.load_path(target, src, item.pos)
-                for name, entry in imported.models.items():
-                    _define(unit.models, name, entry, src, item.pos)
-                for name, entry in imported.blocks.items():
-                    _define(unit.blocks, name, entry, src, item.pos)
+                for name, model in imported.models.items():
+                    _define(unit.models, name, model, src, item.pos)
+                for name, block in imported.blocks.items():
+                    _define(unit.blocks, name, block, src, item.pos)
         for item in module.items:
             if isinstance(item, s.ModelDef | s.BlockDef):
                 if item.name in unit.models or item.name in unit.blocks:
@@ -173,10 +173,11 @@ class Loader:
                         item.name_pos,
                         "model and block names share one namespace per file",
                     )
-                table = unit.models if isinstance(item, s.ModelDef) else unit.blocks
-                table[item.name] = (item, unit)
                 if isinstance(item, s.ModelDef):
+                    unit.models[item.name] = (item, unit)
                     unit.local_models.append(item.name)
+                else:
+                    unit.blocks[item.name] = (item, unit)
         return unit
 
 

@@ -21,6 +21,7 @@ from .kernels import serve
 from .options import DEFAULT_PEAK
 from .perfmodel import Cost, GemmOp, GroupedGemmOp, OpRecord, Unit
 from .report import (
+    Bound,
     HardwareInfo,
     KernelUse,
     KindEntry,
@@ -29,13 +30,12 @@ from .report import (
     ModelInfo,
     OpEntry,
     PassTiming,
+    PeakMode,
     PerToken,
     Report,
     Totals,
     WorkloadInfo,
 )
-
-PeakMode = Literal["datasheet", "achievable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ class Timing:
     memory_s: float
     peak_flops: float
     peak_precision: str
-    peak_source: str
+    peak_source: PeakMode
 
     @property
     def time_s(self) -> float:
@@ -56,11 +56,12 @@ def time_op(c: Cost, op: OpRecord, hw: Hardware, peak: PeakMode, bandwidth: Peak
     if op.unit is Unit.network:
         flops, used, source = hw.peak("vector", op.precision, peak)
         return Timing(c.flops / flops, c.bytes / hw.scaleup_per_direction, flops, used, source)
-    flops, used, source = hw.peak(op.unit.value, op.precision, peak)
+    unit: Literal["matrix", "vector"] = "matrix" if op.unit is Unit.matrix else "vector"
+    flops, used, source = hw.peak(unit, op.precision, peak)
     return Timing(c.flops / flops, c.bytes / hw.bandwidth(bandwidth), flops, used, source)
 
 
-def _bound(t: Timing, op: OpRecord) -> str:
+def _bound(t: Timing, op: OpRecord) -> Bound:
     if t.compute_s >= t.memory_s:
         return "compute"
     return "network" if op.unit is Unit.network else "memory"
@@ -315,6 +316,7 @@ def _kernels(ops: list[OpEntry], share) -> tuple[KernelUse, ...]:
     rows = []
     for kid, members in groups.items():
         k = members[0].kernel
+        assert k is not None  # grouped above by their kernel
         t = sum(o.total_time_s for o in members)
         rows.append(
             KernelUse(

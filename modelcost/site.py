@@ -22,8 +22,7 @@ from .render.escape import safe_href
 from .render.html import render_html
 from .render.markdown import render_markdown
 from .render.units import count, duration
-from .report import Report
-from .roofline import PeakMode
+from .report import PeakMode, Report
 from .view import Cell, Table, fixed
 
 

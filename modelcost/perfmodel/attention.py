@@ -139,7 +139,7 @@ class SdpaOp(OpRecord):
             return SDPA.flops_func(*self._tl_args())
         return 2 * self.B * self.H_Q * self.pairs() * (self.d_h_qk + self.d_h_v)
 
-    def _tl_args(self) -> tuple:
+    def _tl_args(self) -> tuple[int, int, int, int, int, int, int, bool]:
         return (
             self.B, self.N_Q, self.H_Q, self.N_KV, self.H_KV, self.d_h_qk, self.d_h_v, self.causal,
         )  # fmt: skip

@@ -118,17 +118,18 @@ class OpRecord:
 
     def operand_dtypes(self) -> dict[str, DType]:
         """Every operand's dtype by field name."""
-        return {name: getattr(self, name) for name in _fields(type(self))[1]}
+        return {name: getattr(self, name) for name in _fields(type(self))[1]}  # type: ignore[arg-type]
 
     def shape(self) -> dict[str, object]:
         """Shape parameters by their TraceLens names (dtypes left out)."""
-        return {name: getattr(self, name) for name in _fields(type(self))[0]}
+        return {name: getattr(self, name) for name in _fields(type(self))[0]}  # type: ignore[arg-type]
 
 
 @cache
 def _fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(shape field names, dtype field names) of a record class, in declaration order."""
-    shape, dtypes = [], []
+    shape: list[str] = []
+    dtypes: list[str] = []
     for f in fields(cls):
         (dtypes if f.type in ("DType", DType) else shape).append(f.name)
     return tuple(shape), tuple(dtypes)

@@ -106,7 +106,7 @@ class GroupedGemm:
         return 2 * M * K * N
 
     @staticmethod
-    def bytes_func(M: int, K: int, N: int, G: int, bpe_in: Number, bpe_out: Number) -> Number:
+    def bytes_func(M: int, K: int, N: int, G: Number, bpe_in: Number, bpe_out: Number) -> Number:
         return (M * K + G * K * N) * bpe_in + M * N * bpe_out
 
     @staticmethod
@@ -114,7 +114,9 @@ class GroupedGemm:
         return 4 * M * K * N
 
     @staticmethod
-    def bytes_bwd_func(M: int, K: int, N: int, G: int, bpe_in: Number, bpe_out: Number) -> Number:
+    def bytes_bwd_func(
+        M: int, K: int, N: int, G: Number, bpe_in: Number, bpe_out: Number
+    ) -> Number:
         return 2 * M * N * bpe_out + 2 * M * K * bpe_in + 2 * G * K * N * bpe_in
 
 

@@ -98,7 +98,7 @@ class NormOp(OpRecord):
         # TraceLens always counts LayerNorm as training (running statistics included).
         return True if conventions is Conventions.tracelens else self.is_training
 
-    def _args(self, conventions: Conventions) -> tuple:
+    def _args(self, conventions: Conventions) -> tuple[bool, bool, bool, int, int]:
         return (self.has_bias, self.is_affine, self._training(conventions), self.num_elems,
                 self.num_channels)  # fmt: skip
 
