@@ -24,6 +24,7 @@ from .params import count_params
 from .perfmodel import Conventions
 from .render import FORMATS
 from .render.escape import terminal
+from .render.units import count, fixed
 from .resolve import load_spec, load_specs
 from .spec import Spec
 
@@ -32,13 +33,6 @@ EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 def _report(err: SpecError) -> None:
     print(err.render(), file=sys.stderr)
-
-
-def _human(n: int) -> str:
-    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= scale:
-            return f"{n / scale:.2f} {suffix}"
-    return str(n)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -55,7 +49,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             continue
         for spec in specs:
             total = count_params(spec).total
-            print(f"ok  {path}  {spec.name}  {_human(total)} parameters")
+            print(f"ok  {path}  {spec.name}  {count(total)} parameters")
     return status
 
 
@@ -118,8 +112,8 @@ def cmd_params(args: argparse.Namespace) -> int:
     rows.append(["total", f"{counts.total:,}", f"{counts.active:,}"])
     print(
         terminal(
-            f"{spec.title} ({spec.name}): {_human(counts.total)} total, "
-            f"{_human(counts.active)} active per token"
+            f"{spec.title} ({spec.name}): {count(counts.total)} total, "
+            f"{count(counts.active)} active per token"
         )
     )
     print(
@@ -200,7 +194,7 @@ def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
 def cmd_diff(args: argparse.Namespace) -> int:
     from .diff import diff
     from .hardware import load_hardware
-    from .render.diff import render_diff
+    from .render import render_diff
 
     try:
         spec_a, spec_b = load_spec(args.a), load_spec(args.b)
@@ -214,7 +208,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
-    status = _emit(render_diff(d, "md" if args.format == "text" else args.format), args.output)
+    status = _emit(render_diff(d, args.format), args.output)
     if status == EXIT_OK and args.fail_above is not None:
         worst = max(p.time_change for p in d.phases)
         if worst * 100 > args.fail_above:
@@ -293,7 +287,7 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
     for name in shipped_hardware():
         h = load_hardware(name)
         bf16 = h.peak("matrix", "bf16")[0]
-        rows.append([name, h.title, h.arch, f"{bf16 / 1e12:,.1f}", f"{h.memory_bandwidth / 1e12:g}",
+        rows.append([name, h.title, h.arch, _tflops(bf16), f"{h.memory_bandwidth / 1e12:g}",
                      f"{h.memory / 1e9:g}"])  # fmt: skip
     print(terminal(tabulate(rows, headers=["name", "title", "arch", "bf16 TFLOPS", "TB/s", "GB"])))
     return EXIT_OK
@@ -318,7 +312,7 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
           f"{h.clock / 1e6:g} MHz")  # fmt: skip
     precisions = sorted(set(h.matrix) | set(h.vector) | set(h.achievable.matrix))
     rows = [
-        [p, _tf(h.matrix.get(p)), _tf(h.achievable.matrix.get(p)), _tf(h.vector.get(p))]
+        [p, _tflops(h.matrix.get(p)), _tflops(h.achievable.matrix.get(p)), _tflops(h.vector.get(p))]
         for p in precisions
     ]
     print(tabulate(rows, headers=["precision", "matrix TFLOPS", "achievable", "vector TFLOPS"]))
@@ -327,8 +321,8 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _tf(value: float | None) -> str:
-    return "" if value is None else f"{value / 1e12:,.1f}"
+def _tflops(value: float | None) -> str:
+    return "" if value is None else fixed(value / 1e12, 1)
 
 
 def build_parser() -> argparse.ArgumentParser:

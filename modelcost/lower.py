@@ -471,7 +471,7 @@ def _layer_plan(body: tuple[ir.Node, ...]) -> list[ir.Op | _Stack]:
     return plan
 
 
-def _shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
+def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     notes: list[str] = []
     ops = [op for op, _ in walk(spec.body)]
     patch = next((op for op in ops if isinstance(op, ir.PatchEmbed)), None)
@@ -526,7 +526,7 @@ def _check_size(spec: ir.Spec, nodes: int) -> None:
 
 def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     """Lower a resolved spec for one workload into an op graph."""
-    shape, notes = _shape(spec, workload)
+    shape, notes = _workload_shape(spec, workload)
     lowerer = _Lowerer(spec, shape)
     nodes: list[Node] = []
     groups: list[Group] = []

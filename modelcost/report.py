@@ -102,6 +102,7 @@ class OpEntry(_R):
     kind: str = Field(description="perf-model class: GEMM, SDPA, GroupedGemm, ...")
     count: int
     shape: dict[str, int | float | bool | str | list[int]]
+    shape_label: str = Field(description="the shape as the tables show it, e.g. `8×8192×8192`")
     dtype: str = Field(description="compute precision")
     dtypes: dict[str, str]
     unit: Literal["matrix", "vector", "network"]

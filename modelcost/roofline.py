@@ -83,7 +83,7 @@ def _pass(c: Cost, t: Timing, op: OpRecord) -> PassTiming:
     )
 
 
-def _shape(op: OpRecord) -> dict:
+def _shape_params(op: OpRecord) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in op.shape().items()}
 
 
@@ -130,7 +130,8 @@ def build_report(
                 layers=groups[n.group].layer_label if n.group in groups else "",
                 kind=op.kind,
                 count=n.count,
-                shape=_shape(op),
+                shape=_shape_params(op),
+                shape_label=op.describe(),
                 dtype=op.precision,
                 dtypes={k: v.value for k, v in op.operand_dtypes().items()},
                 unit=op.unit.value,

@@ -16,14 +16,12 @@ from .hardware import Hardware
 from .options import DEFAULT_PEAK
 from .params import walk
 from .perfmodel import Conventions
-from .render.diff import render_diff
 from .render.env import render
 from .render.escape import safe_href
-from .render.html import render_html
-from .render.markdown import render_markdown
-from .render.units import count, duration
+from .render.formats import render_diff, render_html, render_markdown
+from .render.table import Cell, Table
+from .render.units import count, duration, fixed
 from .report import PeakMode, Report
-from .view import Cell, Table, fixed
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from modelcost import load_spec
 from modelcost.compile import compile_report
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.render.html import render_html
+from modelcost.render.formats import render_html
 from modelcost.site import build_site
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -2,7 +2,7 @@
 
 import re
 
-from modelcost.charts import Point, Roof, roofline_svg, stacked_bar_svg
+from modelcost.render.charts import Point, Roof, roofline_svg, stacked_bar_svg
 
 POINTS = [
     Point("q_proj", "GEMM", 1365.3, 1.3e15, 0.4, "q_proj: GEMM"),

@@ -22,7 +22,7 @@ def test_check_every_shipped_spec() -> None:
     r = run("check", *map(str, ZOO))
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("\nok  ") + r.stdout.startswith("ok  ") == len(ZOO)
-    assert "specs/models/llama3-70b.model  llama3_70b  70.55 B parameters" in r.stdout
+    assert "specs/models/llama3-70b.model  llama3_70b  70.6 B parameters" in r.stdout
 
 
 def test_fmt_check_passes_on_shipped_specs_and_fails_on_messy(tmp_path: Path) -> None:
@@ -107,8 +107,7 @@ def test_params_text_and_json() -> None:
     }
     text = run("params", str(MODELS / "mixtral-8x7b.model")).stdout
     assert (
-        text.splitlines()[0]
-        == "Mixtral 8x7B (mixtral_8x7b): 46.70 B total, 12.88 B active per token"
+        text.splitlines()[0] == "Mixtral 8x7B (mixtral_8x7b): 46.7 B total, 12.9 B active per token"
     )
     assert text.splitlines()[-1].split() == ["total", "46,702,792,704", "12,879,925,248"]
 

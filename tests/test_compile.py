@@ -13,7 +13,7 @@ from modelcost import SpecError, load_spec
 from modelcost.compile import compile_report
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware, shipped_hardware
-from modelcost.render.json_report import render_json
+from modelcost.render.formats import render_json
 from modelcost.report import Report, ReportSet
 
 ENCODERS = {"vit-l16"}  # no causal attention: no decode

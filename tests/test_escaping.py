@@ -20,10 +20,8 @@ from modelcost.compile import compile_report
 from modelcost.diff import diff
 from modelcost.graph import Workload
 from modelcost.hardware import parse_hardware
-from modelcost.render.diff import render_diff
 from modelcost.render.escape import md
-from modelcost.render.html import render_html
-from modelcost.render.markdown import render_markdown
+from modelcost.render.formats import render_diff, render_html, render_markdown
 from modelcost.render.text import render_text
 from modelcost.site import build_site
 

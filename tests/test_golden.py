@@ -15,10 +15,7 @@ from modelcost.compile import compile_report
 from modelcost.diff import diff
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.render.diff import render_diff
-from modelcost.render.html import render_html
-from modelcost.render.json_report import render_json
-from modelcost.render.markdown import render_markdown
+from modelcost.render.formats import render_diff, render_html, render_json, render_markdown
 
 CASES = {
     # name: (spec, hardware, batch, seq, context)

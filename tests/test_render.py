@@ -13,8 +13,7 @@ from modelcost.compile import compile_report
 from modelcost.diff import change, diff
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.render.html import render_html
-from modelcost.render.markdown import render_markdown
+from modelcost.render.formats import render_html, render_markdown
 from modelcost.site import build_site
 
 

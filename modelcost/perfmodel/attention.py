@@ -134,6 +134,14 @@ class SdpaOp(OpRecord):
             return trapezoid_pairs(self.N_Q, self.N_KV)
         return exact_pairs(self.N_Q, self.N_KV, self.causal, self.window)
 
+    def describe(self) -> str:
+        window = f", window {self.window}" if self.window else ""
+        causal = ", causal" if self.causal else ""
+        return (
+            f"B={self.B} q={self.N_Q}×{self.H_Q} kv={self.N_KV}×{self.H_KV} "
+            f"d={self.d_h_qk}/{self.d_h_v}{causal}{window}"
+        )
+
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         if conventions is Conventions.tracelens:
             return SDPA.flops_func(*self._tl_args())

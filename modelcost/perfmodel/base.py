@@ -120,6 +120,11 @@ class OpRecord:
         """Every operand's dtype by field name."""
         return {name: getattr(self, name) for name in _fields(type(self))[1]}  # type: ignore[arg-type]
 
+    def describe(self) -> str:
+        """The shape as a reader wants it in a table (`8192×8192×1024 +bias`); records
+        override this, the default lists the shape parameters."""
+        return ", ".join(f"{k}={v}" for k, v in self.shape().items())
+
     def shape(self) -> dict[str, object]:
         """Shape parameters by their TraceLens names (dtypes left out)."""
         return {name: getattr(self, name) for name in _fields(type(self))[0]}  # type: ignore[arg-type]

@@ -57,6 +57,9 @@ class UnaryOp(OpRecord):
     def shape(self) -> dict[str, object]:
         return {"nelems": self.nelems, "fn": self.fn}
 
+    def describe(self) -> str:
+        return f"{self.fn} ×{self.nelems:,}"
+
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         if conventions is Conventions.tracelens:
             return UnaryElementwise.flops_func(self.nelems)
@@ -107,6 +110,9 @@ class BinaryOp(OpRecord):
     def shape(self) -> dict[str, object]:
         return {"nelems_in1": prod(self.a_shape), "nelems_in2": prod(self.b_shape),
                 "nelems_out": self.nelems_out, "fn": self.fn}  # fmt: skip
+
+    def describe(self) -> str:
+        return f"{self.fn} {prod(self.a_shape):,} ∘ {prod(self.b_shape):,}"
 
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         return BinaryElementwise.flops_func(self.nelems_out)

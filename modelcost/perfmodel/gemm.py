@@ -74,6 +74,10 @@ class GemmOp(OpRecord):
     def precision(self) -> str:
         return compute_precision(self.a, self.b)
 
+    def describe(self) -> str:
+        batch = f" ×{self.B}" if self.B != 1 else ""
+        return f"{self.M}×{self.N}×{self.K}{batch}" + (" +bias" if self.bias else "")
+
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         return self.B * GEMM.flops_func(self.M, self.N, self.K, self.bias)
 
@@ -144,6 +148,10 @@ class GroupedGemmOp(OpRecord):
     @property
     def precision(self) -> str:
         return compute_precision(self.x, self.w)
+
+    def describe(self) -> str:
+        g = f"{self.G:g}" if isinstance(self.G, float) else str(self.G)
+        return f"{self.M}×{self.N}×{self.K}, G={g}"
 
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         return GroupedGemm.flops_func(self.M, self.K, self.N)

@@ -25,6 +25,9 @@ class EmbeddingOp(OpRecord):
     weight: DType = DType.bf16
     out: DType = DType.bf16
 
+    def describe(self) -> str:
+        return f"{self.tokens:,} rows of {self.vocab:,}×{self.dim}"
+
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         return 0
 
@@ -68,6 +71,9 @@ class RopeOp(OpRecord):
     @property
     def num_elems(self) -> int:
         return self.tokens * self.heads * self.rotary_dim
+
+    def describe(self) -> str:
+        return f"{self.tokens:,}×{self.heads}×{self.rotary_dim}"
 
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         return FusedRoPE.flops_func(self.num_elems)

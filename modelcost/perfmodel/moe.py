@@ -38,6 +38,9 @@ class MoECommOp(OpRecord):
     direction: Literal["dispatch", "combine"] = "dispatch"
     dtype: DType = DType.bf16
 
+    def describe(self) -> str:
+        return f"{self.direction} {self.num_tokens:,}×{self.hidden_dim}"
+
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         return MoEComm.flops_func(self.num_tokens, self.hidden_dim)
 
@@ -83,6 +86,9 @@ class MoERoutingOp(OpRecord):
     groups: int = 1
     groups_kept: int = 1
     correction_bias: bool = False
+
+    def describe(self) -> str:
+        return f"{self.tokens:,} tokens, top-{self.top_k} of {self.experts}"
 
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         T, E, k = self.tokens, self.experts, self.top_k

@@ -102,6 +102,9 @@ class NormOp(OpRecord):
         return (self.has_bias, self.is_affine, self._training(conventions), self.num_elems,
                 self.num_channels)  # fmt: skip
 
+    def describe(self) -> str:
+        return f"{self.norm} {self.num_elems:,} over {self.num_channels}"
+
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         if self.norm == "rmsnorm":
             return RMSNorm.flops_func(self.num_elems, self.num_channels, self.is_affine)

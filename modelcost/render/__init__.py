@@ -11,14 +11,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..diff import DiffReport
     from ..report import Report
 
-# format name → (module, function): imported on first use, so the CLI loads one
-FORMATS: dict[str, tuple[str, str]] = {
-    "text": ("text", "render_text"),
-    "md": ("markdown", "render_markdown"),
-    "html": ("html", "render_html"),
-    "json": ("json_report", "render_json"),
+# format name → (module, report renderer, diff renderer's format), imported on first use
+# so the CLI loads one; diffs have no terminal layout of their own: `text` gives Markdown
+FORMATS: dict[str, tuple[str, str, str]] = {
+    "text": ("text", "render_text", "md"),
+    "md": ("formats", "render_markdown", "md"),
+    "html": ("formats", "render_html", "html"),
+    "json": ("formats", "render_json", "json"),
 }
 
 
@@ -27,7 +29,7 @@ def render(reports: Report | Sequence[Report], fmt: str = "md") -> str:
     as `text`, `md`, `html` or `json`."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
-    module, name = FORMATS[fmt]
+    module, name, _ = FORMATS[fmt]
     fn = getattr(importlib.import_module(f".{module}", __name__), name)
     items = [reports] if not isinstance(reports, Sequence) else list(reports)
     return fn(items)
@@ -39,6 +41,15 @@ class _CallableModule(types.ModuleType):
 
     def __call__(self, reports: Report | Sequence[Report], fmt: str = "md") -> str:
         return render(reports, fmt)
+
+
+def render_diff(d: DiffReport, fmt: str = "md") -> str:
+    """A diff in any registered format (`text` renders as Markdown)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    from .formats import render_diff as render_one
+
+    return render_one(d, FORMATS[fmt][2])
 
 
 sys.modules[__name__].__class__ = _CallableModule

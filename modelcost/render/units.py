@@ -6,16 +6,22 @@ programs); counts of things (parameters) use K/M/B/T; durations pick s, ms or µ
 
 from __future__ import annotations
 
-_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+_PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 _COUNTS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
 
 
-def si(value: float, unit: str = "", digits: int = 3) -> str:
-    """`1.23 TFLOP`-style: three significant digits and an SI prefix."""
+def si(value: float, unit: str = "", digits: int = 3, sep: str = " ") -> str:
+    """`1.23 TFLOP`-style: three significant digits and an SI prefix (`10P` with
+    sep="" for chart ticks)."""
     for scale, prefix in _PREFIXES:
         if abs(value) >= scale:
-            return f"{value / scale:.{digits}g} {prefix}{unit}".rstrip()
-    return f"{value:.{digits}g} {unit}".rstrip()
+            return f"{value / scale:.{digits}g}{sep}{prefix}{unit}".rstrip()
+    return f"{value:.{digits}g}{sep}{unit}".rstrip()
+
+
+def fixed(value: float, places: int = 2) -> str:
+    """`1,234.57`: thousands separated, a fixed number of decimals."""
+    return f"{value:,.{places}f}"
 
 
 def count(n: float) -> str:
@@ -34,10 +40,6 @@ def duration(seconds: float) -> str:
     if a >= 1e-3:
         return f"{seconds * 1e3:,.3f} ms"
     return f"{seconds * 1e6:,.2f} µs"
-
-
-def us(seconds: float) -> str:
-    return f"{seconds * 1e6:,.2f}"
 
 
 def ms(seconds: float) -> str:

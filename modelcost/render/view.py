@@ -8,47 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tabulate import tabulate
-
-from . import __version__
+from .. import __version__
+from ..report import OpEntry, Report
 from .charts import Point, Roof, roofline_svg, stacked_bar_svg
-from .render.escape import Markdown, md, md_link
-from .render.units import count, duration, signed
-from .report import OpEntry, Report
-
-ALIGN_NUM = "right"
-
-
-@dataclass(frozen=True, slots=True)
-class Cell:
-    text: str
-    sort: float | str | None = None  # the value a sortable HTML table sorts by
-    href: str | None = None
-    title: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Table:
-    id: str
-    headers: tuple[str, ...]
-    rows: tuple[tuple[Cell, ...], ...]
-    numeric: tuple[bool, ...]  # right-aligned columns
-
-    def markdown(self) -> Markdown:
-        """A pipe table; every cell escaped for Markdown, links percent-encoded."""
-
-        def cell(c: Cell) -> str:
-            return md_link(c.text, c.href) if c.href else md(c.text)
-
-        return Markdown(
-            tabulate(
-                [[cell(c) for c in row] for row in self.rows],
-                headers=[md(h) for h in self.headers],
-                tablefmt="pipe",
-                colalign=["right" if n else "left" for n in self.numeric],
-                disable_numparse=True,
-            )
-        )
+from .table import Cell, Table, num
+from .units import count, duration, fixed, pct, si
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,62 +39,6 @@ class ReportView:
     notes: tuple[str, ...]
     footer: str
     memory_warning: str | None
-
-
-# ---------------------------------------------------------------- number formatting
-
-
-def si(value: float, digits: int = 3) -> str:
-    """3 significant digits with an SI prefix: 1.23 T, 456 G, 7.8 M, 12."""
-    for scale, prefix in ((1e15, " P"), (1e12, " T"), (1e9, " G"), (1e6, " M"), (1e3, " k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.{digits}g}{prefix}"
-    return f"{value:.{digits}g}"
-
-
-def fixed(value: float, places: int = 2) -> str:
-    return f"{value:,.{places}f}"
-
-
-def pct(fraction: float) -> str:
-    return f"{fraction * 100:.1f}%"
-
-
-def num(text: str, value: float) -> Cell:
-    return Cell(text, value)
-
-
-def _shape(o: OpEntry) -> str:
-    s = o.shape
-    if o.kind == "GEMM":
-        out = f"{s['M']}×{s['N']}×{s['K']}"
-        return out + (f" ×{s['B']}" if s.get("B", 1) != 1 else "") + (" +bias" if s["bias"] else "")
-    if o.kind == "GroupedGemm":
-        g = s["G"]
-        return (
-            f"{s['M']}×{s['N']}×{s['K']}, G={g:g}"
-            if isinstance(g, float)
-            else (f"{s['M']}×{s['N']}×{s['K']}, G={g}")
-        )
-    if o.kind == "SDPA":
-        w = f", window {s['window']}" if s.get("window") else ""
-        causal = ", causal" if s["causal"] else ""
-        return (
-            f"B={s['B']} q={s['N_Q']}×{s['H_Q']} kv={s['N_KV']}×{s['H_KV']} "
-            f"d={s['d_h_qk']}/{s['d_h_v']}{causal}{w}"
-        )
-    compact = {
-        "Normalization": lambda: f"{s['norm']} {s['num_elems']:,} over {s['num_channels']}",
-        "UnaryElementwise": lambda: f"{s['fn']} ×{s['nelems']:,}",
-        "BinaryElementwise": lambda: f"{s['fn']} {s['nelems_in1']:,} ∘ {s['nelems_in2']:,}",
-        "MoEComm": lambda: f"{s['direction']} {s['num_tokens']:,}×{s['hidden_dim']}",
-        "FusedRoPE": lambda: f"{s['tokens']:,}×{s['heads']}×{s['rotary_dim']}",
-        "Embedding": lambda: f"{s['tokens']:,} rows of {s['vocab']:,}×{s['dim']}",
-        "MoERouting": lambda: f"{s['tokens']:,} tokens, top-{s['top_k']} of {s['experts']}",
-    }
-    if o.kind in compact:
-        return compact[o.kind]()
-    return ", ".join(f"{k}={v}" for k, v in s.items())
 
 
 def _backward_cells(o: OpEntry, training: bool) -> tuple[Cell, ...]:
@@ -287,7 +195,7 @@ def _phase(r: Report, many: bool) -> PhaseView:
                 Cell(o.name),
                 Cell(o.kind),
                 num(str(o.count), o.count),
-                Cell(_shape(o)),
+                Cell(o.shape_label),
                 Cell(_dtype(o)),
                 num(si(o.flops), o.flops),
                 num(si(o.bytes), o.bytes),
@@ -359,7 +267,7 @@ def _phase(r: Report, many: bool) -> PhaseView:
             o.intensity,
             o.attained_flops,
             o.share,
-            f"{o.name} ({o.kind} ×{o.count}): {_shape(o)}; {si(o.flops)}FLOP, {si(o.bytes)}B, "
+            f"{o.name} ({o.kind} ×{o.count}): {o.shape_label}; {si(o.flops)}FLOP, {si(o.bytes)}B, "
             f"AI {o.intensity:,.1f}; {o.time_s * 1e6:,.2f} µs {o.bound}-bound",
         )
         for o in r.ops
@@ -408,106 +316,4 @@ def build_view(reports: list[Report]) -> ReportView:
         notes=notes,
         footer=f"modelcost {__version__}",
         memory_warning=warning,
-    )
-
-
-# ---------------------------------------------------------------- diffs
-
-_TOTAL_LABELS = {
-    "time_s": ("step time (ms)", lambda v: fixed(v * 1e3, 3)),
-    "ms_per_token": ("time per token", lambda v: duration(v / 1e3)),
-    "tokens_per_s": ("tokens/s", lambda v: fixed(v, 1)),
-    "flops": ("FLOPs", si),
-    "bytes": ("bytes", si),
-    "mfu_bound": ("MFU bound", pct),
-    "memory": ("memory (GB)", lambda v: fixed(v / 1e9)),
-    "params_total": ("parameters", count),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class DiffPhaseView:
-    heading: str
-    a_label: str
-    b_label: str
-    totals: Table
-    kinds: Table
-    layers: Table
-    ops: Table
-
-
-@dataclass(frozen=True, slots=True)
-class DiffView:
-    title: str
-    subtitle: str
-    phases: tuple[DiffPhaseView, ...]
-    footer: str
-
-
-def _rel(c) -> Cell:
-    if c.rel is None:
-        return Cell("new" if c.a is None else ("gone" if c.b is None else "n/a"), 0.0)
-    return Cell(f"{c.rel * 100:+.1f}%", c.rel)
-
-
-def _time_table(id_: str, label: str, changes) -> Table:
-    def ms(v: float | None) -> Cell:
-        return Cell("—", -1.0) if v is None else num(fixed(v * 1e3, 3), v)
-
-    rows = tuple(
-        (
-            Cell(c.key),
-            ms(c.a),
-            ms(c.b),
-            Cell("—", 0.0) if c.delta is None else num(f"{c.delta * 1e3:+,.3f}", c.delta),
-            _rel(c),
-        )
-        for c in sorted(changes, key=lambda c: -abs(c.delta or 0))
-    )
-    return Table(
-        id_,
-        (label, "A (ms)", "B (ms)", "change (ms)", "change"),
-        rows,
-        (False, True, True, True, True),
-    )
-
-
-def build_diff_view(d) -> DiffView:
-    phases = []
-    for i, p in enumerate(d.phases):
-        rows = []
-        for c in p.totals:
-            label, fmt = _TOTAL_LABELS[c.key]
-            if c.delta is None:
-                delta = ""
-            elif c.key == "mfu_bound":  # the change of a percentage, in points
-                delta = f"{c.delta * 100:+.1f} pt"
-            else:
-                delta = signed(fmt(abs(c.delta)), c.delta < 0)
-            row = (Cell(label), num(fmt(c.a), c.a), num(fmt(c.b), c.b), Cell(delta, c.delta))
-            rows.append((*row, _rel(c)))
-        totals = Table(
-            f"diff-totals-{i}",
-            ("", "A", "B", "change", "change (%)"),
-            tuple(rows),
-            (False, True, True, True, True),
-        )
-        phases.append(
-            DiffPhaseView(
-                heading=f"{p.a.phase}" if p.a.phase == p.b.phase else f"{p.a.phase} vs {p.b.phase}",
-                a_label=p.a.label,
-                b_label=p.b.label,
-                totals=totals,
-                kinds=_time_table(f"diff-kinds-{i}", "op kind", p.kinds),
-                layers=_time_table(f"diff-layers-{i}", "layer group", p.layers),
-                ops=_time_table(f"diff-ops-{i}", "op (all copies)", p.ops),
-            )
-        )
-    first = d.phases[0]
-    return DiffView(
-        title=f"{first.a.title} vs {first.b.title}",
-        subtitle="B relative to A; positive changes are increases. Times are roofline times "
-        "for one step on one device.",
-        phases=tuple(phases),
-        footer=f"modelcost {__version__}",
     )

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from html import escape
 
+from .units import si
+
 # A fixed palette, assigned by the sorted order of the kinds present.
 PALETTE = (
     "#4e79a7",
@@ -58,13 +60,9 @@ def _decades(lo: float, hi: float) -> tuple[int, int]:
     return math.floor(math.log10(lo)), math.ceil(math.log10(hi))
 
 
-def _si(v: float, unit: str = "") -> str:
-    """`10P` for ticks; `2.52 PFLOP/s` when given a unit."""
-    sep = " " if unit else ""
-    for scale, p in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if v >= scale:
-            return f"{v / scale:.3g}{sep}{p}{unit}"
-    return f"{v:g}{sep}{unit}"
+def _tick(decade: int) -> str:
+    """`10P`, `100`, `0.1`: a decade's label on a log axis."""
+    return si(10.0**decade, sep="")
 
 
 def roofline_svg(
@@ -96,15 +94,14 @@ def roofline_svg(
         x = _r(X(10.0**d))
         out.append(f'<line x1="{x}" y1="{top}" x2="{x}" y2="{top + ph}" class="grid"/>')
         out.append(
-            f'<text x="{x}" y="{top + ph + 16}" class="tick" text-anchor="middle">'
-            f"{_si(10.0**d)}</text>"
+            f'<text x="{x}" y="{top + ph + 16}" class="tick" text-anchor="middle">{_tick(d)}</text>'
         )
     for d in range(y0, y1 + 1):
         y = _r(Y(10.0**d))
         out.append(f'<line x1="{left}" y1="{y}" x2="{left + pw}" y2="{y}" class="grid"/>')
         out.append(
             f'<text x="{left - 6}" y="{y}" class="tick" text-anchor="end" '
-            f'dominant-baseline="middle">{_si(10.0**d)}</text>'
+            f'dominant-baseline="middle">{_tick(d)}</text>'
         )
     out.append(
         f'<text x="{_r(left + pw / 2)}" y="{height - 8}" class="axis" '
@@ -126,7 +123,7 @@ def roofline_svg(
         )
         out.append(
             f'<text x="{left + pw + 6}" y="{_r(Y(roof.peak))}" class="roof-label" '
-            f'dominant-baseline="middle">{escape(roof.label)} {_si(roof.peak, "FLOP/s")}'
+            f'dominant-baseline="middle">{escape(roof.label)} {si(roof.peak, "FLOP/s")}'
             "</text>"
         )
     palette = colors(p.kind for p in points)

@@ -1,0 +1,110 @@
+"""The diff view-model: a DiffReport → display-ready tables (B against A). Everything
+shown is computed here; templates only place it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import __version__
+from ..diff import DiffReport
+from .table import Cell, Table, num
+from .units import count, duration, fixed, pct, si, signed
+
+_TOTAL_LABELS = {
+    "time_s": ("step time (ms)", lambda v: fixed(v * 1e3, 3)),
+    "ms_per_token": ("time per token", lambda v: duration(v / 1e3)),
+    "tokens_per_s": ("tokens/s", lambda v: fixed(v, 1)),
+    "flops": ("FLOPs", si),
+    "bytes": ("bytes", si),
+    "mfu_bound": ("MFU bound", pct),
+    "memory": ("memory (GB)", lambda v: fixed(v / 1e9)),
+    "params_total": ("parameters", count),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DiffPhaseView:
+    heading: str
+    a_label: str
+    b_label: str
+    totals: Table
+    kinds: Table
+    layers: Table
+    ops: Table
+
+
+@dataclass(frozen=True, slots=True)
+class DiffView:
+    title: str
+    subtitle: str
+    phases: tuple[DiffPhaseView, ...]
+    footer: str
+
+
+def _rel(c) -> Cell:
+    if c.rel is None:
+        return Cell("new" if c.a is None else ("gone" if c.b is None else "n/a"), 0.0)
+    return Cell(f"{c.rel * 100:+.1f}%", c.rel)
+
+
+def _time_table(id_: str, label: str, changes) -> Table:
+    def ms(v: float | None) -> Cell:
+        return Cell("—", -1.0) if v is None else num(fixed(v * 1e3, 3), v)
+
+    rows = tuple(
+        (
+            Cell(c.key),
+            ms(c.a),
+            ms(c.b),
+            Cell("—", 0.0) if c.delta is None else num(f"{c.delta * 1e3:+,.3f}", c.delta),
+            _rel(c),
+        )
+        for c in sorted(changes, key=lambda c: -abs(c.delta or 0))
+    )
+    return Table(
+        id_,
+        (label, "A (ms)", "B (ms)", "change (ms)", "change"),
+        rows,
+        (False, True, True, True, True),
+    )
+
+
+def build_diff_view(d: DiffReport) -> DiffView:
+    phases = []
+    for i, p in enumerate(d.phases):
+        rows = []
+        for c in p.totals:
+            label, fmt = _TOTAL_LABELS[c.key]
+            if c.delta is None:
+                delta = ""
+            elif c.key == "mfu_bound":  # the change of a percentage, in points
+                delta = f"{c.delta * 100:+.1f} pt"
+            else:
+                delta = signed(fmt(abs(c.delta)), c.delta < 0)
+            row = (Cell(label), num(fmt(c.a), c.a), num(fmt(c.b), c.b), Cell(delta, c.delta))
+            rows.append((*row, _rel(c)))
+        totals = Table(
+            f"diff-totals-{i}",
+            ("", "A", "B", "change", "change (%)"),
+            tuple(rows),
+            (False, True, True, True, True),
+        )
+        phases.append(
+            DiffPhaseView(
+                heading=f"{p.a.phase}" if p.a.phase == p.b.phase else f"{p.a.phase} vs {p.b.phase}",
+                a_label=p.a.label,
+                b_label=p.b.label,
+                totals=totals,
+                kinds=_time_table(f"diff-kinds-{i}", "op kind", p.kinds),
+                layers=_time_table(f"diff-layers-{i}", "layer group", p.layers),
+                ops=_time_table(f"diff-ops-{i}", "op (all copies)", p.ops),
+            )
+        )
+    first = d.phases[0]
+    return DiffView(
+        title=f"{first.a.title} vs {first.b.title}",
+        subtitle="B relative to A; positive changes are increases. Times are roofline times "
+        "for one step on one device.",
+        phases=tuple(phases),
+        footer=f"modelcost {__version__}",
+    )
