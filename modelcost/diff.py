@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import BaseModel, ConfigDict
-
+from .frozen import Frozen
 from .report import REPORT_SCHEMA_VERSION, Report
 
 
-class _D(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-
-class Change(_D):
+class Change(Frozen):
     """One quantity on both sides. `rel` is (b − a) / a; None where a side lacks it."""
 
     key: str
@@ -24,7 +19,7 @@ class Change(_D):
     rel: float | None
 
 
-class Side(_D):
+class Side(Frozen):
     model: str
     title: str
     hardware: str
@@ -41,7 +36,7 @@ class Side(_D):
         return f"{self.title} on {self.hardware} ({self.phase}, batch {self.batch}, {self.shape})"
 
 
-class PhaseDiff(_D):
+class PhaseDiff(Frozen):
     a: Side
     b: Side
     totals: tuple[Change, ...]
@@ -54,7 +49,7 @@ class PhaseDiff(_D):
         return next(c.rel for c in self.totals if c.key == "time_s") or 0.0
 
 
-class DiffReport(_D):
+class DiffReport(Frozen):
     schema_version: int = REPORT_SCHEMA_VERSION
     phases: tuple[PhaseDiff, ...]
 

@@ -82,7 +82,3 @@ def lookup_dtype(name: str) -> DType | None:
 
 def dtype_names() -> list[str]:
     return [*DType.__members__, *ALIASES]
-
-
-def bytes_per_element(dtype: DType) -> float:
-    return DTYPES[dtype].bytes_per_element

@@ -15,13 +15,14 @@ from typing import Any, Literal
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedInput
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
 from .bounds import check_bounds
 from .errors import SpecError, did_you_mean
 from .files import read_text
+from .frozen import Frozen
 from .grammar_tables import load_parser
-from .parse import _syntax_error
+from .parse import syntax_error
 from .report import PeakMode
 from .resources import specs_dir
 
@@ -58,19 +59,15 @@ MAX_COUNT = 1_000_000  # compute units
 ACHIEVABLE_EXTRA = {"memory_bandwidth": "bandwidth", "source": "text"}
 
 
-class _HW(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-
-class Achievable(_HW):
+class Achievable(Frozen):
     """Measured peaks: matrix FLOP/s by precision and HBM bandwidth, with their source."""
 
-    matrix: dict[str, float] = {}
+    matrix: dict[str, float] = Field(default_factory=dict)
     memory_bandwidth: float | None = None
     source: str = ""
 
 
-class Hardware(_HW):
+class Hardware(Frozen):
     """One accelerator. FLOP/s, bytes and bytes/s in plain SI units."""
 
     name: str
@@ -240,7 +237,7 @@ def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
-        raise _syntax_error(err, text, filename, _parser()) from None
+        raise syntax_error(err, text, filename, _parser()) from None
     reader = _Reader(text, filename)
     hw: Any
     (hw,) = tree.children

@@ -18,8 +18,7 @@ import json
 import math
 from functools import cache
 
-from pydantic import BaseModel, ConfigDict
-
+from .frozen import Frozen
 from .perfmodel import GemmOp, GroupedGemmOp
 from .report import KernelChoice
 from .resources import specs_dir
@@ -28,9 +27,7 @@ SMALL_M = 64  # at or below: decode-shaped, memory-bound
 GLUON_ARCHES = ("gfx950", "gfx942", "sm90", "sm100")
 
 
-class Kernel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Kernel(Frozen):
     id: str
     title: str
     repo: str
@@ -83,8 +80,9 @@ def _misfit(k: Kernel, M: int, N: int, K: int) -> str | None:
     return None
 
 
-def serve(op: GemmOp | GroupedGemmOp, arch: str) -> KernelChoice:
-    """The kernel that would serve this GEMM on `arch`, and why (or why none)."""
+def serve(op: GemmOp | GroupedGemmOp, arch: str, compute_units: int = 256) -> KernelChoice:
+    """The kernel that would serve this GEMM on `arch` (a part with `compute_units` CUs
+    or SMs), and why (or why none)."""
     if arch not in GLUON_ARCHES:
         return _choice(
             None,
@@ -110,16 +108,18 @@ def serve(op: GemmOp | GroupedGemmOp, arch: str) -> KernelChoice:
                 f"takes mixed dtypes, nor {b} on both sides on {arch}",
             )
         prefix += f"{a} activations quantized to {b} (no mixed-dtype kernel): "
-        choice = _pick(fits, M, N, K, prefix)
+        choice = _pick(fits, M, N, K, prefix, compute_units)
         return choice.model_copy(update={"exact": False})
     if not fits:
         return _choice(None, f"{prefix}no Gluon kernel for {a} on {arch}")
-    return _pick(fits, M, N, K, prefix)
+    return _pick(fits, M, N, K, prefix, compute_units)
 
 
-def _pick(fits: list[Kernel], M: int, N: int, K: int, prefix: str) -> KernelChoice:
+def _pick(
+    fits: list[Kernel], M: int, N: int, K: int, prefix: str, compute_units: int
+) -> KernelChoice:
     if M <= SMALL_M:
-        return _small_m(fits, M, N, K, prefix)
+        return _small_m(fits, M, N, K, prefix, compute_units)
     tiled = [k for k in fits if k.tile and k.tile[0] and k.tile[0] >= 128]
     for k in tiled:
         if _misfit(k, M, N, K) is None:
@@ -140,7 +140,9 @@ def _pick(fits: list[Kernel], M: int, N: int, K: int, prefix: str) -> KernelChoi
     return _choice(k, f"{prefix}{k.title}", exact=masked is not None)
 
 
-def _small_m(fits: list[Kernel], M: int, N: int, K: int, prefix: str) -> KernelChoice:
+def _small_m(
+    fits: list[Kernel], M: int, N: int, K: int, prefix: str, compute_units: int
+) -> KernelChoice:
     for k in fits:
         r = k.requires
         if k.family == "decode_m32" and r.get("n_eq") == N and r.get("k_eq") == K and M <= 32:
@@ -151,11 +153,12 @@ def _small_m(fits: list[Kernel], M: int, N: int, K: int, prefix: str) -> KernelC
             )
     mem = next((k for k in fits if k.family == "memory_bound"), None)
     if mem is not None:
-        groups = N // 256
+        tn = mem.tile[1] if mem.tile and mem.tile[1] else 256
+        groups = N // tn
         note = (
-            f"; N/256 = {groups} workgroups fill {groups} of 256 CUs: split-K would be "
-            "needed to reach full bandwidth"
-            if groups < 256
+            f"; N/{tn} = {groups} workgroups fill {groups} of {compute_units} CUs: split-K "
+            "would be needed to reach full bandwidth"
+            if groups < compute_units
             else ""
         )
         return _choice(

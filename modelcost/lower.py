@@ -37,6 +37,10 @@ from .perfmodel import (
     bpe,
     expected_experts_hit,
 )
+from .perfmodel.misc import LOSS_BYTES
+from .perfmodel.moe import ROUTER_INDEX_BYTES, ROUTER_PROB_BYTES
+
+ROUTE_BYTES = ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES  # a routing decision: weight and id
 
 ACT_FN = {
     ir.Activation.swiglu: "silu",
@@ -339,7 +343,7 @@ class _Lowerer:
         routing = MoERoutingOp(
             T, E, k, op.router.value, a, op.groups, op.groups_kept, op.correction_bias
         )
-        route = e.add(f"{name}.routing", routing, (router,), out=T * k * 8)
+        route = e.add(f"{name}.routing", routing, (router,), out=T * k * ROUTE_BYTES)
         rows = T * k
         disp = e.add(
             f"{name}.dispatch",
@@ -429,7 +433,9 @@ class _Lowerer:
                 out=rows * op.vocab * bpe(a),
             )
         if s.train:
-            logits = e.add("loss", CrossEntropyOp(rows, op.vocab, a), (logits,), out=rows * 4)
+            logits = e.add(
+                "loss", CrossEntropyOp(rows, op.vocab, a), (logits,), out=rows * LOSS_BYTES
+            )
         e.stream = logits
 
     def _classifier(self, e: _Emit, op: ir.Classifier, name: str) -> None:
@@ -437,7 +443,8 @@ class _Lowerer:
         rec = _gemm(s.B, op.classes, op.dim, op.bias, d)  # on each image's class token
         out = self._linear(e, name, rec, (e.stream,), d.weights)
         if s.train:
-            out = e.add("loss", CrossEntropyOp(s.B, op.classes, d.activations), (out,), out=s.B * 4)
+            loss = CrossEntropyOp(s.B, op.classes, d.activations)
+            out = e.add("loss", loss, (out,), out=s.B * LOSS_BYTES)
         e.stream = out
 
 
@@ -450,10 +457,10 @@ class _Stack:
     count: int
     stride: int
     offset: int
-    body: tuple[ir.Node, ...]
+    body: tuple[ir.Statement, ...]
 
 
-def _layer_plan(body: tuple[ir.Node, ...]) -> list[ir.Op | _Stack]:
+def _layer_plan(body: tuple[ir.Statement, ...]) -> list[ir.Op | _Stack]:
     """Split the top level into model-level ops and layer groups."""
     plan: list[ir.Op | _Stack] = []
     for node in body:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
-
 from . import spec as ir
+from .frozen import Frozen
 
 
 class Component(StrEnum):
@@ -25,9 +24,7 @@ class Component(StrEnum):
     head = "head"
 
 
-class ParamCount(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
+class ParamCount(Frozen):
     model: str
     total: int
     active: int
@@ -119,7 +116,7 @@ def op_params(op: ir.Op) -> tuple[Component, int, int]:
     raise AssertionError(f"unhandled op {op!r}")  # pragma: no cover
 
 
-def walk(nodes: tuple[ir.Node, ...], multiplicity: int = 1) -> Iterator[tuple[ir.Op, int]]:
+def walk(nodes: tuple[ir.Statement, ...], multiplicity: int = 1) -> Iterator[tuple[ir.Op, int]]:
     """Every op of a layer tree with how many times it occurs."""
     for node in nodes:
         if isinstance(node, ir.Repeat):

@@ -203,7 +203,7 @@ def _describe_terminal(name: str, parser: Lark | None = None) -> str:
     return name.lower()
 
 
-def _syntax_error(
+def syntax_error(
     err: UnexpectedInput, source: str, filename: str, parser: Lark | None = None
 ) -> SpecError:
     """A positioned SpecError for a lark error (`parser`: the grammar that raised it)."""
@@ -255,7 +255,7 @@ def parse(source: str, filename: str = "<string>") -> s.Module:
         tree = _parser().parse(source)
         items = _ToAst().transform(tree)
     except UnexpectedInput as err:
-        raise _syntax_error(err, source, filename) from None
+        raise syntax_error(err, source, filename) from None
     except (RecursionError, VisitError) as err:
         raise SpecError(
             "the file is nested too deeply to parse", filename=filename, hint=str(err)[:200]

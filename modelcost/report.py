@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from .frozen import Frozen
 
 REPORT_SCHEMA_VERSION = 2  # 2: one layout, {schema_version, reports: [...]}, for any phases
 
@@ -17,18 +19,14 @@ Bound = Literal["compute", "memory", "network"]
 PeakMode = Literal["datasheet", "achievable"]  # which figures a roofline uses
 
 
-class _R(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-
-class ModelInfo(_R):
+class ModelInfo(Frozen):
     name: str
     title: str
     params_total: int
     params_active: int
 
 
-class HardwareInfo(_R):
+class HardwareInfo(Frozen):
     name: str
     title: str
     vendor: str
@@ -42,7 +40,7 @@ class HardwareInfo(_R):
     knee_precision: str
 
 
-class WorkloadInfo(_R):
+class WorkloadInfo(Frozen):
     phase: Literal["prefill", "decode", "train"]
     batch: int
     seq: int = Field(description="queries per sequence (1 for decode)")
@@ -56,7 +54,7 @@ class WorkloadInfo(_R):
     conventions: Literal["modelcost", "tracelens"]
 
 
-class PassTiming(_R):
+class PassTiming(Frozen):
     """Costs and roofline of one pass (forward or backward) of one op instance."""
 
     flops: float
@@ -68,7 +66,7 @@ class PassTiming(_R):
     bound: Bound
 
 
-class KernelChoice(_R):
+class KernelChoice(Frozen):
     """The Gluon kernel that would serve a GEMM (or why none does)."""
 
     id: str | None = None
@@ -81,7 +79,7 @@ class KernelChoice(_R):
     exact: bool = Field(description="the kernel's constraints hold as the shape stands")
 
 
-class KernelUse(_R):
+class KernelUse(Frozen):
     """One row of the kernels table: a kernel (or none) and the GEMMs it would serve."""
 
     id: str | None
@@ -94,7 +92,7 @@ class KernelUse(_R):
     share: float
 
 
-class OpEntry(_R):
+class OpEntry(Frozen):
     name: str
     layer: int | None = Field(description="first layer of the op's group; null: model level")
     group: str
@@ -123,7 +121,7 @@ class OpEntry(_R):
     share: float = Field(description="fraction of the step's time")
 
 
-class LayerEntry(_R):
+class LayerEntry(Frozen):
     group: str
     block: str
     layers: str
@@ -135,7 +133,7 @@ class LayerEntry(_R):
     share: float
 
 
-class KindEntry(_R):
+class KindEntry(Frozen):
     kind: str
     flops: float
     bytes: float
@@ -143,7 +141,7 @@ class KindEntry(_R):
     share: float
 
 
-class Memory(_R):
+class Memory(Frozen):
     weights: float
     kv_cache: float
     activations: float
@@ -155,7 +153,7 @@ class Memory(_R):
     warning: str | None = None
 
 
-class PerToken(_R):
+class PerToken(Frozen):
     tokens_per_step: int
     ms_per_step: float
     ms_per_token: float = Field(
@@ -164,7 +162,7 @@ class PerToken(_R):
     tokens_per_s: float
 
 
-class Totals(_R):
+class Totals(Frozen):
     flops: float
     bytes: float
     intensity: float
@@ -178,7 +176,7 @@ class Totals(_R):
     memory: Memory
 
 
-class Report(_R):
+class Report(Frozen):
     """One model on one target for one workload (one phase). In a notebook it shows
     itself as its HTML (or Markdown) report; `modelcost.render(report, fmt)` gives any
     format."""
@@ -204,7 +202,7 @@ class Report(_R):
     notes: tuple[str, ...] = ()
 
 
-class ReportSet(_R):
+class ReportSet(Frozen):
     """What `modelcost compile --format json` writes, for one phase or several: the
     reports in the order the phases were asked for."""
 

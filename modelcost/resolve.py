@@ -95,14 +95,14 @@ class Source:
 
 
 @dataclass(eq=False, slots=True)
-class Unit:
+class LoadedFile:
     """One parsed file and the definitions it can see (its own and its imports')."""
 
     path: Path | None
     src: Source
     module: s.Module
-    models: dict[str, tuple[s.ModelDef, Unit]] = field(default_factory=dict)
-    blocks: dict[str, tuple[s.BlockDef, Unit]] = field(default_factory=dict)
+    models: dict[str, tuple[s.ModelDef, LoadedFile]] = field(default_factory=dict)
+    blocks: dict[str, tuple[s.BlockDef, LoadedFile]] = field(default_factory=dict)
     local_models: list[str] = field(default_factory=list)
 
 
@@ -114,10 +114,12 @@ class Loader:
     """Parses files once each and links their imports, refusing cycles."""
 
     def __init__(self) -> None:
-        self._cache: dict[Path, Unit] = {}
+        self._cache: dict[Path, LoadedFile] = {}
         self._stack: list[Path] = []
 
-    def load_path(self, path: Path, src: Source | None = None, pos: s.Pos | None = None) -> Unit:
+    def load_path(
+        self, path: Path, src: Source | None = None, pos: s.Pos | None = None
+    ) -> LoadedFile:
         try:
             resolved = path.resolve()
         except RuntimeError:  # a symlink loop (Python 3.11 raises RuntimeError)
@@ -150,10 +152,10 @@ class Loader:
         self._cache[resolved] = unit
         return unit
 
-    def load_text(self, text: str, filename: str, path: Path | None) -> Unit:
+    def load_text(self, text: str, filename: str, path: Path | None) -> LoadedFile:
         module = parse(text, filename)
         src = Source(filename, tuple(text.splitlines()))
-        unit = Unit(path, src, module)
+        unit = LoadedFile(path, src, module)
         base = Path(filename).parent if path else Path()
         for item in module.items:
             if isinstance(item, s.Import):
@@ -193,7 +195,7 @@ def _define(table: dict, name: str, entry: tuple, src: Source, pos: s.Pos) -> No
 @dataclass(slots=True)
 class Def:
     expr: s.Expr
-    unit: Unit
+    unit: LoadedFile
 
 
 class Scope:
@@ -477,7 +479,7 @@ class _Resolver:
         self.blocks: list[str] = []
         self.multiplicity = 1
 
-    def body(self, stmts: tuple[s.Stmt, ...], scope: Scope, unit: Unit, top: bool) -> list:
+    def body(self, stmts: tuple[s.Stmt, ...], scope: Scope, unit: LoadedFile, top: bool) -> list:
         nodes: list = []
         for stmt in stmts:
             match stmt:
@@ -494,7 +496,7 @@ class _Resolver:
                     nodes.append(self.call(stmt, scope, unit))
         return nodes
 
-    def repeat(self, stmt: s.Repeat, scope: Scope, unit: Unit) -> list:
+    def repeat(self, stmt: s.Repeat, scope: Scope, unit: LoadedFile) -> list:
         src = unit.src
         count = evaluate(stmt.count, scope, src)
         if isinstance(count, float) and count.is_integer():
@@ -526,7 +528,7 @@ class _Resolver:
             return []
         return [ir.Repeat(count=count, body=tuple(body))]
 
-    def call(self, stmt: s.OpCall, scope: Scope, unit: Unit):
+    def call(self, stmt: s.OpCall, scope: Scope, unit: LoadedFile):
         if stmt.name in unit.blocks:
             return self.expand_block(stmt, scope, unit)
         if stmt.name in SIGNATURES:
@@ -613,7 +615,7 @@ class _Resolver:
             chosen[role] = explicit or role_dtype(scope, role, src)
         return ir.DtypePolicy(**chosen)
 
-    def expand_block(self, stmt: s.OpCall, caller: Scope, unit: Unit) -> ir.Block:
+    def expand_block(self, stmt: s.OpCall, caller: Scope, unit: LoadedFile) -> ir.Block:
         bdef, bunit = unit.blocks[stmt.name]
         src = unit.src
         if stmt.name in self.blocks:
@@ -676,9 +678,9 @@ def role_dtype(scope: Scope, role: str, src: Source) -> DType:
 # ---------------------------------------------------------------- models
 
 
-def _model_chain(name: str, unit: Unit) -> list[tuple[s.ModelDef, Unit]]:
+def _model_chain(name: str, unit: LoadedFile) -> list[tuple[s.ModelDef, LoadedFile]]:
     """The model and its ancestors, leaf first."""
-    chain: list[tuple[s.ModelDef, Unit]] = [unit.models[name]]
+    chain: list[tuple[s.ModelDef, LoadedFile]] = [unit.models[name]]
     while (m := chain[-1][0]).extends is not None:
         owner = chain[-1][1]
         if m.extends not in owner.models:
@@ -694,7 +696,7 @@ def _model_chain(name: str, unit: Unit) -> list[tuple[s.ModelDef, Unit]]:
     return chain
 
 
-def resolve_model(unit: Unit, name: str) -> ir.Spec:
+def resolve_model(unit: LoadedFile, name: str) -> ir.Spec:
     """Resolve model `name` as seen from `unit` into a Spec."""
     chain = _model_chain(name, unit)
     defs: dict[str, Def] = {}
@@ -745,7 +747,7 @@ def resolve_model(unit: Unit, name: str) -> ir.Spec:
     )
 
 
-def _check_unused_overrides(leaf: s.ModelDef, unit: Unit, scope: Scope, inherited: set[str]):
+def _check_unused_overrides(leaf: s.ModelDef, unit: LoadedFile, scope: Scope, inherited: set[str]):
     for st in leaf.body:
         if isinstance(st, s.Assign) and st.name not in inherited | scope.used | METADATA_AND_ROLES:
             pos = s.Pos(st.pos.line, st.pos.column, st.pos.line, st.pos.column + len(st.name))
@@ -760,7 +762,7 @@ def _check_unused_overrides(leaf: s.ModelDef, unit: Unit, scope: Scope, inherite
 METADATA_AND_ROLES = frozenset(METADATA) | {n for names in ROLE_CHAIN.values() for n in names}
 
 
-def pick_model(unit: Unit, model: str | None) -> str:
+def pick_model(unit: LoadedFile, model: str | None) -> str:
     if model is not None:
         if model not in unit.models:
             hint = did_you_mean(model, unit.models) or (

@@ -146,7 +146,9 @@ def build_report(
                 time_s=tf.time_s,
                 bound=_bound(tf, op),
                 attained_flops=cn.fwd.flops / tf.time_s if tf.time_s else 0.0,
-                kernel=serve(op, hw.arch) if isinstance(op, GemmOp | GroupedGemmOp) else None,
+                kernel=serve(op, hw.arch, hw.compute_units)
+                if isinstance(op, GemmOp | GroupedGemmOp)
+                else None,
                 backward=back,
                 total_time_s=total,
                 share=share(total),

@@ -9,17 +9,17 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from .dtypes import DType
+from .frozen import Frozen
 
 SCHEMA_VERSION = 1
 
 
-class IR(BaseModel):
-    # Validators are built on first use: building all of them up front costs more than
-    # compiling a spec (the recursive layer union especially).
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+class IR(Frozen):
+    """A node of the Spec IR (validators built on first use: the recursive layer union
+    especially costs more to build than a spec costs to compile)."""
 
 
 class Activation(StrEnum):
@@ -194,7 +194,7 @@ class Repeat(IR):
 
     kind: Literal["repeat"] = "repeat"
     count: int
-    body: tuple[Node, ...]
+    body: tuple[Statement, ...]
 
 
 class Block(IR):
@@ -202,7 +202,7 @@ class Block(IR):
 
     kind: Literal["block"] = "block"
     name: str
-    body: tuple[Node, ...]
+    body: tuple[Statement, ...]
 
 
 Op = (
@@ -219,7 +219,7 @@ Op = (
     | LMHead
     | Classifier
 )
-Node = Annotated[Op | Repeat | Block, Field(discriminator="kind")]
+Statement = Annotated[Op | Repeat | Block, Field(discriminator="kind")]
 ParamValue = bool | int | float | str
 
 
@@ -231,4 +231,4 @@ class Spec(IR):
     title: str
     params: dict[str, ParamValue]
     dtypes: DtypePolicy
-    body: tuple[Node, ...]
+    body: tuple[Statement, ...]

@@ -73,3 +73,10 @@ def test_other_architectures() -> None:
     assert scaled.id == "triton-tut-11-tcgen05-mma-scaled"
     ampere = serve(GemmOp(4096, 4096, 4096), "sm80")
     assert ampere.id is None and ampere.reason.startswith("Gluon has no GEMM kernel for sm80")
+
+
+def test_the_split_k_note_counts_the_parts_own_compute_units() -> None:
+    # MI355X has 256 CUs, MI350X too; a part with 304 says so (hardware file's compute_units)
+    c = serve(GemmOp(8, 8192, 8192), "gfx950", compute_units=304)
+    assert c.reason.endswith("N/256 = 32 workgroups fill 32 of 304 CUs: split-K would be "
+                             "needed to reach full bandwidth")  # fmt: skip
