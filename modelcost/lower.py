@@ -85,24 +85,6 @@ class _Emit:
         return full
 
 
-def _scope_base(op: ir.Op) -> str:
-    return {
-        "embed": "embed",
-        "pos_embed": "pos_embed",
-        "patch_embed": "patch_embed",
-        "layernorm": "norm",
-        "rmsnorm": "norm",
-        "attention": "attn",
-        "mla": "attn",
-        "mlp": "mlp",
-        "moe": "moe",
-        "mamba2": "mamba",
-        "residual": "residual",
-        "lm_head": "lm_head",
-        "classifier": "classifier",
-    }[op.kind]
-
-
 def _gemm(
     M: int,
     N: int,
@@ -129,11 +111,11 @@ class _Lowerer:
         count_before = e.count
         e.count = count_before * times
         try:
-            emit(e, op, e.scope(_scope_base(op)))
+            emit(e, op, e.scope(op.scope))
         finally:
             e.count = count_before
 
-    def _act(self, op: ir.Op) -> DType:
+    def _act(self, op: ir.Op | ir.Norm) -> DType:
         return op.dtypes.activations
 
     def _embed(self, e: _Emit, op: ir.Embedding, name: str) -> None:
@@ -482,10 +464,7 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     notes: list[str] = []
     ops = [op for op, _ in walk(spec.body)]
     patch = next((op for op in ops if isinstance(op, ir.PatchEmbed)), None)
-    causal = any(getattr(op, "causal", False) for op in ops) or any(
-        isinstance(op, ir.Mamba2) for op in ops
-    )
-    if w.phase is Phase.decode and not causal:
+    if w.phase is Phase.decode and not any(op.decodes for op in ops):
         raise SpecError(
             f"decode needs a causal decoder, and `{spec.name}` has no causal attention or SSM",
             filename="modelcost",
@@ -540,7 +519,7 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     stream, residual = "", ""
     layer = 0
     plan = _layer_plan(spec.body)
-    model_scope = Counter(_scope_base(item) for item in plan if not isinstance(item, _Stack))
+    model_scope = Counter(item.scope for item in plan if not isinstance(item, _Stack))
     model_emit = _Emit("", "model", 1, stream, residual, totals=model_scope)
     pending_stride_end = 0
     for item in plan:
@@ -556,7 +535,7 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
         layers = tuple(first + i * item.stride for i in range(item.count))
         label = f"layers.{first}"
         ops = list(walk(item.body))
-        totals = Counter(_scope_base(op) for op, _ in ops)
+        totals = Counter(op.scope for op, _ in ops)
         e = _Emit(f"{label}.", label, item.count, stream, residual, totals=totals)
         for op, times in ops:
             lowerer.lower(e, op, times)

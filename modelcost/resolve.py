@@ -23,7 +23,6 @@ from .files import read_text
 from .parse import parse
 from .vocabulary import (
     REQUIRED,
-    SIGNATURES,
     ArgSpec,
     ArgType,
     CheckFailure,
@@ -31,6 +30,7 @@ from .vocabulary import (
     OpSignature,
     Ref,
     argument_names,
+    signatures,
 )
 
 # Bounds that keep any spec, however hostile, cheap to compile.
@@ -531,9 +531,10 @@ class _Resolver:
     def call(self, stmt: s.OpCall, scope: Scope, unit: LoadedFile):
         if stmt.name in unit.blocks:
             return self.expand_block(stmt, scope, unit)
-        if stmt.name in SIGNATURES:
-            return self.op(SIGNATURES[stmt.name], stmt, scope, unit.src)
-        hint = did_you_mean(stmt.name, [*SIGNATURES, *unit.blocks])
+        sigs = signatures()
+        if stmt.name in sigs:
+            return self.op(sigs[stmt.name], stmt, scope, unit.src)
+        hint = did_you_mean(stmt.name, [*sigs, *unit.blocks])
         if stmt.name in unit.models:
             hint = (
                 "a model cannot be used as a layer: use `extends`, or move its layers into a block"
@@ -594,7 +595,7 @@ class _Resolver:
             except CheckFailure as fail:
                 raise self._blame(fail, bound, stmt, src) from None
         dtypes = self.dtypes(sig, bound, scope, src, what)
-        return sig.ir_type(**sig.fixed, **values, dtypes=dtypes)
+        return sig.ir_type(**values, dtypes=dtypes)
 
     @staticmethod
     def _blame(fail: CheckFailure, bound: dict[str, Bound], stmt: s.OpCall, src: Source):

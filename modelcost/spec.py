@@ -6,13 +6,15 @@ about source text: two specs that mean the same architecture compare equal.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
 from .dtypes import DType
 from .frozen import Frozen
+from .vocabulary import Arg, ArgType, CheckFailure, Derived, Ref
 
 SCHEMA_VERSION = 1
 
@@ -50,115 +52,292 @@ class DtypePolicy(IR):
     kv_cache: DType
 
 
+# ---------------------------------------------------------------- layer kinds
+#
+# One declaration per layer kind: the class is the Spec IR node, and its annotations
+# are the statement's arguments (`Arg`: kind and default, in positional order; `dim`
+# last). The `kind` literal is the statement's name; `scope` names its ops in the graph
+# (`layers.3.attn.q_proj`); `check` validates bound values; `decodes` says whether the
+# layer can run one token at a time. Its lowering is `_Lowerer._<kind>` in lower.py and
+# its parameters `op_params` in params.py (docs/contributing.md).
+
+T = ArgType
+
+
+def _divides(small: str, big: str, values: dict, what: str) -> None:
+    if values[big] % values[small]:
+        raise CheckFailure(
+            small,
+            f"{small} = {values[small]} does not divide {big} = {values[big]}",
+            what,
+        )
+
+
+def _check_attention(v: dict) -> None:
+    if v["heads"] % v["kv_heads"]:
+        raise CheckFailure(
+            "kv_heads",
+            f"kv_heads = {v['kv_heads']} does not divide heads = {v['heads']}",
+            "each KV head serves a whole group of query heads (GQA)",
+        )
+
+
+def _default_head_dim(v: dict) -> int:
+    if v["dim"] % v["heads"]:
+        raise CheckFailure(
+            "heads",
+            f"heads = {v['heads']} does not divide dim = {v['dim']}",
+            "set head_dim explicitly when it is not dim / heads",
+        )
+    return v["dim"] // v["heads"]
+
+
+def _check_moe(v: dict) -> None:
+    if v["top_k"] > v["experts"]:
+        raise CheckFailure(
+            "top_k",
+            f"top_k = {v['top_k']} is larger than experts = {v['experts']}",
+            "a token is routed to top_k distinct experts",
+        )
+    _divides("groups", "experts", v, "experts are split into equal groups")
+    if v["groups_kept"] > v["groups"]:
+        raise CheckFailure(
+            "groups_kept",
+            f"groups_kept = {v['groups_kept']} is larger than groups = {v['groups']}",
+            "a token picks groups_kept of the groups, then top_k experts inside them",
+        )
+    per_group = v["experts"] // v["groups"]
+    if v["top_k"] > v["groups_kept"] * per_group:
+        raise CheckFailure(
+            "top_k",
+            f"top_k = {v['top_k']} is more than the {v['groups_kept'] * per_group} experts "
+            f"of {v['groups_kept']} kept groups",
+            "raise groups_kept or lower top_k",
+        )
+
+
+def _check_mlp(v: dict) -> None:
+    if v["fused_gate_up"] and not v["act"].gated:
+        raise CheckFailure(
+            "fused_gate_up",
+            f"fused_gate_up needs a gated activation, and `{v['act'].value}` has no gate",
+            "use act = swiglu or geglu",
+        )
+
+
+def _check_mamba2(v: dict) -> None:
+    d_inner = v["expand"] * v["dim"]
+    if d_inner % v["head_dim"]:
+        raise CheckFailure(
+            "head_dim",
+            f"head_dim = {v['head_dim']} does not divide expand * dim = {d_inner}",
+            "the SSD heads split the inner width evenly",
+        )
+    heads = d_inner // v["head_dim"]
+    if heads % v["groups"]:
+        raise CheckFailure(
+            "groups",
+            f"groups = {v['groups']} does not divide the {heads} SSD heads",
+            "B and C are shared by heads/groups heads each",
+        )
+
+
+def _check_patch(v: dict) -> None:
+    _divides("patch", "image", v, "the image is cut into whole patches")
+
+
 class _Op(IR):
-    dim: int = Field(description="model (residual stream) width")
+    dim: Annotated[
+        int, Arg(T.DIM, Ref("d_model")), Field(description="model (residual stream) width")
+    ]
     dtypes: DtypePolicy
+
+    scope: ClassVar[str]
+    takes_kv_dtype: ClassVar[bool] = False
+    check: ClassVar[Callable[[dict], None] | None] = None
+
+    @property
+    def decodes(self) -> bool:
+        """Whether the layer can run one new token at a time (causal attention over a
+        cache, or a recurrent state): a model decodes if any of its layers does."""
+        return False
 
 
 class Embedding(_Op):
     """Token embedding table, vocab × dim."""
 
     kind: Literal["embed"] = "embed"
-    vocab: int
+    vocab: Annotated[int, Arg(T.DIM)]
+    scope: ClassVar[str] = "embed"
 
 
 class PositionEmbedding(_Op):
     """Learned absolute position embeddings, positions × dim."""
 
     kind: Literal["pos_embed"] = "pos_embed"
-    positions: int
+    positions: Annotated[int, Arg(T.DIM)]
+    scope: ClassVar[str] = "pos_embed"
 
 
 class PatchEmbed(_Op):
     """Vision patch embedding: a conv with kernel = stride = patch, plus an optional class token."""
 
     kind: Literal["patch_embed"] = "patch_embed"
-    image: int
-    patch: int
-    channels: int
-    bias: bool
-    cls_token: bool
+    patch: Annotated[int, Arg(T.DIM)]
+    image: Annotated[int, Arg(T.DIM)]
+    channels: Annotated[int, Arg(T.DIM, 3)]
+    bias: Annotated[bool, Arg(T.BOOL, True)]
+    cls_token: Annotated[bool, Arg(T.BOOL, True)]
+    scope: ClassVar[str] = "patch_embed"
+    check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_patch)
 
 
 class Norm(_Op):
+    """LayerNorm or RMSNorm over the residual stream."""
+
     kind: Literal["layernorm", "rmsnorm"]
     bias: bool = False
+    scope: ClassVar[str] = "norm"
+
+
+class LayerNorm(Norm):
+    kind: Literal["layernorm"] = "layernorm"
+    bias: Annotated[bool, Arg(T.BOOL, True)] = False
+
+
+class RMSNorm(Norm):
+    kind: Literal["rmsnorm"] = "rmsnorm"
 
 
 class Attention(_Op):
     """Multi-head attention with free head_dim; MHA when kv_heads = heads, MQA when 1."""
 
     kind: Literal["attention"] = "attention"
-    heads: int
-    kv_heads: int
-    head_dim: int
-    qkv_bias: bool
-    out_bias: bool
-    fused_qkv: bool = Field(description="one GEMM computes q, k and v (GPT-2's c_attn)")
-    qk_norm: bool
-    rope: bool
-    window: int = Field(description="sliding-window size in tokens; 0 = full attention")
-    softcap: float = Field(description="logit soft-capping value; 0 = off")
-    sinks: bool = Field(description="one learned attention-sink logit per head")
-    causal: bool
+    heads: Annotated[int, Arg(T.DIM)]
+    kv_heads: Annotated[int, Arg(T.DIM, Derived("heads", lambda v: v["heads"]))]
+    head_dim: Annotated[int, Arg(T.DIM, Derived("dim / heads", _default_head_dim))]
+    qkv_bias: Annotated[bool, Arg(T.BOOL, False)]
+    out_bias: Annotated[bool, Arg(T.BOOL, False)]
+    fused_qkv: Annotated[
+        bool, Arg(T.BOOL, False), Field(description="one GEMM computes q, k and v (GPT-2's c_attn)")
+    ]
+    qk_norm: Annotated[bool, Arg(T.BOOL, False)]
+    rope: Annotated[bool, Arg(T.BOOL, True)]
+    window: Annotated[
+        int, Arg(T.COUNT, 0), Field(description="sliding-window size in tokens; 0 = full attention")
+    ]
+    softcap: Annotated[
+        float, Arg(T.NUMBER, 0.0), Field(description="logit soft-capping value; 0 = off")
+    ]
+    sinks: Annotated[
+        bool, Arg(T.BOOL, False), Field(description="one learned attention-sink logit per head")
+    ]
+    causal: Annotated[bool, Arg(T.BOOL, True)]
+    scope: ClassVar[str] = "attn"
+    takes_kv_dtype: ClassVar[bool] = True
+    check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_attention)
+
+    @property
+    def decodes(self) -> bool:
+        return self.causal
 
 
 class MLA(_Op):
     """Multi-head latent attention (DeepSeek-V2/V3)."""
 
     kind: Literal["mla"] = "mla"
-    heads: int
-    q_lora_rank: int = Field(description="0 = queries projected directly from the input")
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
-    causal: bool
+    heads: Annotated[int, Arg(T.DIM)]
+    kv_lora_rank: Annotated[int, Arg(T.DIM)]
+    qk_nope_head_dim: Annotated[int, Arg(T.DIM)]
+    qk_rope_head_dim: Annotated[int, Arg(T.DIM)]
+    v_head_dim: Annotated[int, Arg(T.DIM)]
+    q_lora_rank: Annotated[
+        int, Arg(T.COUNT, 0), Field(description="0 = queries projected directly from the input")
+    ]
+    causal: Annotated[bool, Arg(T.BOOL, True)]
+    scope: ClassVar[str] = "attn"
+    takes_kv_dtype: ClassVar[bool] = True
+
+    @property
+    def decodes(self) -> bool:
+        return self.causal
 
 
 class MLP(_Op):
     kind: Literal["mlp"] = "mlp"
-    d_ff: int
-    act: Activation
-    bias: bool
-    fused_gate_up: bool = Field(
-        default=False, description="one GEMM computes gate and up (Phi-3's gate_up_proj)"
-    )
+    d_ff: Annotated[int, Arg(T.DIM)]
+    act: Annotated[Activation, Arg(T.ACT, Activation.swiglu)]
+    bias: Annotated[bool, Arg(T.BOOL, False)]
+    fused_gate_up: Annotated[
+        bool,
+        Arg(T.BOOL, False),
+        Field(description="one GEMM computes gate and up (Phi-3's gate_up_proj)"),
+    ] = False
+    scope: ClassVar[str] = "mlp"
+    check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_mlp)
 
 
 class MoE(_Op):
     """Mixture of experts: a router, `experts` routed experts (top_k per token), shared experts."""
 
     kind: Literal["moe"] = "moe"
-    experts: int
-    top_k: int
-    d_ff: int
-    shared_experts: int
-    shared_d_ff: int
-    act: Activation
-    bias: bool
-    router_bias: bool = Field(description="a bias on the router logits (gpt-oss)")
-    router: Router = Field(description="scoring function: softmax or sigmoid")
-    groups: int = Field(description="expert groups for group-limited routing (n_group)")
-    groups_kept: int = Field(description="groups a token may route into (topk_group)")
-    correction_bias: bool = Field(
-        description="a per-expert bias added to the scores for selection only "
-        "(DeepSeek-V3's e_score_correction_bias)"
-    )
+    experts: Annotated[int, Arg(T.DIM)]
+    top_k: Annotated[int, Arg(T.DIM)]
+    d_ff: Annotated[int, Arg(T.DIM)]
+    shared_experts: Annotated[int, Arg(T.COUNT, 0)]
+    shared_d_ff: Annotated[
+        int,
+        Arg(T.DIM, Derived("d_ff", lambda v: v["d_ff"])),
+        Field(description="the width of one shared expert"),
+    ]
+    act: Annotated[Activation, Arg(T.ACT, Activation.swiglu)]
+    bias: Annotated[bool, Arg(T.BOOL, False)]
+    router_bias: Annotated[
+        bool, Arg(T.BOOL, False), Field(description="a bias on the router logits (gpt-oss)")
+    ]
+    router: Annotated[
+        Router,
+        Arg(T.ROUTER, Router.softmax),
+        Field(description="scoring function: softmax or sigmoid"),
+    ]
+    groups: Annotated[
+        int, Arg(T.DIM, 1), Field(description="expert groups for group-limited routing (n_group)")
+    ]
+    groups_kept: Annotated[
+        int,
+        Arg(T.DIM, Derived("groups", lambda v: v["groups"])),
+        Field(description="groups a token may route into (topk_group)"),
+    ]
+    correction_bias: Annotated[
+        bool,
+        Arg(T.BOOL, False),
+        Field(
+            description="a per-expert bias added to the scores for selection only "
+            "(DeepSeek-V3's e_score_correction_bias)"
+        ),
+    ]
+    scope: ClassVar[str] = "moe"
+    check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_moe)
 
 
 class Mamba2(_Op):
     """Mamba-2 SSD mixer: in_proj, causal conv1d, SSD scan, gated RMSNorm, out_proj."""
 
     kind: Literal["mamba2"] = "mamba2"
-    d_state: int
-    d_conv: int
-    expand: int
-    head_dim: int
-    groups: int
-    chunk: int
-    conv_bias: bool
-    bias: bool
+    d_state: Annotated[int, Arg(T.DIM, 128)]
+    d_conv: Annotated[int, Arg(T.DIM, 4)]
+    expand: Annotated[int, Arg(T.DIM, 2)]
+    head_dim: Annotated[int, Arg(T.DIM, 64)]
+    groups: Annotated[int, Arg(T.DIM, 1)]
+    chunk: Annotated[int, Arg(T.DIM, 256)]
+    conv_bias: Annotated[bool, Arg(T.BOOL, True)]
+    bias: Annotated[bool, Arg(T.BOOL, False)]
+    scope: ClassVar[str] = "mamba"
+    check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_mamba2)
+
+    @property
+    def decodes(self) -> bool:
+        return True  # a recurrent state
 
     @property
     def d_inner(self) -> int:
@@ -171,22 +350,25 @@ class Mamba2(_Op):
 
 class Residual(_Op):
     kind: Literal["residual"] = "residual"
+    scope: ClassVar[str] = "residual"
 
 
 class LMHead(_Op):
     kind: Literal["lm_head"] = "lm_head"
-    vocab: int
-    tied: bool
-    bias: bool
-    softcap: float
+    vocab: Annotated[int, Arg(T.DIM)]
+    tied: Annotated[bool, Arg(T.BOOL, False)]
+    bias: Annotated[bool, Arg(T.BOOL, False)]
+    softcap: Annotated[float, Arg(T.NUMBER, 0.0)]
+    scope: ClassVar[str] = "lm_head"
 
 
 class Classifier(_Op):
     """Classification head on the pooled (class-token) representation."""
 
     kind: Literal["classifier"] = "classifier"
-    classes: int
-    bias: bool
+    classes: Annotated[int, Arg(T.DIM)]
+    bias: Annotated[bool, Arg(T.BOOL, True)]
+    scope: ClassVar[str] = "classifier"
 
 
 class Repeat(IR):
@@ -209,7 +391,8 @@ Op = (
     Embedding
     | PositionEmbedding
     | PatchEmbed
-    | Norm
+    | LayerNorm
+    | RMSNorm
     | Attention
     | MLA
     | MLP
@@ -219,6 +402,9 @@ Op = (
     | LMHead
     | Classifier
 )
+OP_TYPES: tuple[type[_Op], ...] = (Embedding, PositionEmbedding, PatchEmbed, LayerNorm, RMSNorm,
+                                   Attention, MLA, MLP, MoE, Mamba2, Residual, LMHead,
+                                   Classifier)  # fmt: skip
 Statement = Annotated[Op | Repeat | Block, Field(discriminator="kind")]
 ParamValue = bool | int | float | str
 
