@@ -420,6 +420,13 @@ class _Lowerer:
             )
         e.stream = logits
 
+    def _pooler(self, e: _Emit, op: ir.Pooler, name: str) -> None:
+        s, d = self.s, op.dtypes
+        rec = _gemm(s.B, op.dim, op.dim, op.bias, d)  # on each sequence's class token
+        dense = self._linear(e, f"{name}.dense", rec, (e.stream,), d.weights)
+        tanh = UnaryOp((s.B, op.dim), "tanh", d.activations, d.activations)
+        e.stream = e.add(f"{name}.tanh", tanh, (dense,), out=s.B * op.dim * bpe(d.activations))
+
     def _classifier(self, e: _Emit, op: ir.Classifier, name: str) -> None:
         s, d = self.s, op.dtypes
         rec = _gemm(s.B, op.classes, op.dim, op.bias, d)  # on each image's class token

@@ -110,6 +110,9 @@ def op_params(op: ir.Op) -> tuple[Component, int, int]:
         case ir.LMHead():
             n = 0 if op.tied else _linear(op.dim, op.vocab, op.bias)
             return Component.head, n, n
+        case ir.Pooler():
+            n = _linear(op.dim, op.dim, op.bias)
+            return Component.head, n, n
         case ir.Classifier():
             n = _linear(op.dim, op.classes, op.bias)
             return Component.head, n, n

@@ -362,6 +362,14 @@ class LMHead(_Op):
     scope: ClassVar[str] = "lm_head"
 
 
+class Pooler(_Op):
+    """BERT's pooler: a dense layer and tanh on each sequence's first (class) token."""
+
+    kind: Literal["pooler"] = "pooler"
+    bias: Annotated[bool, Arg(T.BOOL, True)]
+    scope: ClassVar[str] = "pooler"
+
+
 class Classifier(_Op):
     """Classification head on the pooled (class-token) representation."""
 
@@ -400,11 +408,12 @@ Op = (
     | Mamba2
     | Residual
     | LMHead
+    | Pooler
     | Classifier
 )
 OP_TYPES: tuple[type[_Op], ...] = (Embedding, PositionEmbedding, PatchEmbed, LayerNorm, RMSNorm,
                                    Attention, MLA, MLP, MoE, Mamba2, Residual, LMHead,
-                                   Classifier)  # fmt: skip
+                                   Pooler, Classifier)  # fmt: skip
 Statement = Annotated[Op | Repeat | Block, Field(discriminator="kind")]
 ParamValue = bool | int | float | str
 

@@ -291,3 +291,21 @@ def test_sdpa_of_every_attention_model_is_causal_at_prefill() -> None:
     for name in ("llama3-8b.model", "mixtral-8x7b.model", "gemma2-9b.model"):
         g = graph(name)
         assert all(n.op.causal for n in g.nodes if isinstance(n.op, SdpaOp))
+
+
+def test_pooler_the_contributing_guides_example() -> None:
+    """docs/contributing.md adds `pooler` (BERT's) in three files; this is its test."""
+    from modelcost import parse_spec
+    from modelcost.params import count_params
+
+    spec = parse_spec(
+        "model m { d_model = 768\n  layernorm\n  attention(12, causal = false, rope = false)\n"
+        "  residual\n  pooler\n  classifier(2)\n}\n"
+    )
+    g = lower(spec, Workload(Phase.prefill, 4, 128))
+    assert gemms(g, "model")["pooler.dense"] == (4, 768, 768)  # one row per sequence
+    tanh = next(n.op for n in g.nodes if n.name == "pooler.tanh")
+    assert (tanh.fn, tanh.nelems) == ("tanh", 4 * 768)
+    # BertPooler: Linear(768, 768) with bias = 768·768 + 768 = 590,592 parameters
+    head = count_params(spec).components
+    assert head[next(c for c in head if c.value == "head")] == 590_592 + 768 * 2 + 2
