@@ -6,14 +6,18 @@ Public API: `load_spec`, `load_specs`, `parse_spec`, `SpecError`, the `Spec` IR,
 """
 
 from .errors import SpecError
-from .params import ParamCount, count_params
-from .resolve import load_spec, load_specs, parse_spec
-from .spec import Spec
 
 __version__ = "0.1.0"
 
-# The report pipeline (lower → cost → roofline) is imported on first use.
+# Everything else is imported on first use (`modelcost --help` needs neither pydantic nor
+# lark).
 _LAZY = {
+    "ParamCount": ("params", "ParamCount"),
+    "count_params": ("params", "count_params"),
+    "load_spec": ("resolve", "load_spec"),
+    "load_specs": ("resolve", "load_specs"),
+    "parse_spec": ("resolve", "parse_spec"),
+    "Spec": ("spec", "Spec"),
     "compile_report": ("compile", "compile_report"),
     "load_hardware": ("hardware", "load_hardware"),
     "Workload": ("graph", "Workload"),

@@ -13,20 +13,18 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .errors import SpecError
 from .files import read_text, write_text
-from .fmt import format_source
-from .graph import Workload
 from .options import ROOFLINE, WORKLOAD, add_options
-from .params import count_params
-from .perfmodel import Conventions
 from .render import FORMATS
 from .render.escape import terminal
 from .render.units import count, fixed
-from .resolve import load_spec, load_specs
-from .spec import Spec
+
+if TYPE_CHECKING:  # the commands import what they need: `--help` loads no parser
+    pass
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -36,6 +34,9 @@ def _report(err: SpecError) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from .params import count_params
+    from .resolve import load_spec, load_specs
+
     status = EXIT_OK
     for path in args.specs:
         if path.endswith(".hw"):
@@ -66,6 +67,8 @@ def _check_hardware(path: str) -> int:
 
 
 def cmd_fmt(args: argparse.Namespace) -> int:
+    from .fmt import format_source
+
     status = EXIT_OK
     for path in args.specs:
         try:
@@ -94,6 +97,9 @@ def cmd_fmt(args: argparse.Namespace) -> int:
 
 
 def cmd_params(args: argparse.Namespace) -> int:
+    from .params import count_params
+    from .resolve import load_spec
+
     try:
         spec = load_spec(args.spec, args.model)
     except SpecError as err:
@@ -126,6 +132,7 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     from .report import ReportSet
+    from .spec import Spec
 
     model = ReportSet if args.report else Spec
     print(json.dumps(model.model_json_schema(), indent=2, sort_keys=True))
@@ -148,6 +155,7 @@ def _kinds(text: str) -> frozenset[str]:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from .hardware import load_hardware
+    from .resolve import load_spec
 
     try:
         spec = load_spec(args.spec, args.model)
@@ -172,6 +180,8 @@ def _render_reports(reports: list, fmt: str) -> str:
 def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
     """One report per requested phase; `suffix` picks the `--X-b` overrides of a diff."""
     from .compile import compile_report
+    from .graph import Workload
+    from .perfmodel import Conventions
 
     def pick(name: str):
         value = getattr(args, f"{name}{suffix}", None) if suffix else None
@@ -195,6 +205,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from .diff import diff
     from .hardware import load_hardware
     from .render import render_diff
+    from .resolve import load_spec
 
     try:
         spec_a, spec_b = load_spec(args.a), load_spec(args.b)
@@ -223,6 +234,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_site(args: argparse.Namespace) -> int:
     from .hardware import load_hardware
+    from .perfmodel import Conventions
+    from .resolve import load_specs
     from .site import SiteOptions, build_site, foreign_files, write_site
 
     try:

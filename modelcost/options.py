@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_LOGITS, DEFAULT_SEQ, Phase
 from .perfmodel import Conventions
-from .report import PeakMode
 
-PEAK_MODES = ("datasheet", "achievable")
+PeakMode = Literal["datasheet", "achievable"]  # which figures a roofline uses
+PEAK_MODES: tuple[PeakMode, ...] = ("datasheet", "achievable")
 DEFAULT_PEAK: PeakMode = "datasheet"
 
 

@@ -12,11 +12,11 @@ from typing import Literal
 from pydantic import Field
 
 from .frozen import Frozen
+from .options import PeakMode
 
 REPORT_SCHEMA_VERSION = 2  # 2: one layout, {schema_version, reports: [...]}, for any phases
 
 Bound = Literal["compute", "memory", "network"]
-PeakMode = Literal["datasheet", "achievable"]  # which figures a roofline uses
 
 
 class ModelInfo(Frozen):

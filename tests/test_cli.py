@@ -130,3 +130,16 @@ def test_check_hardware_files() -> None:
     bad = run("check", "wrong_unit.hw", cwd=FIXTURES / "invalid_hw")
     assert bad.returncode == 2
     assert bad.stderr.startswith("wrong_unit.hw:7:26: error: `memory_bandwidth` needs bandwidth")
+
+
+def test_help_and_version_import_neither_pydantic_nor_lark() -> None:
+    # issue 9: the commands import what they need; printing help loads no parser
+    code = (
+        "import sys\nfrom modelcost.cli import main\n"
+        "for argv in (['--version'], ['--help'], ['compile', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+        "print(sorted(m for m in ('pydantic', 'lark', 'jinja2') if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
