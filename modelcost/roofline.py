@@ -73,8 +73,8 @@ def _intensity(flops: float, nbytes: float) -> float:
 
 def _pass(c: Cost, t: Timing, op: OpRecord) -> PassTiming:
     return PassTiming(
-        flops=c.flops,
-        bytes=c.bytes,
+        flops=float(c.flops),
+        bytes=float(c.bytes),
         intensity=_intensity(c.flops, c.bytes),
         compute_s=t.compute_s,
         memory_s=t.memory_s,
@@ -138,8 +138,8 @@ def build_report(
                 peak_flops=tf.peak_flops,
                 peak_precision=tf.peak_precision,
                 peak_source=tf.peak_source,
-                flops=cn.fwd.flops,
-                bytes=cn.fwd.bytes,
+                flops=float(cn.fwd.flops),
+                bytes=float(cn.fwd.bytes),
                 intensity=_intensity(cn.fwd.flops, cn.fwd.bytes),
                 compute_s=tf.compute_s,
                 memory_s=tf.memory_s,
@@ -154,7 +154,8 @@ def build_report(
                 share=share(total),
             )
         )
-    everything = sum((_step_cost(o) for o in ops), Cost())
+    costs = [_step_cost(o) for o in ops]  # each op's cost summed once, used thrice
+    everything = sum(costs, Cost())
     flops, nbytes = everything.flops, everything.bytes
     compute_bound = sum(
         o.count * (o.time_s if o.bound == "compute" else 0)
@@ -223,8 +224,8 @@ def build_report(
             mfu_bound=flops / (step * main_peak) if step else 0.0,
             memory=Memory(**mem, total=total_mem, capacity=hw.memory, fits=fits, warning=warning),
         ),
-        layers=_layers(ops, graph, share),
-        kinds=_kinds(ops, share),
+        layers=_layers(ops, costs, graph, share),
+        kinds=_kinds(ops, costs, share),
         kernels=_kernels(ops, share),
         ops=tuple(ops),
         notes=graph.notes,
@@ -274,17 +275,18 @@ def _step_cost(o: OpEntry) -> Cost:
     return (Cost(o.flops, o.bytes) + back) * o.count
 
 
-def _aggregate(ops: list[OpEntry], key) -> dict[str, tuple[Cost, float]]:
+def _aggregate(ops: list[OpEntry], costs: list[Cost], key) -> dict[str, tuple[Cost, float]]:
     """Cost and time summed by `key(op)`, in first-seen order."""
     acc: dict[str, tuple[Cost, float]] = {}
-    for o in ops:
-        c, t = acc.get(key(o), (Cost(), 0.0))
-        acc[key(o)] = (c + _step_cost(o), t + o.total_time_s)
+    for o, cost in zip(ops, costs, strict=True):
+        k = key(o)
+        c, t = acc.get(k, (Cost(), 0.0))
+        acc[k] = (c + cost, t + o.total_time_s)
     return acc
 
 
-def _layers(ops: list[OpEntry], graph, share) -> tuple[LayerEntry, ...]:
-    acc = _aggregate(ops, lambda o: o.group)
+def _layers(ops: list[OpEntry], costs: list[Cost], graph, share) -> tuple[LayerEntry, ...]:
+    acc = _aggregate(ops, costs, lambda o: o.group)
     return tuple(
         LayerEntry(
             group=g.name,
@@ -302,8 +304,10 @@ def _layers(ops: list[OpEntry], graph, share) -> tuple[LayerEntry, ...]:
     )
 
 
-def _kinds(ops: list[OpEntry], share) -> tuple[KindEntry, ...]:
-    ranked = sorted(_aggregate(ops, lambda o: o.kind).items(), key=lambda kv: (-kv[1][1], kv[0]))
+def _kinds(ops: list[OpEntry], costs: list[Cost], share) -> tuple[KindEntry, ...]:
+    ranked = sorted(
+        _aggregate(ops, costs, lambda o: o.kind).items(), key=lambda kv: (-kv[1][1], kv[0])
+    )
     return tuple(
         KindEntry(kind=k, flops=c.flops, bytes=c.bytes, time_s=t, share=share(t))
         for k, (c, t) in ranked

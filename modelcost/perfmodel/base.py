@@ -55,15 +55,23 @@ class Cost:
         return self.flops / self.bytes if self.bytes else float("inf")
 
 
-def bpe(dtype: DType) -> Number:
-    """Bytes per element, block scales included (mxfp4: 0.5 + 1/32)."""
+def _bytes(dtype: DType) -> Number:
     value = DTYPES[dtype].bytes_per_element
     return int(value) if value.is_integer() else value
+
+
+_BPE: dict[DType, Number] = {d: _bytes(d) for d in DType}
+
+
+def bpe(dtype: DType) -> Number:
+    """Bytes per element, block scales included (mxfp4: 0.5 + 1/32)."""
+    return _BPE[dtype]
 
 
 _PRECISION_RANK = {"fp32": 6, "tf32": 5, "bf16": 4, "fp16": 4, "fp8": 3, "int8": 3, "fp6": 2}
 
 
+@cache
 def compute_precision(*dtypes: DType) -> str:
     """The precision math on these operands runs at: that of the widest operand
     (bf16 activations × int4 weights run at bf16; fp8 × fp8 at fp8)."""
