@@ -181,6 +181,9 @@ def foreign_files(files: dict[str, str], out: Path) -> list[str]:
         path = out / rel
         if not path.exists() and not path.is_symlink():
             continue
+        if not path.is_file():  # a FIFO, a device, a directory: never ours, never read
+            foreign.append(rel)
+            continue
         try:
             with open(path, "rb") as f:
                 f.seek(max(0, path.stat().st_size - len(SITE_MARK)))
