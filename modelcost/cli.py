@@ -13,7 +13,6 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import __version__
 from .errors import SpecError
@@ -22,9 +21,6 @@ from .options import ROOFLINE, WORKLOAD, add_options
 from .render import FORMATS
 from .render.escape import terminal
 from .render.units import count, fixed
-
-if TYPE_CHECKING:  # the commands import what they need: `--help` loads no parser
-    pass
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 

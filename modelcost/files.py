@@ -96,6 +96,8 @@ def write_text(output: str | os.PathLike[str], text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    if not name:
+        raise FileNotFoundError(2, "an empty path names no file", name)
     target = Path(os.path.realpath(name))  # a symlink is written through
     try:
         info = target.stat()

@@ -45,7 +45,7 @@ class Workload:
                 object.__setattr__(self, "phase", Phase(self.phase))
             except ValueError:
                 raise ValueError(
-                    f"unknown phase {self.phase!r}; choose from prefill, decode, train"
+                    f"unknown phase {self.phase!r}; choose from {', '.join(Phase)}"
                 ) from None
         if self.logits not in ("all", "last"):
             raise ValueError(f"logits must be 'all' or 'last', got {self.logits!r}")

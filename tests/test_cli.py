@@ -5,17 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import FIXTURES, MODELS, ROOT, ZOO
+from conftest import FIXTURES, MODELS, ROOT, ZOO, run_cli
 
-
-def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "modelcost", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+run = run_cli
 
 
 def test_check_every_shipped_spec() -> None:

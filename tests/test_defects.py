@@ -6,29 +6,18 @@ Each test names the item it guards; each failed before its fix.
 import os
 import stat
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from conftest import MODELS, ROOT
+from conftest import MODELS, ROOT, run_cli
 
 from modelcost import SpecError, load_spec, parse_spec
 from modelcost.compile import compile_report
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
 
-
-def run(*args: str, cwd: Path = ROOT, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "modelcost", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        input=stdin,
-        timeout=60,
-    )
+run = run_cli
 
 
 # ---- 1. encoders and vision models run at their image's token count
