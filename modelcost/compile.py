@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import spec as ir
+from .bulk import in_bulk
 from .cost import cost
 from .graph import Phase, Workload
 from .hardware import Hardware, load_hardware
@@ -16,6 +17,7 @@ from .resolve import load_spec
 from .roofline import build_report
 
 
+@in_bulk
 def compile_report(
     spec: ir.Spec | str | Path,
     hw: Hardware | str | Path,

@@ -55,8 +55,8 @@ def catalog() -> tuple[Kernel, ...]:
 
 def _choice(k: Kernel | None, reason: str, exact: bool = False) -> KernelChoice:
     if k is None:
-        return KernelChoice(reason=reason, exact=False)
-    return KernelChoice(
+        return KernelChoice.trusted(reason=reason, exact=False)
+    return KernelChoice.trusted(
         id=k.id,
         title=k.title,
         url=k.url,
@@ -109,7 +109,7 @@ def serve(op: GemmOp | GroupedGemmOp, arch: str, compute_units: int = 256) -> Ke
             )
         prefix += f"{a} activations quantized to {b} (no mixed-dtype kernel): "
         choice = _pick(fits, M, N, K, prefix, compute_units)
-        return choice.model_copy(update={"exact": False})
+        return KernelChoice.trusted(**{**choice.__dict__, "exact": False})
     if not fits:
         return _choice(None, f"{prefix}no Gluon kernel for {a} on {arch}")
     return _pick(fits, M, N, K, prefix, compute_units)

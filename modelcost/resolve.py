@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import spec as ir
 from . import syntax as s
+from .bulk import in_bulk
 from .dtypes import DType, dtype_names, lookup_dtype
 from .errors import SpecError, did_you_mean
 from .files import read_text
@@ -526,7 +527,7 @@ class _Resolver:
             self.multiplicity = outer
         if count == 0 or not body:
             return []
-        return [ir.Repeat(count=count, body=tuple(body))]
+        return [ir.Repeat.trusted(count=count, body=tuple(body))]
 
     def call(self, stmt: s.OpCall, scope: Scope, unit: LoadedFile):
         if stmt.name in unit.blocks:
@@ -595,7 +596,7 @@ class _Resolver:
             except CheckFailure as fail:
                 raise self._blame(fail, bound, stmt, src) from None
         dtypes = self.dtypes(sig, bound, scope, src, what)
-        return sig.ir_type(**values, dtypes=dtypes)
+        return sig.ir_type.trusted(**values, dtypes=dtypes)
 
     @staticmethod
     def _blame(fail: CheckFailure, bound: dict[str, Bound], stmt: s.OpCall, src: Source):
@@ -614,7 +615,7 @@ class _Resolver:
         for role, names in ROLE_CHAIN.items():
             explicit = next((d for d in map(arg, names) if d is not None), None)
             chosen[role] = explicit or role_dtype(scope, role, src)
-        return ir.DtypePolicy(**chosen)
+        return ir.DtypePolicy.trusted(**chosen)
 
     def expand_block(self, stmt: s.OpCall, caller: Scope, unit: LoadedFile) -> ir.Block:
         bdef, bunit = unit.blocks[stmt.name]
@@ -649,7 +650,7 @@ class _Resolver:
             body = self.body(bdef.body, scope, bunit, top=True)
         finally:
             self.blocks.pop()
-        return ir.Block(name=bdef.name, body=tuple(body))
+        return ir.Block.trusted(name=bdef.name, body=tuple(body))
 
 
 def role_dtype(scope: Scope, role: str, src: Source) -> DType:
@@ -723,7 +724,7 @@ def resolve_model(unit: LoadedFile, name: str) -> ir.Spec:
     scope = Scope(defs)
     resolver = _Resolver(scope)
     body = resolver.body(owner[0].body, scope, owner[1], top=True)
-    policy = ir.DtypePolicy(**{r: role_dtype(scope, r, leaf_unit.src) for r in ROLE_CHAIN})
+    policy = ir.DtypePolicy.trusted(**{r: role_dtype(scope, r, leaf_unit.src) for r in ROLE_CHAIN})
     # a title names one model: a child that sets none is labelled by its own name,
     # never with its parent's title
     own_title = any(isinstance(st, s.Assign) and st.name == "title" for st in leaf.body)
@@ -739,7 +740,7 @@ def resolve_model(unit: LoadedFile, name: str) -> ir.Spec:
     if own_title and not isinstance(title, str):
         d = defs["title"]
         raise d.unit.src.error(f"`title` must be a string, got {_show(title)}", d.expr.pos)  # type: ignore[arg-type]
-    return ir.Spec(
+    return ir.Spec.trusted(
         name=leaf.name,
         title=title if isinstance(title, str) else leaf.name,
         params=params,
@@ -786,6 +787,7 @@ def pick_model(unit: LoadedFile, model: str | None) -> str:
     )
 
 
+@in_bulk
 def load_specs(path: str | Path) -> list[ir.Spec]:
     """Resolve every model a file defines (not those it imports), in file order."""
     unit = Loader().load_path(Path(path))
@@ -794,12 +796,14 @@ def load_specs(path: str | Path) -> list[ir.Spec]:
     return [resolve_model(unit, name) for name in unit.local_models]
 
 
+@in_bulk
 def load_spec(path: str | Path, model: str | None = None) -> ir.Spec:
     """Load, resolve and validate the model defined in a `.model` file."""
     unit = Loader().load_path(Path(path))
     return resolve_model(unit, pick_model(unit, model))
 
 
+@in_bulk
 def parse_spec(text: str, filename: str = "<string>", model: str | None = None) -> ir.Spec:
     """Resolve a spec given as text; imports are relative to `filename`'s folder."""
     path = (

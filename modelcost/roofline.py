@@ -51,36 +51,42 @@ class Timing:
         return max(self.compute_s, self.memory_s)
 
 
+@dataclass(frozen=True, slots=True)
+class Roof:
+    """The two roofs one op runs under: its compute peak and its bytes/s."""
+
+    peak_flops: float
+    peak_precision: str
+    peak_source: PeakMode
+    bytes_per_s: float
+
+
+def roof(unit: Unit, precision: str, hw: Hardware, peak: PeakMode, bandwidth: PeakMode) -> Roof:
+    """Math on `unit` at `precision`; network ops move their bytes at the scale-up
+    bandwidth and do their (reduction) math on the vector units."""
+    if unit is Unit.network:
+        flops, used, source = hw.peak("vector", precision, peak)
+        return Roof(flops, used, source, hw.scaleup_per_direction)
+    kind: Literal["matrix", "vector"] = "matrix" if unit is Unit.matrix else "vector"
+    flops, used, source = hw.peak(kind, precision, peak)
+    return Roof(flops, used, source, hw.bandwidth(bandwidth))
+
+
 def time_op(c: Cost, op: OpRecord, hw: Hardware, peak: PeakMode, bandwidth: PeakMode) -> Timing:
     """Roofline of one pass of one op."""
-    if op.unit is Unit.network:
-        flops, used, source = hw.peak("vector", op.precision, peak)
-        return Timing(c.flops / flops, c.bytes / hw.scaleup_per_direction, flops, used, source)
-    unit: Literal["matrix", "vector"] = "matrix" if op.unit is Unit.matrix else "vector"
-    flops, used, source = hw.peak(unit, op.precision, peak)
-    return Timing(c.flops / flops, c.bytes / hw.bandwidth(bandwidth), flops, used, source)
+    r = roof(op.unit, op.precision, hw, peak, bandwidth)
+    compute_s, memory_s = c.flops / r.peak_flops, c.bytes / r.bytes_per_s
+    return Timing(compute_s, memory_s, r.peak_flops, r.peak_precision, r.peak_source)
 
 
-def _bound(t: Timing, op: OpRecord) -> Bound:
-    if t.compute_s >= t.memory_s:
+def _bound(compute_s: float, memory_s: float, unit: Unit) -> Bound:
+    if compute_s >= memory_s:
         return "compute"
-    return "network" if op.unit is Unit.network else "memory"
+    return "network" if unit is Unit.network else "memory"
 
 
 def _intensity(flops: float, nbytes: float) -> float:
     return flops / nbytes if nbytes else 0.0
-
-
-def _pass(c: Cost, t: Timing, op: OpRecord) -> PassTiming:
-    return PassTiming(
-        flops=float(c.flops),
-        bytes=float(c.bytes),
-        intensity=_intensity(c.flops, c.bytes),
-        compute_s=t.compute_s,
-        memory_s=t.memory_s,
-        time_s=t.time_s,
-        bound=_bound(t, op),
-    )
 
 
 def _shape_params(op: OpRecord) -> dict:
@@ -100,52 +106,68 @@ def build_report(
     w = graph.workload
     groups = {g.name: g for g in graph.groups}
     kept = _only_kinds(costed, only) if only is not None else None
+    roofs: dict[tuple[Unit, str], Roof] = {}  # a handful of distinct (unit, precision)
     rows = []
     for cn in costed.nodes:
         op = cn.node.op
         if kept is not None and op.kind not in kept:
             continue
-        tf = time_op(cn.fwd, op, hw, peak, bandwidth)
+        dtypes = op.operand_dtypes()
+        precision = op.precision
+        r = roofs.get((op.unit, precision))
+        if r is None:
+            r = roofs[op.unit, precision] = roof(op.unit, precision, hw, peak, bandwidth)
+        f, b = cn.fwd, cn.bwd
+        fc, fm = f.flops / r.peak_flops, f.bytes / r.bytes_per_s
         back = None
-        tb_time = 0.0
-        if cn.bwd is not None:
-            tb = time_op(cn.bwd, op, hw, peak, bandwidth)
-            back, tb_time = _pass(cn.bwd, tb, op), tb.time_s
-        rows.append((cn, tf, back, cn.node.count * (tf.time_s + tb_time)))
-    step = sum(r[3] for r in rows)
+        tb = 0.0
+        if b is not None:
+            bc, bm = b.flops / r.peak_flops, b.bytes / r.bytes_per_s
+            tb = max(bc, bm)
+            back = PassTiming.trusted(
+                flops=float(b.flops),
+                bytes=float(b.bytes),
+                intensity=_intensity(b.flops, b.bytes),
+                compute_s=bc,
+                memory_s=bm,
+                time_s=tb,
+                bound=_bound(bc, bm, op.unit),
+            )
+        tf = max(fc, fm)
+        rows.append((cn, op, dtypes, precision, r, fc, fm, tf, back, cn.node.count * (tf + tb)))
+    step = sum(row[-1] for row in rows)
 
     def share(t: float) -> float:
         return t / step if step else 0.0
 
     ops = []
-    for cn, tf, back, total in rows:
-        n, op = cn.node, cn.node.op
+    for cn, op, dtypes, precision, r, fc, fm, tf, back, total in rows:
+        n = cn.node
+        g = groups.get(n.group)
         ops.append(
-            OpEntry(
+            OpEntry.trusted(
                 name=n.name,
-                layer=groups[n.group].layers[0]
-                if n.group in groups and groups[n.group].layers
-                else None,
+                layer=g.layers[0] if g is not None and g.layers else None,
                 group=n.group,
-                layers=groups[n.group].layer_label if n.group in groups else "",
+                layers=g.layer_label if g is not None else "",
                 kind=op.kind,
                 count=n.count,
                 shape=_shape_params(op),
                 shape_label=op.describe(),
-                dtype=op.precision,
-                dtypes={k: v.value for k, v in op.operand_dtypes().items()},
+                dtype=precision,
+                dtypes={k: v.value for k, v in dtypes.items()},
                 unit=op.unit.value,
-                peak_flops=tf.peak_flops,
-                peak_precision=tf.peak_precision,
-                peak_source=tf.peak_source,
+                peak_flops=r.peak_flops,
+                peak_precision=r.peak_precision,
+                peak_source=r.peak_source,
                 flops=float(cn.fwd.flops),
                 bytes=float(cn.fwd.bytes),
                 intensity=_intensity(cn.fwd.flops, cn.fwd.bytes),
-                compute_s=tf.compute_s,
-                memory_s=tf.memory_s,
-                time_s=tf.time_s,
-                bound=_bound(tf, op),
-                attained_flops=cn.fwd.flops / tf.time_s if tf.time_s else 0.0,
+                compute_s=fc,
+                memory_s=fm,
+                time_s=tf,
+                bound=_bound(fc, fm, op.unit),
+                attained_flops=cn.fwd.flops / tf if tf else 0.0,
                 kernel=serve(op, hw.arch, hw.compute_units)
                 if isinstance(op, GemmOp | GroupedGemmOp)
                 else None,
@@ -154,9 +176,9 @@ def build_report(
                 share=share(total),
             )
         )
-    costs = [_step_cost(o) for o in ops]  # each op's cost summed once, used thrice
-    everything = sum(costs, Cost())
-    flops, nbytes = everything.flops, everything.bytes
+    sums = [_step_sums(o) for o in ops]  # each op's all-copies, both-passes sums, once
+    flops = sum(s[0] for s in sums)
+    nbytes = sum(s[1] for s in sums)
     compute_bound = sum(
         o.count * (o.time_s if o.bound == "compute" else 0)
         + o.count * (o.backward.time_s if o.backward and o.backward.bound == "compute" else 0)
@@ -164,7 +186,7 @@ def build_report(
     )
     shape = graph.shape
     tokens = shape.T
-    per_token = PerToken(
+    per_token = PerToken.trusted(
         tokens_per_step=tokens,
         ms_per_step=step * 1e3,
         ms_per_token=step * 1e3 if shape.decode else step * 1e3 / tokens,
@@ -181,14 +203,14 @@ def build_report(
             f"needs {total_mem / 1e9:,.1f} GB but {hw.title} has {hw.memory / 1e9:,.0f} GB: "
             "it does not fit on one device"
         )
-    return Report(
-        model=ModelInfo(
+    return Report.trusted(
+        model=ModelInfo.trusted(
             name=facts.name,
             title=facts.title,
             params_total=facts.params_total,
             params_active=facts.params_active,
         ),
-        hardware=HardwareInfo(
+        hardware=HardwareInfo.trusted(
             name=hw.name,
             title=hw.title,
             vendor=hw.vendor,
@@ -201,7 +223,7 @@ def build_report(
             knee=main_peak / hw.bandwidth(bandwidth),
             knee_precision=main_precision,
         ),
-        workload=WorkloadInfo(
+        workload=WorkloadInfo.trusted(
             phase=w.phase.value,
             batch=shape.B,
             seq=shape.S,
@@ -211,7 +233,7 @@ def build_report(
             label=shape.label,
             conventions=costed.conventions.value,
         ),
-        totals=Totals(
+        totals=Totals.trusted(
             flops=flops,
             bytes=nbytes,
             intensity=_intensity(flops, nbytes),
@@ -222,10 +244,12 @@ def build_report(
             bound="compute" if compute_bound >= step - compute_bound else "memory",
             per_token=per_token,
             mfu_bound=flops / (step * main_peak) if step else 0.0,
-            memory=Memory(**mem, total=total_mem, capacity=hw.memory, fits=fits, warning=warning),
+            memory=Memory.trusted(
+                **mem, total=total_mem, capacity=hw.memory, fits=fits, warning=warning
+            ),
         ),
-        layers=_layers(ops, costs, graph, share),
-        kinds=_kinds(ops, costs, share),
+        layers=_layers(ops, sums, graph, share),
+        kinds=_kinds(ops, sums, share),
         kernels=_kernels(ops, share),
         ops=tuple(ops),
         notes=graph.notes,
@@ -245,11 +269,11 @@ def footprint(graph: OpGraph) -> dict[str, float]:
             default=0.0,
         )
     return {
-        "weights": facts.weight_bytes,
-        "kv_cache": facts.cache_bytes,
-        "activations": activations,
-        "gradients": facts.gradient_bytes,
-        "optimizer_states": facts.optimizer_bytes,
+        "weights": float(facts.weight_bytes),
+        "kv_cache": float(facts.cache_bytes),
+        "activations": float(activations),
+        "gradients": float(facts.gradient_bytes),
+        "optimizer_states": float(facts.optimizer_bytes),
     }
 
 
@@ -269,48 +293,57 @@ def _only_kinds(costed: CostedGraph, only: frozenset[str]) -> frozenset[str]:
     return frozenset(by_folded[k.casefold()] for k in only)
 
 
-def _step_cost(o: OpEntry) -> Cost:
-    """All copies of an op, both passes."""
-    back = Cost(o.backward.flops, o.backward.bytes) if o.backward else Cost()
-    return (Cost(o.flops, o.bytes) + back) * o.count
+Sums = tuple[float, float]  # (FLOPs, bytes)
 
 
-def _aggregate(ops: list[OpEntry], costs: list[Cost], key) -> dict[str, tuple[Cost, float]]:
-    """Cost and time summed by `key(op)`, in first-seen order."""
-    acc: dict[str, tuple[Cost, float]] = {}
-    for o, cost in zip(ops, costs, strict=True):
-        k = key(o)
-        c, t = acc.get(k, (Cost(), 0.0))
-        acc[k] = (c + cost, t + o.total_time_s)
+def _step_sums(o: OpEntry) -> Sums:
+    """All copies of an op, both passes: (FLOPs, bytes)."""
+    b = o.backward
+    if b is None:
+        return o.flops * o.count, o.bytes * o.count
+    return (o.flops + b.flops) * o.count, (o.bytes + b.bytes) * o.count
+
+
+def _aggregate(ops: list[OpEntry], sums: list[Sums], key) -> dict[str, list[float]]:
+    """[FLOPs, bytes, time] summed by `key(op)`, in first-seen order."""
+    acc: dict[str, list[float]] = {}
+    for o, (f, nb) in zip(ops, sums, strict=True):
+        a = acc.get(key(o))
+        if a is None:
+            acc[key(o)] = [f, nb, o.total_time_s]
+        else:
+            a[0] += f
+            a[1] += nb
+            a[2] += o.total_time_s
     return acc
 
 
-def _layers(ops: list[OpEntry], costs: list[Cost], graph, share) -> tuple[LayerEntry, ...]:
-    acc = _aggregate(ops, costs, lambda o: o.group)
+def _layers(ops: list[OpEntry], sums: list[Sums], graph, share) -> tuple[LayerEntry, ...]:
+    acc = _aggregate(ops, sums, lambda o: o.group)
     return tuple(
-        LayerEntry(
+        LayerEntry.trusted(
             group=g.name,
             block=g.block,
             layers=g.layer_label,
             count=g.count,
-            flops=acc[g.name][0].flops,
-            bytes=acc[g.name][0].bytes,
-            intensity=_intensity(acc[g.name][0].flops, acc[g.name][0].bytes),
-            time_s=acc[g.name][1],
-            share=share(acc[g.name][1]),
+            flops=acc[g.name][0],
+            bytes=acc[g.name][1],
+            intensity=_intensity(acc[g.name][0], acc[g.name][1]),
+            time_s=acc[g.name][2],
+            share=share(acc[g.name][2]),
         )
         for g in graph.groups
         if g.name in acc
     )
 
 
-def _kinds(ops: list[OpEntry], costs: list[Cost], share) -> tuple[KindEntry, ...]:
+def _kinds(ops: list[OpEntry], sums: list[Sums], share) -> tuple[KindEntry, ...]:
     ranked = sorted(
-        _aggregate(ops, costs, lambda o: o.kind).items(), key=lambda kv: (-kv[1][1], kv[0])
+        _aggregate(ops, sums, lambda o: o.kind).items(), key=lambda kv: (-kv[1][2], kv[0])
     )
     return tuple(
-        KindEntry(kind=k, flops=c.flops, bytes=c.bytes, time_s=t, share=share(t))
-        for k, (c, t) in ranked
+        KindEntry.trusted(kind=k, flops=f, bytes=nb, time_s=t, share=share(t))
+        for k, (f, nb, t) in ranked
     )
 
 
@@ -326,7 +359,7 @@ def _kernels(ops: list[OpEntry], share) -> tuple[KernelUse, ...]:
         assert k is not None  # grouped above by their kernel
         t = sum(o.total_time_s for o in members)
         rows.append(
-            KernelUse(
+            KernelUse.trusted(
                 id=kid,
                 title=k.title,
                 url=k.url,

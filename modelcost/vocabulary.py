@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cache
 
+from .frozen import Frozen
+
 
 class ArgType(Enum):
     DIM = "a positive integer"
@@ -71,7 +73,7 @@ class CheckFailure(Exception):
 @dataclass(frozen=True, slots=True)
 class OpSignature:
     name: str
-    ir_type: type
+    ir_type: type[Frozen]  # the layer kind's IR class
     args: tuple[ArgSpec, ...]
     kv_cache: bool = False  # takes a kv_dtype override
     check: Callable[[dict], None] | None = None

@@ -32,8 +32,15 @@ def test_every_spec_workload_and_target(path: Path) -> None:
                     compile_report(spec, hw, workload)
                 continue
             report = compile_report(spec, hw, workload)
-            again = ReportSet.model_validate_json(render_json([report]))
+            text = render_json([report])
+            again = ReportSet.model_validate_json(text)
             assert again.reports == (report,)
+            # the report is built without validation (Frozen.trusted): validating it
+            # changes nothing, not even an int where the schema says float
+            assert render_json(list(again.reports)) == text
+            assert Report.model_validate(report.model_dump()).model_dump_json() == (
+                report.model_dump_json()
+            )
             t = report.totals
             assert t.time_s > 0 and t.flops > 0 and t.bytes > 0
             assert t.per_token.tokens_per_s > 0
@@ -146,3 +153,17 @@ def test_report_schema_is_printed() -> None:
     schema = json.loads(run("schema", "--report").stdout)
     assert schema["title"] == "ReportSet"
     assert {"Report", "OpEntry"} <= set(schema["$defs"])
+
+
+def test_trusted_construction_refuses_unknown_and_missing_fields() -> None:
+    # Frozen.trusted skips validation, not the field list: a misspelt or forgotten
+    # field is a programming error caught at once
+    from modelcost.report import Memory, PerToken
+
+    with pytest.raises(TypeError, match=r"unknown \['tokens'\], missing \['tokens_per_s'\]"):
+        PerToken.trusted(tokens_per_step=1, ms_per_step=1.0, ms_per_token=1.0, tokens=3)
+    m = Memory.trusted(
+        weights=1.0, kv_cache=0.0, activations=2.0, total=3.0, capacity=4.0, fits=True
+    )
+    assert (m.gradients, m.optimizer_states, m.warning) == (0, 0, None)  # the defaults
+    assert list(m.model_dump()) == list(Memory.model_fields)  # in field order

@@ -10,6 +10,8 @@ import types
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..bulk import in_bulk
+
 if TYPE_CHECKING:
     from ..diff import DiffReport
     from ..report import Report
@@ -20,10 +22,11 @@ FORMATS: dict[str, tuple[str, str, str]] = {
     "text": ("text", "render_text", "md"),
     "md": ("formats", "render_markdown", "md"),
     "html": ("formats", "render_html", "html"),
-    "json": ("formats", "render_json", "json"),
+    "json": ("json_format", "render_json", "json"),
 }
 
 
+@in_bulk
 def render(reports: Report | Sequence[Report], fmt: str = "md") -> str:
     """One report, or several (one per phase of one model on one target, side by side),
     as `text`, `md`, `html` or `json`."""

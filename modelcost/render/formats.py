@@ -1,13 +1,16 @@
 """The output formats of reports and diffs: Markdown and HTML through the templates
-(view-models first: render/view.py, render/diff_view.py), JSON as the models are.
+(view-models first: render/view.py, render/diff_view.py); JSON is render/json_format.py.
 The terminal summary is render/text.py. Registered by name in render/__init__.py."""
 
 from __future__ import annotations
 
 from ..diff import DiffReport
-from ..report import Report, ReportSet
+from ..report import Report
 from .diff_view import build_diff_view
 from .env import render
+from .json_format import render_diff_json, render_json
+
+__all__ = ["render_diff", "render_html", "render_json", "render_markdown"]
 from .view import build_view
 
 
@@ -20,15 +23,9 @@ def render_html(reports: list[Report]) -> str:
     return render("report.html.j2", view=build_view(reports))
 
 
-def render_json(reports: list[Report]) -> str:
-    """`{"schema_version": 2, "reports": [Report, ...]}` for any number of phases (its
-    JSON Schema: `modelcost schema --report`)."""
-    return ReportSet(reports=tuple(reports)).model_dump_json(indent=2) + "\n"
-
-
 def render_diff(d: DiffReport, fmt: str) -> str:
     """A diff as `md` (also for `text`), `html` or `json`."""
     if fmt == "json":
-        return d.model_dump_json(indent=2) + "\n"
+        return render_diff_json(d)
     template = "diff.html.j2" if fmt == "html" else "diff.md.j2"
     return render(template, view=build_diff_view(d))
