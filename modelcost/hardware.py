@@ -83,7 +83,7 @@ class Hardware(Frozen):
     source: str = ""
     matrix: dict[str, float]
     vector: dict[str, float]
-    achievable: Achievable = Achievable()
+    achievable: Achievable = Field(default_factory=lambda: Achievable())
 
     def peak(
         self,
@@ -275,12 +275,13 @@ def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
         node = sections["vector"].children[0] if "vector" in sections else name_tok
         raise reader.error("the `vector` section needs `fp32`", node)
     ach = tables["achievable"]
-    achievable = Achievable(
+    # every value typed and range-checked by the reader above: no second validation
+    achievable = Achievable.trusted(
         matrix={k: v for k, v in ach.items() if k in PRECISIONS},
         memory_bandwidth=ach.get("memory_bandwidth"),
         source=ach.get("source", ""),
     )
-    return Hardware(
+    return Hardware.trusted(
         name=str(name_tok),
         matrix=tables["matrix"],
         vector=tables["vector"],

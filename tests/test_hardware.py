@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES
 
 from modelcost import SpecError
-from modelcost.hardware import load_hardware, shipped_hardware
+from modelcost.hardware import Hardware, load_hardware, shipped_hardware
 
 INVALID = sorted((FIXTURES / "invalid_hw").glob("*.hw"))
 
@@ -64,6 +64,20 @@ def test_a_users_own_file(tmp_path: Path) -> None:
     assert (h.memory, h.memory_bandwidth, h.clock) == (64 * 2**30, 1e12, 1.5e9)
     assert h.peak("matrix", "bf16") == (5e14, "bf16", "datasheet")
     assert h.peak("vector", "bf16") == (20e12, "fp32", "datasheet")  # no bf16 vector rate
+    assert_as_validated(h)
+
+
+def assert_as_validated(h: Hardware) -> None:
+    """The reader builds Hardware without a second validation (Frozen.trusted): validating
+    it changes nothing, not even an int where the schema says float."""
+    text = h.model_dump_json()
+    assert Hardware.model_validate_json(text).model_dump_json() == text
+    assert Hardware.model_validate(h.model_dump()) == h
+
+
+@pytest.mark.parametrize("name", shipped_hardware())
+def test_shipped_targets_are_what_validation_would_make(name: str) -> None:
+    assert_as_validated(load_hardware(name))
 
 
 def test_unknown_name_has_a_hint() -> None:

@@ -4,8 +4,12 @@ the table code."""
 
 from __future__ import annotations
 
-from ..diff import DiffReport
+from typing import TYPE_CHECKING
+
 from ..report import Report, ReportSet
+
+if TYPE_CHECKING:
+    from ..diff import DiffReport
 
 
 def render_json(reports: list[Report]) -> str:
