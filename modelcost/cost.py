@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .graph import Node, OpGraph
 from .perfmodel import AdamStepOp, Conventions, Cost
+from .record import Record
 
 
-@dataclass(frozen=True, slots=True)
-class CostedNode:
+class CostedNode(Record, frozen=True):
     """A node with its per-instance costs; `bwd` only when training."""
 
     node: Node
@@ -17,8 +15,7 @@ class CostedNode:
     bwd: Cost | None
 
 
-@dataclass(frozen=True, slots=True)
-class CostedGraph:
+class CostedGraph(Record, frozen=True):
     graph: OpGraph
     conventions: Conventions
     nodes: tuple[CostedNode, ...]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+from .record import Record
 
 
 class DType(StrEnum):
@@ -24,8 +25,7 @@ class DType(StrEnum):
     nvfp4 = "nvfp4"
 
 
-@dataclass(frozen=True, slots=True)
-class DTypeInfo:
+class DTypeInfo(Record, frozen=True):
     """Storage bits per element; block scaling (one scale of `scale_bits` per `block`
     elements); and the precision whose peak the roofline uses for math in this dtype."""
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
 from .dtypes import DType
 from .perfmodel import OpRecord
+from .record import Record, force_setattr
 
 
 class Phase(StrEnum):
@@ -22,8 +22,7 @@ DEFAULT_CONTEXT = 2048  # decode cached positions per sequence, when not given
 DEFAULT_LOGITS: Literal["all", "last"] = "all"
 
 
-@dataclass(frozen=True, slots=True)
-class Workload:
+class Workload(Record, frozen=True):
     """What runs: prefill(batch, seq), decode(batch, context) or train(batch, seq).
 
     Decode produces one new token per sequence, attending to `context` cached positions.
@@ -42,7 +41,7 @@ class Workload:
     def __post_init__(self) -> None:
         if not isinstance(self.phase, Phase):
             try:
-                object.__setattr__(self, "phase", Phase(self.phase))
+                force_setattr(self, "phase", Phase(self.phase))  # normalizing, in __init__
             except ValueError:
                 raise ValueError(
                     f"unknown phase {self.phase!r}; choose from {', '.join(Phase)}"
@@ -55,8 +54,7 @@ class Workload:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class Shape:
+class Shape(Record, frozen=True):
     """The token geometry lowering settled on for a workload: the one place that says
     how many tokens a step processes, how many queries and keys each sequence has,
     whether a cache is read and a backward pass runs, and how the step is labelled.
@@ -91,8 +89,7 @@ class Shape:
         return f"context {self.n_kv}" if self.decode else f"seq {self.S}"
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+class Node(Record, frozen=True):
     """One op of the graph, standing for `count` identical instances.
 
     `name` is hierarchical and stable (`layers.3.attn.q_proj`; a node of a repeated
@@ -108,8 +105,7 @@ class Node:
     out_bytes: float = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Group:
+class Group(Record, frozen=True):
     """A layer group: `count` identical layers (or the model-level ops, count 1)."""
 
     name: str
@@ -133,8 +129,7 @@ class Group:
         return f"{ls[0]}, {ls[1]}, …, {ls[-1]}"
 
 
-@dataclass(frozen=True, slots=True)
-class ModelFacts:
+class ModelFacts(Record, frozen=True):
     """What reporting needs of the spec, computed once by lowering (memory.model_facts):
     after lowering only the graph travels on."""
 
@@ -149,8 +144,7 @@ class ModelFacts:
     optimizer_bytes: float  # training: AdamW states and master weights
 
 
-@dataclass(frozen=True, slots=True)
-class OpGraph:
+class OpGraph(Record, frozen=True):
     """A lowered workload: its nodes and layer groups, the token geometry, the facts of
     the model it came from, and notes for the reader."""
 

@@ -9,7 +9,8 @@ own group. Each IR layer statement lowers to the ops its reference implementatio
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from . import spec as ir
 from .dtypes import DType
@@ -39,6 +40,7 @@ from .perfmodel import (
 )
 from .perfmodel.misc import LOSS_BYTES
 from .perfmodel.moe import ROUTER_INDEX_BYTES, ROUTER_PROB_BYTES
+from .record import Record
 
 ROUTE_BYTES = ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES  # a routing decision: weight and id
 
@@ -58,8 +60,7 @@ MLA_DECODE_NOTE = (
 )
 
 
-@dataclass
-class _Emit:
+class _Emit(Struct):
     """Collects the nodes of one scope (a layer, or the model level) with stable names."""
 
     prefix: str
@@ -437,8 +438,7 @@ class _Lowerer:
         e.stream = out
 
 
-@dataclass(frozen=True, slots=True)
-class _Stack:
+class _Stack(Record, frozen=True):
     """One layer group of the top level: `count` layers of `body`, the group's layers
     interleaving with its siblings' (stride k for a repeat of k block calls)."""
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_LOGITS, DEFAULT_SEQ, Phase
 from .perfmodel import Conventions
+from .record import Record
 
 PeakMode = Literal["datasheet", "achievable"]  # which figures a roofline uses
 PEAK_MODES: tuple[PeakMode, ...] = ("datasheet", "achievable")
@@ -44,8 +44,7 @@ def phases(text: str) -> list[Phase]:
     return list(dict.fromkeys(Phase(p) for p in names))
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
+class Option(Record, frozen=True):
     name: str  # the flag is --name, the argparse dest name
     parse: Callable[[str], object] | None
     default: object

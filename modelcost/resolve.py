@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from . import spec as ir
 from . import syntax as s
@@ -22,6 +23,7 @@ from .dtypes import DType, dtype_names, lookup_dtype
 from .errors import SpecError, did_you_mean
 from .files import read_text
 from .parse import parse
+from .record import Record
 from .vocabulary import (
     REQUIRED,
     ArgSpec,
@@ -53,8 +55,7 @@ ROLE_CHAIN = {  # role -> the names that set it, most specific first
 DEFAULT_DTYPE = DType.bf16
 
 
-@dataclass(frozen=True, slots=True)
-class Symbol:
+class Symbol(Record, frozen=True):
     """A bare name that denotes a constant of the language: a dtype or an activation."""
 
     name: str
@@ -77,8 +78,7 @@ SYMBOLS = frozenset(dtype_names()).union(
 # ---------------------------------------------------------------- sources and units
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
+class Source(Record, frozen=True):
     filename: str
     lines: tuple[str, ...]
 
@@ -95,8 +95,7 @@ class Source:
         )
 
 
-@dataclass(eq=False, slots=True)
-class LoadedFile:
+class LoadedFile(Struct, eq=False):
     """One parsed file and the definitions it can see (its own and its imports')."""
 
     path: Path | None
@@ -193,8 +192,7 @@ def _define(table: dict, name: str, entry: tuple, src: Source, pos: s.Pos) -> No
 # ---------------------------------------------------------------- scopes and expressions
 
 
-@dataclass(slots=True)
-class Def:
+class Def(Record, frozen=True):
     expr: s.Expr
     unit: LoadedFile
 
@@ -362,8 +360,7 @@ def _call(name: str, args: tuple[s.Expr, ...], scope: Scope, src: Source, pos: s
 # ---------------------------------------------------------------- argument binding
 
 
-@dataclass(slots=True)
-class Bound:
+class Bound(Record, frozen=True):
     value: Value
     pos: s.Pos
     src: Source

@@ -9,7 +9,6 @@ figures, the MFU bound and the memory footprint are all computed here.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Literal
 
 from .cost import CostedGraph
@@ -20,6 +19,7 @@ from .hardware import Hardware
 from .kernels import serve
 from .options import DEFAULT_PEAK
 from .perfmodel import Cost, GemmOp, GroupedGemmOp, OpRecord, Unit
+from .record import Record
 from .report import (
     Bound,
     HardwareInfo,
@@ -38,8 +38,7 @@ from .report import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Timing:
+class Timing(Record, frozen=True):
     compute_s: float
     memory_s: float
     peak_flops: float
@@ -51,8 +50,7 @@ class Timing:
         return max(self.compute_s, self.memory_s)
 
 
-@dataclass(frozen=True, slots=True)
-class Roof:
+class Roof(Record, frozen=True):
     """The two roofs one op runs under: its compute peak and its bytes/s."""
 
     peak_flops: float

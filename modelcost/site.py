@@ -4,7 +4,6 @@ or any static host."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import spec as ir
@@ -16,6 +15,7 @@ from .hardware import Hardware
 from .options import DEFAULT_PEAK
 from .params import walk
 from .perfmodel import Conventions
+from .record import Record
 from .render.env import render
 from .render.escape import safe_href
 from .render.formats import render_diff, render_html, render_markdown
@@ -24,8 +24,7 @@ from .render.units import count, duration, fixed
 from .report import PeakMode, Report
 
 
-@dataclass(frozen=True, slots=True)
-class SiteOptions:
+class SiteOptions(Record, frozen=True):
     """The workload of every page (prefill and decode side by side); defaults: options.py."""
 
     batch: int = DEFAULT_BATCH

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from functools import cache
+
+from .record import Record
 
 
-@dataclass(frozen=True, slots=True)
-class Pos:
+class Pos(Record, frozen=True):
     """A source span: 1-based line and column of the start, and of one past the end."""
 
     line: int
@@ -21,54 +22,71 @@ class Pos:
 
 NOWHERE = Pos(0, 0, 0, 0)
 
+# where a node was written, not what it says: left out of equality and hashing, so two
+# parses of the same text formatted differently compare equal
+UNCOMPARED = frozenset(
+    {"end_line", "extends_pos", "filename", "name_pos", "parens", "pos", "source"}
+)
+
+
+class Syntax(Record, frozen=True):
+    """A syntax node: equal to another when they say the same, wherever written."""
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _compared(type(self)))
+
+    def __hash__(self) -> int:
+        return hash((type(self), *(getattr(self, f) for f in _compared(type(self)))))
+
+
+@cache
+def _compared(cls: type[Syntax]) -> tuple[str, ...]:
+    return tuple(f for f in cls.__struct_fields__ if f not in UNCOMPARED)
+
+
 # ---------------------------------------------------------------- expressions
 
 
-@dataclass(frozen=True, slots=True)
-class Number:
+class Number(Syntax, frozen=True):
     text: str  # as written (kept by the formatter)
     value: int | float
-    pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class String:
+class String(Syntax, frozen=True):
     value: str
-    pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class Bool:
+class Bool(Syntax, frozen=True):
     value: bool
-    pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class Name:
+class Name(Syntax, frozen=True):
     id: str
-    pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class BinOp:
+class BinOp(Syntax, frozen=True):
     op: str  # one of + - * / // % **
     left: Expr
     right: Expr
-    pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class Unary:
+class Unary(Syntax, frozen=True):
     op: str  # - or +
     operand: Expr
-    pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class FuncCall:
+class FuncCall(Syntax, frozen=True):
     name: str
     args: tuple[Expr, ...]
-    pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
 
 
 Expr = Number | String | Bool | Name | BinOp | Unary | FuncCall
@@ -76,36 +94,32 @@ Expr = Number | String | Bool | Name | BinOp | Unary | FuncCall
 # ---------------------------------------------------------------- statements
 
 
-@dataclass(frozen=True, slots=True)
-class Assign:
+class Assign(Syntax, frozen=True):
     name: str
     value: Expr
-    pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class Arg:
+class Arg(Syntax, frozen=True):
     name: str | None  # None for a positional argument
     value: Expr
-    pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class OpCall:
+class OpCall(Syntax, frozen=True):
     """A layer statement: a built-in op (`attention(...)`) or a block (`decoder_layer`)."""
 
     name: str
     args: tuple[Arg, ...]
-    parens: bool = field(default=False, compare=False)
-    pos: Pos = field(default=NOWHERE, compare=False)
+    parens: bool = False
+    pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class Repeat:
+class Repeat(Syntax, frozen=True):
     count: Expr
     body: tuple[Stmt, ...]
-    pos: Pos = field(default=NOWHERE, compare=False)
-    end_line: int = field(default=0, compare=False)
+    pos: Pos = NOWHERE
+    end_line: int = 0
 
 
 Stmt = Assign | OpCall | Repeat
@@ -113,51 +127,45 @@ Stmt = Assign | OpCall | Repeat
 # ---------------------------------------------------------------- top level
 
 
-@dataclass(frozen=True, slots=True)
-class Param:
+class Param(Syntax, frozen=True):
     name: str
     default: Expr | None
-    pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class ModelDef:
+class ModelDef(Syntax, frozen=True):
     name: str
     extends: str | None
     body: tuple[Stmt, ...]
-    pos: Pos = field(default=NOWHERE, compare=False)
-    name_pos: Pos = field(default=NOWHERE, compare=False)
-    extends_pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
+    name_pos: Pos = NOWHERE
+    extends_pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class BlockDef:
+class BlockDef(Syntax, frozen=True):
     name: str
     params: tuple[Param, ...]
     body: tuple[Stmt, ...]
-    pos: Pos = field(default=NOWHERE, compare=False)
-    name_pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
+    name_pos: Pos = NOWHERE
 
 
-@dataclass(frozen=True, slots=True)
-class Import:
+class Import(Syntax, frozen=True):
     path: str
-    pos: Pos = field(default=NOWHERE, compare=False)
+    pos: Pos = NOWHERE
 
 
 Item = Import | ModelDef | BlockDef
 
 
-@dataclass(frozen=True, slots=True)
-class Comment:
+class Comment(Syntax, frozen=True):
     text: str  # including the leading '#'
     line: int
     trailing: bool  # code precedes it on its line
 
 
-@dataclass(frozen=True, slots=True)
-class Module:
+class Module(Syntax, frozen=True):
     items: tuple[Item, ...]
-    filename: str = field(compare=False)
-    source: str = field(compare=False, repr=False)
-    comments: tuple[Comment, ...] = field(default=(), compare=False)
+    filename: str
+    source: str
+    comments: tuple[Comment, ...] = ()

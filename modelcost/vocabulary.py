@@ -11,11 +11,11 @@ and name the argument to blame, so the resolver can point at it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
 from functools import cache
 
 from .frozen import Frozen
+from .record import Record
 
 
 class ArgType(Enum):
@@ -28,15 +28,13 @@ class ArgType(Enum):
     ROUTER = "a router function"
 
 
-@dataclass(frozen=True, slots=True)
-class Ref:
+class Ref(Record, frozen=True):
     """A default taken from the scope the op is called in (e.g. `dim` ← `d_model`)."""
 
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class Derived:
+class Derived(Record, frozen=True):
     """A default computed from other bound arguments; `text` documents it."""
 
     text: str
@@ -46,8 +44,7 @@ class Derived:
 REQUIRED = object()
 
 
-@dataclass(frozen=True, slots=True)
-class Arg:
+class Arg(Record, frozen=True):
     """Annotation metadata of an IR field a statement may set: its kind and default
     (REQUIRED, a value, a `Ref` to the calling scope or a `Derived` value)."""
 
@@ -55,8 +52,7 @@ class Arg:
     default: object = REQUIRED
 
 
-@dataclass(frozen=True, slots=True)
-class ArgSpec:
+class ArgSpec(Record, frozen=True):
     name: str
     type: ArgType
     default: object = REQUIRED
@@ -70,8 +66,7 @@ class CheckFailure(Exception):
         self.arg, self.message, self.hint = arg, message, hint
 
 
-@dataclass(frozen=True, slots=True)
-class OpSignature:
+class OpSignature(Record, frozen=True):
     name: str
     ir_type: type[Frozen]  # the layer kind's IR class
     args: tuple[ArgSpec, ...]

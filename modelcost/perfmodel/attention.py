@@ -6,7 +6,6 @@ softmax itself is not counted, as in TraceLens.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..dtypes import DType
@@ -103,8 +102,7 @@ class SDPA:
         return (q + k + v + do + q + k + v) * bytes_per_element  # reads, then dQ dK dV
 
 
-@dataclass(frozen=True, slots=True)
-class SdpaOp(OpRecord):
+class SdpaOp(OpRecord, frozen=True):
     """Fused attention over one batch: q/out in `act`, K and V in `kv` (the cache dtype)."""
 
     kind: ClassVar[str] = "SDPA"
@@ -204,8 +202,7 @@ class Softmax:
         return 2 * Softmax.bytes_func(M, N, bytes_per_element, B)
 
 
-@dataclass(frozen=True, slots=True)
-class SoftmaxOp(OpRecord):
+class SoftmaxOp(OpRecord, frozen=True):
     """Softmax over the last dimension (N) of a (B, M, N) tensor."""
 
     kind: ClassVar[str] = "Softmax"

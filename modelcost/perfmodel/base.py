@@ -3,12 +3,12 @@ and the base every op record derives from."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from enum import StrEnum
 from functools import cache
 from typing import ClassVar
 
 from ..dtypes import DTYPES, DType
+from ..record import Record, fields
 
 
 class Conventions(StrEnum):
@@ -34,8 +34,7 @@ class Unit(StrEnum):
 Number = int | float
 
 
-@dataclass(frozen=True, slots=True)
-class Cost:
+class Cost(Record, frozen=True):
     """FLOPs and bytes moved, addable and scalable (a repeated op is `count * cost`)."""
 
     flops: Number = 0
@@ -86,8 +85,7 @@ def prod(values) -> int:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class OpRecord:
+class OpRecord(Record, frozen=True):
     """One op instance: its shape parameters and the dtype of each operand.
 
     Subclasses set `kind` (the perf-model class name: GEMM, SDPA, ...) and `unit`, and
@@ -126,7 +124,7 @@ class OpRecord:
 
     def operand_dtypes(self) -> dict[str, DType]:
         """Every operand's dtype by field name."""
-        return {name: getattr(self, name) for name in _fields(type(self))[1]}  # type: ignore[arg-type]
+        return {name: getattr(self, name) for name in _fields(type(self))[1]}
 
     def describe(self) -> str:
         """The shape as a reader wants it in a table (`8192×8192×1024 +bias`); records
@@ -135,7 +133,7 @@ class OpRecord:
 
     def shape(self) -> dict[str, object]:
         """Shape parameters by their TraceLens names (dtypes left out)."""
-        return {name: getattr(self, name) for name in _fields(type(self))[0]}  # type: ignore[arg-type]
+        return {name: getattr(self, name) for name in _fields(type(self))[0]}
 
 
 @cache
@@ -144,5 +142,5 @@ def _fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
     shape: list[str] = []
     dtypes: list[str] = []
     for f in fields(cls):
-        (dtypes if f.type in ("DType", DType) else shape).append(f.name)
+        (dtypes if f.type is DType else shape).append(f.name)
     return tuple(shape), tuple(dtypes)

@@ -7,7 +7,6 @@ collectives also add (n−1)/n·S elements. These run at scale-up (network) band
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import ClassVar, Literal
 
@@ -27,8 +26,7 @@ def _number(x: Fraction) -> Number:
     return int(x) if x.denominator == 1 else float(x)
 
 
-@dataclass(frozen=True, slots=True)
-class CollectiveOp(OpRecord):
+class CollectiveOp(OpRecord, frozen=True):
     kind: ClassVar[str] = "Collective"
     unit: ClassVar[Unit] = Unit.network
 

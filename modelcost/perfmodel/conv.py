@@ -7,7 +7,6 @@ FLOPs follow torch.utils.flop_counter: 2 · prod(w[1:]) per output element.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..dtypes import DType
@@ -63,8 +62,7 @@ class CONV:
         return grads + ((prod(out_shape) + out_shape[1]) if bias else 0)
 
 
-@dataclass(frozen=True, slots=True)
-class ConvOp(OpRecord):
+class ConvOp(OpRecord, frozen=True):
     """A convolution: input shape, weight shape, and its geometry."""
 
     kind: ClassVar[str] = "CONV"
@@ -72,11 +70,11 @@ class ConvOp(OpRecord):
 
     x_shape: tuple[int, ...]
     w_shape: tuple[int, ...]
-    stride: tuple[int, ...] = field(default=(1,))
-    padding: tuple[int, ...] = field(default=(0,))
-    dilation: tuple[int, ...] = field(default=(1,))
+    stride: tuple[int, ...] = (1,)
+    padding: tuple[int, ...] = (0,)
+    dilation: tuple[int, ...] = (1,)
     transposed: bool = False
-    output_padding: tuple[int, ...] = field(default=(0,))
+    output_padding: tuple[int, ...] = (0,)
     bias: bool = False
     dtype: DType = DType.bf16
 

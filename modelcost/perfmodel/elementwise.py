@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..dtypes import DType
@@ -38,8 +37,7 @@ UNARY_FLOPS = {"copy": 1, "relu": 1, "silu": 4, "sigmoid": 4, "gelu": 8, "gelu_t
                "tanh": 4, "rsqrt": 2, "scale": 1}  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class UnaryOp(OpRecord):
+class UnaryOp(OpRecord, frozen=True):
     """y = f(x) over a tensor of `shape`."""
 
     kind: ClassVar[str] = "UnaryElementwise"
@@ -89,8 +87,7 @@ class BinaryElementwise:
         return nelems_in1 * bpe_in1 + nelems_in2 * bpe_in2 + nelems_out * bpe_out
 
 
-@dataclass(frozen=True, slots=True)
-class BinaryOp(OpRecord):
+class BinaryOp(OpRecord, frozen=True):
     """out = a ∘ b with broadcasting; `fn` is add, sub, mul or div."""
 
     kind: ClassVar[str] = "BinaryElementwise"
@@ -161,8 +158,7 @@ class Reduce:
         return num_output_elems * bpe_out + num_input_elems * bpe_in
 
 
-@dataclass(frozen=True, slots=True)
-class ReduceOp(OpRecord):
+class ReduceOp(OpRecord, frozen=True):
     """A reduction (sum, mean, max, ...) of a tensor over `dims`; cumsum keeps the shape."""
 
     kind: ClassVar[str] = "Reduce"

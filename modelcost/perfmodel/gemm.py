@@ -5,7 +5,6 @@ Y = X·Wᵀ (+ b) with X (M, K), W (N, K), Y (M, N); one multiply-add is 2 FLOPs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..dtypes import DType
@@ -50,8 +49,7 @@ class GEMM:
         return grads + (M * N if bias else 0)
 
 
-@dataclass(frozen=True, slots=True)
-class GemmOp(OpRecord):
+class GemmOp(OpRecord, frozen=True):
     """A (batched) GEMM with a dtype per operand: a = X, b = W, out = Y, bias."""
 
     kind: ClassVar[str] = "GEMM"
@@ -124,8 +122,7 @@ class GroupedGemm:
         return 2 * M * N * bpe_out + 2 * M * K * bpe_in + 2 * G * K * N * bpe_in
 
 
-@dataclass(frozen=True, slots=True)
-class GroupedGemmOp(OpRecord):
+class GroupedGemmOp(OpRecord, frozen=True):
     """M routed rows (tokens × top_k) through G experts' (K, N) weights, G read once each.
 
     G may be fractional: the expected number of distinct experts a small batch hits.

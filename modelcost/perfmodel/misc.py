@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..dtypes import DType
@@ -12,8 +11,7 @@ TOKEN_ID_BYTES = 8  # int64 token ids / targets
 LOSS_BYTES = 4  # fp32 per-token loss (or log-sum-exp)
 
 
-@dataclass(frozen=True, slots=True)
-class EmbeddingOp(OpRecord):
+class EmbeddingOp(OpRecord, frozen=True):
     """Gather `tokens` rows of a vocab × dim table (no FLOPs)."""
 
     kind: ClassVar[str] = "Embedding"
@@ -56,8 +54,7 @@ class FusedRoPE:
         return 2 * num_elems * bytes_per_element
 
 
-@dataclass(frozen=True, slots=True)
-class RopeOp(OpRecord):
+class RopeOp(OpRecord, frozen=True):
     """RoPE on a (tokens, heads, rotary_dim) slice of queries or keys."""
 
     kind: ClassVar[str] = "FusedRoPE"
@@ -99,8 +96,7 @@ class CrossEntropy:
         return batch * vocab * bytes_per_element + TOKEN_ID_BYTES * batch + LOSS_BYTES * batch
 
 
-@dataclass(frozen=True, slots=True)
-class CrossEntropyOp(OpRecord):
+class CrossEntropyOp(OpRecord, frozen=True):
     kind: ClassVar[str] = "CrossEntropy"
     unit: ClassVar[Unit] = Unit.vector
 

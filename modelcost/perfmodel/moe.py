@@ -3,7 +3,6 @@ batch touches. (The expert matmuls themselves are GroupedGemm.)"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from ..dtypes import DType
@@ -28,8 +27,7 @@ class MoEComm:
         return num_tokens * hidden_dim * bytes_per_element
 
 
-@dataclass(frozen=True, slots=True)
-class MoECommOp(OpRecord):
+class MoECommOp(OpRecord, frozen=True):
     kind: ClassVar[str] = "MoEComm"
     unit: ClassVar[Unit] = Unit.vector
 
@@ -56,8 +54,7 @@ ROUTER_INDEX_BYTES = 4  # int32 expert ids
 CORRECTION_BIAS_BYTES = 4  # DeepSeek-V3 keeps e_score_correction_bias in fp32
 
 
-@dataclass(frozen=True, slots=True)
-class MoERoutingOp(OpRecord):
+class MoERoutingOp(OpRecord, frozen=True):
     """Scores over experts (softmax or sigmoid of the router logits), top-k selection,
     and renormalization of the k weights. The router GEMM is a separate GEMM.
 

@@ -5,7 +5,6 @@ E = elements normalized, C = the normalized (channel) size, rows = E / C.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from ..dtypes import DType
@@ -79,8 +78,7 @@ class RMSNorm:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class NormOp(OpRecord):
+class NormOp(OpRecord, frozen=True):
     """LayerNorm or RMSNorm of `num_elems` elements over rows of `num_channels`."""
 
     kind: ClassVar[str] = "Normalization"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..dtypes import DType
@@ -14,8 +13,7 @@ from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
 ADAMW_FLOPS_PER_PARAM = 15
 
 
-@dataclass(frozen=True, slots=True)
-class AdamStepOp(OpRecord):
+class AdamStepOp(OpRecord, frozen=True):
     """AdamW over `params` parameters: read grad, m, v (and the fp32 master copy when
     training in mixed precision), write m, v, the master copy and the parameters."""
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..dtypes import DTYPES, DType
 from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
 
 
-@dataclass(frozen=True, slots=True)
-class QuantizeOp(OpRecord):
+class QuantizeOp(OpRecord, frozen=True):
     """Convert `elements` values from `src` to the narrower `dst`.
 
     FLOPs per element: scale and convert (2), plus the block's absolute maximum (1) when
@@ -35,8 +33,7 @@ class QuantizeOp(OpRecord):
     bytes_bwd = bytes
 
 
-@dataclass(frozen=True, slots=True)
-class DequantizeOp(OpRecord):
+class DequantizeOp(OpRecord, frozen=True):
     """Expand `elements` values from `src` (e.g. mxfp4 weights) to `dst`: one multiply
     by the scale per element."""
 

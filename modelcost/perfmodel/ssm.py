@@ -7,7 +7,6 @@ B and C, N state size, chunk length L; conv_channels = d_inner + 2·G·N.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..dtypes import DType
@@ -48,8 +47,7 @@ class MambaSSD:
     bytes_bwd_func = bytes_func
 
 
-@dataclass(frozen=True, slots=True)
-class MambaSsdOp(OpRecord):
+class MambaSsdOp(OpRecord, frozen=True):
     """The fused Mamba-2 chunked scan (conv1d + SSD) over T tokens."""
 
     kind: ClassVar[str] = "MambaSSD"
@@ -111,8 +109,7 @@ class MambaSsdOp(OpRecord):
         return fwd + grads
 
 
-@dataclass(frozen=True, slots=True)
-class MambaStepOp(OpRecord):
+class MambaStepOp(OpRecord, frozen=True):
     """One decode step of Mamba-2 per sequence: update the conv state and the SSM state
     h ← exp(dt·A)·h + dt·B·x, then y = C·h + D·x. B sequences, one token each."""
 
@@ -162,8 +159,7 @@ class CausalConv1d:
         return elements * bytes_per_element
 
 
-@dataclass(frozen=True, slots=True)
-class CausalConv1dOp(OpRecord):
+class CausalConv1dOp(OpRecord, frozen=True):
     kind: ClassVar[str] = "CausalConv1d"
     unit: ClassVar[Unit] = Unit.vector  # a depthwise k=4 filter: no matrix-core work
 

@@ -4,9 +4,9 @@ bytes (coordinates rounded to 0.1 px), so charts can be golden-tested."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from html import escape
 
+from ..record import Record
 from .units import si
 
 # A fixed palette, assigned by the sorted order of the kinds present.
@@ -38,8 +38,7 @@ def _r(x: float) -> str:
     return str(int(v)) if v == int(v) else f"{v:.1f}"
 
 
-@dataclass(frozen=True, slots=True)
-class Point:
+class Point(Record, frozen=True):
     """One op: arithmetic intensity (FLOP/B), attained FLOP/s, its share of the time."""
 
     name: str
@@ -50,8 +49,7 @@ class Point:
     tooltip: str
 
 
-@dataclass(frozen=True, slots=True)
-class Roof:
+class Roof(Record, frozen=True):
     label: str  # e.g. "matrix bf16"
     peak: float  # FLOP/s
 

@@ -3,10 +3,9 @@ shown is computed here; templates only place it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .. import __version__
 from ..diff import DiffReport
+from ..record import Record
 from .table import Cell, Table, num
 from .units import count, duration, fixed, pct, si, signed
 
@@ -22,8 +21,7 @@ _TOTAL_LABELS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class DiffPhaseView:
+class DiffPhaseView(Record, frozen=True):
     heading: str
     a_label: str
     b_label: str
@@ -33,8 +31,7 @@ class DiffPhaseView:
     ops: Table
 
 
-@dataclass(frozen=True, slots=True)
-class DiffView:
+class DiffView(Record, frozen=True):
     title: str
     subtitle: str
     phases: tuple[DiffPhaseView, ...]

@@ -3,23 +3,20 @@ the templates and as Markdown pipe tables here (every cell escaped)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tabulate import tabulate
 
+from ..record import Record
 from .escape import Markdown, md, md_link
 
 
-@dataclass(frozen=True, slots=True)
-class Cell:
+class Cell(Record, frozen=True):
     text: str
     sort: float | str | None = None  # the value a sortable HTML table sorts by
     href: str | None = None
     title: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Table:
+class Table(Record, frozen=True):
     id: str
     headers: tuple[str, ...]
     rows: tuple[tuple[Cell, ...], ...]

@@ -6,17 +6,15 @@ Units are in the column headers; large counts use SI prefixes (1 G = 1e9).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .. import __version__
+from ..record import Record
 from ..report import OpEntry, Report
 from .charts import Point, Roof, roofline_svg, stacked_bar_svg
 from .table import Cell, Table, num
 from .units import count, duration, fixed, pct, si
 
 
-@dataclass(frozen=True, slots=True)
-class PhaseView:
+class PhaseView(Record, frozen=True):
     phase: str
     heading: str
     kinds: Table
@@ -29,8 +27,7 @@ class PhaseView:
     point_count: int
 
 
-@dataclass(frozen=True, slots=True)
-class ReportView:
+class ReportView(Record, frozen=True):
     title: str
     subtitle: str
     summary: Table
