@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 
@@ -63,5 +62,7 @@ class SpecError(Exception):
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
     """A 'did you mean `x`?' hint for the closest candidate, or None."""
+    import difflib  # only when a name is unknown
+
     matches = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
     return f"did you mean `{matches[0]}`?" if matches else None

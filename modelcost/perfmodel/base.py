@@ -8,7 +8,7 @@ from functools import cache
 from typing import ClassVar
 
 from ..dtypes import DTYPES, DType
-from ..record import Record, fields
+from ..record import Record
 
 
 class Conventions(StrEnum):
@@ -139,8 +139,11 @@ class OpRecord(Record, frozen=True):
 @cache
 def _fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(shape field names, dtype field names) of a record class, in declaration order."""
+    annotations: dict[str, object] = {}
+    for klass in reversed(cls.__mro__):  # as written (strings here), nothing evaluated
+        annotations |= getattr(klass, "__annotations__", {})
     shape: list[str] = []
     dtypes: list[str] = []
-    for f in fields(cls):
-        (dtypes if f.type is DType else shape).append(f.name)
+    for name in cls.__struct_fields__:  # type: ignore[attr-defined]
+        (dtypes if annotations[name] in ("DType", DType) else shape).append(name)
     return tuple(shape), tuple(dtypes)
