@@ -17,7 +17,7 @@ from pathlib import Path
 from . import __version__
 from .errors import SpecError
 from .files import read_text, write_text
-from .options import ROOFLINE, WORKLOAD, add_options
+from .options import LAYOUT, ROOFLINE, WORKLOAD, add_options
 from .render import FORMATS
 from .render.escape import terminal
 from .render.units import count, fixed
@@ -176,18 +176,22 @@ def _render_reports(reports: list, fmt: str) -> str:
 def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
     """One report per requested phase; `suffix` picks the `--X-b` overrides of a diff."""
     from .compile import compile_report
-    from .graph import Workload
+    from .graph import Parallel, Workload
     from .perfmodel import Conventions
 
     def pick(name: str):
         value = getattr(args, f"{name}{suffix}", None) if suffix else None
         return getattr(args, name) if value is None else value
 
+    try:
+        layout = Parallel(pick("tp"), args.sp, pick("ep"), pick("dp"), pick("zero"))
+    except ValueError as err:  # a layout that cannot be: say why, as any bad input
+        raise SpecError(f"{err}", filename="modelcost") from None
     return [
         compile_report(
             spec,
             hw,
-            Workload(phase, pick("batch"), pick("seq"), pick("context"), args.logits),
+            Workload(phase, pick("batch"), pick("seq"), pick("context"), args.logits, layout),
             Conventions(args.conventions),
             args.peak,
             args.bandwidth,
@@ -366,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", metavar="SPEC")
     p.add_argument("--model", help="which model, when a file defines several")
     p.add_argument("--hw", required=True, help="a shipped target (modelcost hw list) or a .hw file")
-    add_options(p, WORKLOAD + ROOFLINE)
+    add_options(p, WORKLOAD + LAYOUT + ROOFLINE)
     p.add_argument("--only", type=_kinds, default=None, metavar="KINDS",
                    help="count only these op kinds, e.g. GEMM,SDPA")  # fmt: skip
     p.add_argument("--format", choices=list(FORMATS), default="text")
@@ -377,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b", metavar="B.model")
     p.add_argument("--hw", required=True, help="target of A (and of B unless --hw-b)")
     p.add_argument("--hw-b", help="target of B")
-    add_options(p, WORKLOAD + ROOFLINE, sides=True)
+    add_options(p, WORKLOAD + LAYOUT + ROOFLINE, sides=True)
     p.add_argument("--format", choices=list(FORMATS), default="text")
     p.add_argument("--fail-above", type=_percent, metavar="PCT",
                    help="exit 1 when the total time grows by more than PCT percent")  # fmt: skip

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .graph import Node, OpGraph
-from .perfmodel import AdamStepOp, Conventions, Cost
+from .perfmodel import Conventions, Cost
 from .record import Record
 
 
@@ -28,7 +28,7 @@ def cost(graph: OpGraph, conventions: Conventions = Conventions.modelcost) -> Co
         CostedNode(
             n,
             n.op.cost(conventions),
-            n.op.cost_bwd(conventions) if train and not isinstance(n.op, AdamStepOp) else None,
+            n.op.cost_bwd(conventions) if train and not n.step else None,
         )
         for n in graph.nodes
     )

@@ -22,6 +22,64 @@ DEFAULT_CONTEXT = 2048  # decode cached positions per sequence, when not given
 DEFAULT_LOGITS: Literal["all", "last"] = "all"
 
 
+class Parallel(Record, frozen=True):
+    """How one job is split over devices, in Megatron-LM's terms.
+
+    `tp` tensor-parallel ranks split every layer's heads and hidden widths (column- then
+    row-parallel GEMMs, an all-reduce after each attention and MLP); with `sp` (sequence
+    parallelism) that all-reduce becomes a reduce-scatter and an all-gather, and norms
+    and residuals run on 1/tp of the tokens. `dp` data-parallel replicas each run
+    batch/dp sequences; `ep` expert-parallel ranks, taken from the data-parallel ones as
+    in Megatron, each hold experts/ep experts and exchange tokens by all-to-all. `zero`
+    shards optimizer states (1), gradients (2) and weights (3, FSDP) over the
+    data-parallel ranks. Devices = tp × dp; ranks are numbered tp-innermost.
+    """
+
+    tp: int = 1
+    sp: bool = False
+    ep: int = 1
+    dp: int = 1
+    zero: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "ep", "dp"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.zero not in (0, 1, 2, 3):
+            raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        if self.sp and self.tp == 1:
+            raise ValueError(
+                "sequence parallelism (sp) splits tokens over the tp ranks: it needs tp > 1"
+            )
+        if self.dp % self.ep:
+            raise ValueError(
+                f"ep = {self.ep} must divide dp = {self.dp}: expert-parallel ranks are "
+                "data-parallel ranks for everything but the experts"
+            )
+
+    @property
+    def devices(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def single(self) -> bool:
+        return self.devices == 1
+
+    @property
+    def label(self) -> str:
+        """`tp 8, sp, dp 2, ep 2, zero 1`; empty on one device."""
+        parts = [f"tp {self.tp}"] if self.tp > 1 else []
+        parts += ["sp"] if self.sp else []
+        parts += [f"dp {self.dp}"] if self.dp > 1 else []
+        parts += [f"ep {self.ep}"] if self.ep > 1 else []
+        parts += [f"zero {self.zero}"] if self.zero else []
+        return ", ".join(parts)
+
+
+ONE_DEVICE = Parallel()
+
+
 class Workload(Record, frozen=True):
     """What runs: prefill(batch, seq), decode(batch, context) or train(batch, seq).
 
@@ -29,7 +87,8 @@ class Workload(Record, frozen=True):
     Prefill computes logits for every token (`all`) or only each sequence's last one.
     `seq` and `context` left as None take DEFAULT_SEQ and DEFAULT_CONTEXT (the CLI's
     defaults too), or the length a model fixes itself (a vision model's patch count).
-    `phase` may be given as its name (`Workload("decode", 8)`).
+    `phase` may be given as its name (`Workload("decode", 8)`). `batch` is the whole
+    job's; `parallel` says how it is split over devices (one by default).
     """
 
     phase: Phase
@@ -37,6 +96,7 @@ class Workload(Record, frozen=True):
     seq: int | None = None
     context: int | None = None
     logits: Literal["all", "last"] = DEFAULT_LOGITS
+    parallel: Parallel = ONE_DEVICE
 
     def __post_init__(self) -> None:
         if not isinstance(self.phase, Phase):
@@ -59,19 +119,32 @@ class Shape(Record, frozen=True):
     how many tokens a step processes, how many queries and keys each sequence has,
     whether a cache is read and a backward pass runs, and how the step is labelled.
 
-    `B` sequences, `S` queries each, attending `n_kv` keys; `logits_all`: logits for
-    every position (else each sequence's last)."""
+    `B` sequences on one device (the job's batch / dp), `S` queries each, attending
+    `n_kv` keys; `logits_all`: logits for every position (else each sequence's last);
+    `par`: the device layout."""
 
     phase: Phase
     B: int
     S: int
     n_kv: int
     logits_all: bool
+    par: Parallel = ONE_DEVICE
 
     @property
     def T(self) -> int:
-        """Tokens through every layer in one step."""
+        """Tokens through every layer of one device in one step."""
         return self.B * self.S
+
+    @property
+    def T_job(self) -> int:
+        """Tokens the whole job processes in one step (every data-parallel replica)."""
+        return self.T * self.par.dp
+
+    @property
+    def T_seq(self) -> int:
+        """Tokens a norm or residual handles on one device: 1/tp of them under
+        sequence parallelism."""
+        return self.T // self.par.tp if self.par.sp else self.T
 
     @property
     def decode(self) -> bool:
@@ -85,8 +158,9 @@ class Shape(Record, frozen=True):
 
     @property
     def label(self) -> str:
-        """`context 2048` for decode, `seq 197` otherwise."""
-        return f"context {self.n_kv}" if self.decode else f"seq {self.S}"
+        """`context 2048` for decode, `seq 197` otherwise; then the layout, if any."""
+        length = f"context {self.n_kv}" if self.decode else f"seq {self.S}"
+        return f"{length}, {self.par.label}" if self.par.label else length
 
 
 class Node(Record, frozen=True):
@@ -103,6 +177,7 @@ class Node(Record, frozen=True):
     op: OpRecord
     inputs: tuple[str, ...] = ()
     out_bytes: float = 0
+    step: bool = False  # once per step, outside forward and backward (optimizer, grad sync)
 
 
 class Group(Record, frozen=True):
@@ -137,6 +212,8 @@ class ModelFacts(Record, frozen=True):
     title: str
     params_total: int
     params_active: int
+    device_dense: int  # parameters one device holds outside the experts (before ZeRO-3)
+    device_experts: int  # and of the experts
     activations: DType  # the model's activation dtype: the precision of the MFU and knee
     weight_bytes: float
     cache_bytes: float  # KV cache and SSM state of the workload's sequences (inference)

@@ -37,6 +37,7 @@ UNITS: dict[str, tuple[str, float]] = {
     "PFLOPS": ("compute", 1e15), "TFLOPS": ("compute", 1e12), "GFLOPS": ("compute", 1e9),
     "POPS": ("compute", 1e15), "TOPS": ("compute", 1e12),
     "TB/s": ("bandwidth", 1e12), "GB/s": ("bandwidth", 1e9), "MB/s": ("bandwidth", 1e6),
+    "Gb/s": ("bandwidth", 1e9 / 8), "us": ("time", 1e-6), "ns": ("time", 1e-9),
     "TB": ("size", 1e12), "GB": ("size", 1e9), "MB": ("size", 1e6),
     "TiB": ("size", 2.0**40), "GiB": ("size", 2.0**30), "MiB": ("size", 2.0**20),
     "KiB": ("size", 2.0**10),
@@ -44,7 +45,7 @@ UNITS: dict[str, tuple[str, float]] = {
 }  # fmt: skip
 UNIT_EXAMPLES = {
     "compute": "TFLOPS", "bandwidth": "TB/s", "size": "GB", "frequency": "MHz",
-    "power": "W", "count": "no unit", "text": 'a "string"',
+    "power": "W", "count": "no unit", "text": 'a "string"', "time": "us",
 }  # fmt: skip
 
 # field -> what it holds; required fields have no default in Hardware
@@ -52,11 +53,19 @@ TOP_FIELDS = {
     "title": "text", "vendor": "text", "arch": "text", "memory": "size",
     "memory_bandwidth": "bandwidth", "scaleup_bandwidth": "bandwidth",
     "compute_units": "count", "clock": "frequency", "tdp": "power", "source": "text",
+    "scaleup_domain": "count", "scaleout_bandwidth": "bandwidth",
+    "scaleup_latency": "time", "scaleout_latency": "time",
 }  # fmt: skip
 SECTIONS = ("matrix", "vector", "achievable")
 MIN_FIGURE = 1.0  # bytes, bytes/s, FLOP/s, Hz, W: anything smaller is a mistake
 MAX_COUNT = 1_000_000  # compute units
 ACHIEVABLE_EXTRA = {"memory_bandwidth": "bandwidth", "source": "text"}
+# the links beyond one device have defaults (docs/conventions.md): an 8-device scale-up
+# domain (HGX, MI300X-class platforms), one 400 Gb/s NIC per device for scale-out, and
+# round per-step latencies of NCCL/RCCL's order (assumptions, not measurements)
+OPTIONAL = ("tdp", "source", "scaleup_domain", "scaleout_bandwidth", "scaleup_latency",
+            "scaleout_latency")  # fmt: skip
+MIN_TIME = 1e-12  # seconds: a latency below a picosecond is a unit mistake
 
 
 class Achievable(Frozen):
@@ -77,6 +86,10 @@ class Hardware(Frozen):
     memory: float
     memory_bandwidth: float
     scaleup_bandwidth: float  # bidirectional aggregate per device, as vendors quote it
+    scaleup_domain: int = 8  # devices one scale-up fabric joins (72 on GB200 NVL72)
+    scaleout_bandwidth: float = 50e9  # bytes/s per device per direction (a 400 Gb/s NIC)
+    scaleup_latency: float = 1e-6  # seconds per collective step
+    scaleout_latency: float = 2e-6
     compute_units: int
     clock: float
     tdp: float | None = None
@@ -205,7 +218,7 @@ class _Reader:
             raise self.error(f"`{where}` must be positive", number_tok)
         del name_tok
         converted = float(number * Decimal(scale))
-        if not math.isfinite(converted) or converted < MIN_FIGURE:
+        if not math.isfinite(converted) or converted < (MIN_TIME if kind == "time" else MIN_FIGURE):
             raise self.error(
                 f"`{where}` = {number_tok} {unit_tok} is out of range once converted to "
                 f"base units ({converted:g})",
@@ -261,7 +274,7 @@ def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
             allowed |= ACHIEVABLE_EXTRA
         body = sections[sname].children[1:] if sname in sections else []
         tables[sname] = reader.fields(body, allowed, sname)
-    required = [f for f in TOP_FIELDS if f not in ("tdp", "source")]
+    required = [f for f in TOP_FIELDS if f not in OPTIONAL]
     missing = [f for f in required if f not in values]
     for sname in ("matrix", "vector"):
         if not tables[sname]:

@@ -15,12 +15,24 @@ from msgspec import Struct, field
 from . import spec as ir
 from .dtypes import DType
 from .errors import SpecError
-from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Group, Node, OpGraph, Phase, Shape, Workload
+from .graph import (
+    DEFAULT_CONTEXT,
+    DEFAULT_SEQ,
+    Group,
+    ModelFacts,
+    Node,
+    OpGraph,
+    Phase,
+    Shape,
+    Workload,
+)
 from .memory import SSM_STATE, cache_elements_per_token, model_facts
+from .parallel import check_layout, kv_heads, vocab_shard
 from .params import walk
 from .perfmodel import (
     AdamStepOp,
     BinaryOp,
+    CollectiveOp,
     ConvOp,
     CrossEntropyOp,
     EmbeddingOp,
@@ -38,6 +50,7 @@ from .perfmodel import (
     bpe,
     expected_experts_hit,
 )
+from .perfmodel.collectives import CollectiveKind
 from .perfmodel.misc import LOSS_BYTES
 from .perfmodel.moe import ROUTER_INDEX_BYTES, ROUTER_PROB_BYTES
 from .record import Record
@@ -80,9 +93,11 @@ class _Emit(Struct):
         self.used[base] += 1
         return name
 
-    def add(self, name: str, op: OpRecord, inputs: tuple[str, ...], *, out: float = 0.0) -> str:
+    def add(
+        self, name: str, op: OpRecord, inputs: tuple[str, ...], *, out: float = 0.0, step=False
+    ) -> str:
         full = f"{self.prefix}{name}" if self.prefix else name
-        self.nodes.append(Node(full, self.group, self.count, op, inputs, out))
+        self.nodes.append(Node(full, self.group, self.count, op, inputs, out, step))
         return full
 
 
@@ -102,7 +117,31 @@ def _gemm(
 class _Lowerer:
     def __init__(self, spec: ir.Spec, shape: Shape) -> None:
         self.spec, self.s = spec, shape
+        self.par, self.tp = shape.par, shape.par.tp
         self.notes: list[str] = []
+
+    # ---- tensor parallelism: the collectives around a column-/row-parallel pair
+    def _collective(self, e: _Emit, name: str, kind, elements: int, a: DType, x: str, group=0):
+        group = group or self.tp
+        stride = 1 if group == self.tp else self.tp  # tp ranks are adjacent
+        rec = CollectiveOp(kind, elements, group, a, stride)
+        out = elements * bpe(a) / (group if kind == "reduce_scatter" else 1)
+        return e.add(name, rec, (x,), out=out)
+
+    def _enter(self, e: _Emit, name: str, dim: int, a: DType) -> str:
+        """The layer's input on every tp rank: gathered from 1/tp of the tokens under
+        sequence parallelism (else already replicated)."""
+        if not self.par.sp:
+            return e.stream
+        return self._collective(e, f"{name}.all_gather", "all_gather", self.s.T * dim, a, e.stream)
+
+    def _exit(self, e: _Emit, name: str, dim: int, a: DType, x: str) -> str:
+        """The row-parallel output's partial sums combined: an all-reduce, or a
+        reduce-scatter to 1/tp of the tokens under sequence parallelism."""
+        if self.tp == 1:
+            return x
+        kind = "reduce_scatter" if self.par.sp else "all_reduce"
+        return self._collective(e, f"{name}.{kind}", kind, self.s.T * dim, a, x)
 
     # ---- one method per IR op kind (`_attention`, `_moe`, ...); each emits its nodes
     # and leaves `e.stream` naming the node that carries the residual stream on
@@ -121,15 +160,17 @@ class _Lowerer:
 
     def _embed(self, e: _Emit, op: ir.Embedding, name: str) -> None:
         s, d = self.s, op.dtypes
-        rec = EmbeddingOp(s.T, op.vocab, op.dim, d.weights, d.activations)
-        e.stream = e.residual_from = e.add(name, rec, (), out=s.T * op.dim * bpe(d.activations))
+        rec = EmbeddingOp(s.T, vocab_shard(op.vocab, self.tp), op.dim, d.weights, d.activations)
+        x = e.add(name, rec, (), out=s.T * op.dim * bpe(d.activations))
+        e.stream = e.residual_from = self._exit(e, name, op.dim, d.activations, x)
 
     def _pos_embed(self, e: _Emit, op: ir.PositionEmbedding, name: str) -> None:
         s, d = self.s, op.dtypes
-        rec = EmbeddingOp(s.T, op.positions, op.dim, d.weights, d.activations)
-        out = s.T * op.dim * bpe(d.activations)
+        T = s.T_seq
+        rec = EmbeddingOp(T, op.positions, op.dim, d.weights, d.activations)
+        out = T * op.dim * bpe(d.activations)
         pos = e.add(name, rec, (), out=out)
-        add = BinaryOp((s.T, op.dim), (s.T, op.dim), "add", *(d.activations,) * 3)
+        add = BinaryOp((T, op.dim), (T, op.dim), "add", *(d.activations,) * 3)
         e.stream = e.residual_from = e.add(f"{name}.add", add, (e.stream, pos), out=out)
 
     def _patch_embed(self, e: _Emit, op: ir.PatchEmbed, name: str) -> None:
@@ -141,17 +182,17 @@ class _Lowerer:
         e.stream = e.residual_from = e.add(name, rec, (), out=out)
 
     def _norm(self, e: _Emit, op: ir.Norm, name: str) -> None:
-        s, a = self.s, self._act(op)
-        rec = NormOp(op.kind, s.T * op.dim, op.dim, True, op.bias, s.train, a)
-        e.stream = e.add(name, rec, (e.stream,), out=s.T * op.dim * bpe(a))
+        T, a = self.s.T_seq, self._act(op)
+        rec = NormOp(op.kind, T * op.dim, op.dim, True, op.bias, self.s.train, a)
+        e.stream = e.add(name, rec, (e.stream,), out=T * op.dim * bpe(a))
 
     _layernorm = _rmsnorm = _norm
 
     def _residual(self, e: _Emit, op: ir.Residual, name: str) -> None:
-        s, a = self.s, self._act(op)
-        rec = BinaryOp((s.T, op.dim), (s.T, op.dim), "add", a, a, a)
+        T, a = self.s.T_seq, self._act(op)
+        rec = BinaryOp((T, op.dim), (T, op.dim), "add", a, a, a)
         inputs = (e.stream, e.residual_from)
-        e.stream = e.residual_from = e.add(name, rec, inputs, out=s.T * op.dim * bpe(a))
+        e.stream = e.residual_from = e.add(name, rec, inputs, out=T * op.dim * bpe(a))
 
     def _rmsnorm_node(self, e: _Emit, name: str, rows: int, width: int, a: DType, x: str) -> str:
         """An RMSNorm inside a layer op (qk-norm, MLA's latent norms, Mamba's gated norm):
@@ -169,8 +210,8 @@ class _Lowerer:
     def _attention(self, e: _Emit, op: ir.Attention, name: str) -> None:
         s, d = self.s, op.dtypes
         a, w, kv = d.activations, d.weights, d.kv_cache
-        H, KV, hd = op.heads, op.kv_heads, op.head_dim
-        x = e.stream
+        H, KV, hd = op.heads // self.tp, kv_heads(op.kv_heads, self.tp), op.head_dim
+        x = self._enter(e, name, op.dim, a)
         if op.fused_qkv:
             qkv = _gemm(s.T, (H + 2 * KV) * hd, op.dim, op.qkv_bias, d)
             q = k = v = self._linear(e, f"{name}.qkv_proj", qkv, (x,), w)
@@ -209,13 +250,12 @@ class _Lowerer:
             kv=cache_dtype,
         )
         att = e.add(f"{name}.sdpa", sdpa, (q, k, v), out=s.T * H * hd * bpe(a))
-        e.stream = self._linear(
-            e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d), (att,), w
-        )
+        o = self._linear(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d), (att,), w)
+        e.stream = self._exit(e, name, op.dim, a, o)
 
     def _kv_write(self, e: _Emit, name: str, op: ir.Attention | ir.MLA, inputs) -> None:
         """The copy of this step's keys and values into the cache (memory.py sizes it)."""
-        elements = self.s.T * cache_elements_per_token(op)
+        elements = self.s.T * cache_elements_per_token(op, self.tp)
         a, kv = op.dtypes.activations, op.dtypes.kv_cache
         rec = UnaryOp((elements,), "copy", a, kv)
         e.add(f"{name}.kv_cache_write", rec, inputs, out=elements * bpe(kv))
@@ -224,13 +264,13 @@ class _Lowerer:
         s, d = self.s, op.dtypes
         a, w, kv = d.activations, d.weights, d.kv_cache
         H, nope, rope, vd, r = (
-            op.heads,
+            op.heads // self.tp,
             op.qk_nope_head_dim,
             op.qk_rope_head_dim,
             op.v_head_dim,
             op.kv_lora_rank,
         )
-        x = e.stream
+        x = self._enter(e, name, op.dim, a)
         if op.q_lora_rank:
             q = self._linear(
                 e, f"{name}.q_a_proj", _gemm(s.T, op.q_lora_rank, op.dim, False, d), (x,), w
@@ -271,9 +311,8 @@ class _Lowerer:
             )
             sdpa = SdpaOp(s.B, s.S, H, s.n_kv, H, nope + rope, vd, causal=op.causal, act=a, kv=a)
             att = e.add(f"{name}.sdpa", sdpa, (q, kvb), out=s.T * H * vd * bpe(a))
-        e.stream = self._linear(
-            e, f"{name}.o_proj", _gemm(s.T, op.dim, H * vd, False, d), (att,), w
-        )
+        o = self._linear(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * vd, False, d), (att,), w)
+        e.stream = self._exit(e, name, op.dim, a, o)
 
     def _ffn(
         self,
@@ -310,15 +349,18 @@ class _Lowerer:
         return self._linear(e, f"{name}.down_proj", _gemm(s.T, dim, d_ff, bias, d), (h,), w)
 
     def _mlp(self, e: _Emit, op: ir.MLP, name: str) -> None:
-        e.stream = self._ffn(
-            e, name, op.dim, op.d_ff, op.act, op.bias, op.dtypes, e.stream, op.fused_gate_up
-        )
+        a = op.dtypes.activations
+        x = self._enter(e, name, op.dim, a)
+        width = op.d_ff // self.tp
+        y = self._ffn(e, name, op.dim, width, op.act, op.bias, op.dtypes, x, op.fused_gate_up)
+        e.stream = self._exit(e, name, op.dim, a, y)
 
     def _moe(self, e: _Emit, op: ir.MoE, name: str) -> None:
         s, d = self.s, op.dtypes
         a, w = d.activations, d.weights
         T, E, k = s.T, op.experts, op.top_k
-        x = e.stream
+        ep, d_ff = self.par.ep, op.d_ff // self.tp
+        x = self._enter(e, name, op.dim, a)
         # routers are kept in the activation dtype even when experts are quantized
         router = self._linear(
             e, f"{name}.router", _gemm(T, E, op.dim, op.router_bias, d, a), (x,), a
@@ -334,35 +376,44 @@ class _Lowerer:
             (x, route),
             out=rows * op.dim * bpe(a),
         )
-        hit = expected_experts_hit(E, k, T)
+        if ep > 1:  # each token copy travels to its expert's rank (balanced load)
+            disp = self._collective(
+                e, f"{name}.dispatch.all_to_all", "all_to_all", rows * op.dim, a, disp, ep
+            )
+        # the experts this rank holds that any token of the ep ranks reaches
+        hit = expected_experts_hit(E, k, T * ep) / ep
         hit = int(hit) if float(hit).is_integer() else hit
-        up_n = (2 if op.act.gated else 1) * op.d_ff
+        up_n = (2 if op.act.gated else 1) * d_ff
         gu = e.add(
             f"{name}.experts.gate_up",
             GroupedGemmOp(rows, op.dim, up_n, hit, a, w, a),
             (disp,),
             out=rows * up_n * bpe(a),
         )
-        h_bytes = rows * op.d_ff * bpe(a)
+        h_bytes = rows * d_ff * bpe(a)
         h = e.add(
             f"{name}.experts.act",
-            UnaryOp((rows, op.d_ff), ACT_FN[op.act], a, a),
+            UnaryOp((rows, d_ff), ACT_FN[op.act], a, a),
             (gu,),
             out=h_bytes,
         )
         if op.act.gated:
             h = e.add(
                 f"{name}.experts.gate_mul",
-                BinaryOp((rows, op.d_ff), (rows, op.d_ff), "mul", a, a, a),
+                BinaryOp((rows, d_ff), (rows, d_ff), "mul", a, a, a),
                 (h,),
                 out=h_bytes,
             )
         dn = e.add(
             f"{name}.experts.down",
-            GroupedGemmOp(rows, op.d_ff, op.dim, hit, a, w, a),
+            GroupedGemmOp(rows, d_ff, op.dim, hit, a, w, a),
             (h,),
             out=rows * op.dim * bpe(a),
         )
+        if ep > 1:  # and back to the token's own rank
+            dn = self._collective(
+                e, f"{name}.combine.all_to_all", "all_to_all", rows * op.dim, a, dn, ep
+            )
         out = e.add(
             f"{name}.combine",
             MoECommOp(rows, op.dim, "combine", a),
@@ -370,7 +421,7 @@ class _Lowerer:
             out=T * op.dim * bpe(a),
         )
         if op.shared_experts:  # run as one MLP of the shared experts' summed width
-            width = op.shared_experts * op.shared_d_ff
+            width = op.shared_experts * op.shared_d_ff // self.tp
             sh = self._ffn(e, f"{name}.shared", op.dim, width, op.act, op.bias, d, x)
             out = e.add(
                 f"{name}.shared_add",
@@ -378,15 +429,17 @@ class _Lowerer:
                 (out, sh),
                 out=T * op.dim * bpe(a),
             )
-        e.stream = out
+        e.stream = self._exit(e, name, op.dim, a, out)
 
     def _mamba2(self, e: _Emit, op: ir.Mamba2, name: str) -> None:
         s, d = self.s, op.dtypes
         a, w = d.activations, d.weights
-        H, P, G, N = op.heads, op.head_dim, op.groups, op.d_state
-        di = op.d_inner
+        tp = self.tp
+        H, P, G, N = op.heads // tp, op.head_dim, op.groups // tp, op.d_state
+        di = op.d_inner // tp
         proj = 2 * di + 2 * G * N + H
-        z = self._linear(e, f"{name}.in_proj", _gemm(s.T, proj, op.dim, op.bias, d), (e.stream,), w)
+        x = self._enter(e, name, op.dim, a)
+        z = self._linear(e, f"{name}.in_proj", _gemm(s.T, proj, op.dim, op.bias, d), (x,), w)
         if s.decode:
             rec: OpRecord = MambaStepOp(s.B, H, P, G, N, op.d_conv, a, SSM_STATE)
         else:
@@ -400,24 +453,33 @@ class _Lowerer:
             (y, g),
             out=s.T * di * bpe(a),
         )
-        e.stream = self._linear(e, f"{name}.out_proj", _gemm(s.T, op.dim, di, op.bias, d), (y,), w)
+        y = self._linear(e, f"{name}.out_proj", _gemm(s.T, op.dim, di, op.bias, d), (y,), w)
+        e.stream = self._exit(e, name, op.dim, a, y)
 
     def _lm_head(self, e: _Emit, op: ir.LMHead, name: str) -> None:
         s, d = self.s, op.dtypes
         a = d.activations
         rows = s.T if (s.train or s.logits_all) else s.B
-        rec = _gemm(rows, op.vocab, op.dim, op.bias, d)
-        logits = self._linear(e, name, rec, (e.stream,), d.weights)
+        vocab = vocab_shard(op.vocab, self.tp)  # vocabulary-parallel
+        x = self._enter(e, name, op.dim, a)
+        rec = _gemm(rows, vocab, op.dim, op.bias, d)
+        logits = self._linear(e, name, rec, (x,), d.weights)
         if op.softcap:
             logits = e.add(
                 f"{name}.softcap",
-                UnaryOp((rows, op.vocab), "tanh", a, a),
+                UnaryOp((rows, vocab), "tanh", a, a),
                 (logits,),
-                out=rows * op.vocab * bpe(a),
+                out=rows * vocab * bpe(a),
             )
         if s.train:
-            logits = e.add(
-                "loss", CrossEntropyOp(rows, op.vocab, a), (logits,), out=rows * LOSS_BYTES
+            logits = e.add("loss", CrossEntropyOp(rows, vocab, a), (logits,), out=rows * LOSS_BYTES)
+            if self.tp > 1:  # vocabulary-parallel cross-entropy: max, sum of exp, target
+                logits = self._collective(
+                    e, "loss.all_reduce", "all_reduce", 3 * rows, DType.fp32, logits
+                )
+        elif self.tp > 1:  # every rank's slice of the logits, gathered
+            logits = self._collective(
+                e, f"{name}.all_gather", "all_gather", rows * op.vocab, a, logits
             )
         e.stream = logits
 
@@ -502,9 +564,18 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             filename="modelcost",
             hint=f"use at most {positions.positions}",
         )
+    par = w.parallel
+    check_layout(spec, par, w.batch)
+    B = w.batch // par.dp  # sequences per data-parallel replica
     if w.phase is Phase.decode:
-        return Shape(w.phase, w.batch, 1, context, False), notes
-    return Shape(w.phase, w.batch, S, S, w.logits == "all"), notes
+        return Shape(w.phase, B, 1, context, False, par), notes
+    if par.sp and (B * S) % par.tp:
+        raise SpecError(
+            f"sequence parallelism splits {B * S} tokens over tp = {par.tp} ranks unevenly",
+            filename="modelcost",
+            hint=f"use a sequence length whose tokens per replica divide by {par.tp}",
+        )
+    return Shape(w.phase, B, S, S, w.logits == "all", par), notes
 
 
 def _check_size(spec: ir.Spec, nodes: int) -> None:
@@ -515,6 +586,38 @@ def _check_size(spec: ir.Spec, nodes: int) -> None:
             filename="modelcost",
             hint="use `repeat` for identical layers: a repeated layer is lowered once",
         )
+
+
+def _step_nodes(spec: ir.Spec, shape: Shape, facts: ModelFacts) -> list[Node]:
+    """Training's once-per-step work on one device: the data-parallel gradient sync
+    (ZeRO-0 all-reduce; ZeRO-1/2 reduce-scatter, then all-gather of the updated weights;
+    ZeRO-3 also gathers the weights for forward and backward) and the AdamW step on the
+    parameters this device updates (Rajbhandari et al. 2020)."""
+    par, w = shape.par, spec.dtypes.weights
+    g = spec.dtypes.activations  # gradients are reduced in the activation dtype
+    nodes: list[Node] = []
+    # dense parameters are replicated over dp ranks; experts over dp/ep of them
+    for what, elements, group, stride in (
+        ("grads", facts.device_dense, par.dp, par.tp),
+        ("expert_grads", facts.device_experts, par.dp // par.ep, par.tp * par.ep),
+    ):
+        if group == 1 or not elements:
+            continue
+        steps: list[tuple[str, CollectiveKind, DType]] = [("all_reduce", "all_reduce", g)]
+        if par.zero:
+            steps = [("reduce_scatter", "reduce_scatter", g)]
+            steps.append(("params.all_gather", "all_gather", w))
+            if par.zero == 3:
+                steps.append(("params.all_gather.backward", "all_gather", w))
+        for name, kind, dtype in steps:
+            rec = CollectiveOp(kind, elements, group, dtype, stride)
+            nodes.append(Node(f"{what}.{name}", "model", 1, rec, (), 0, step=True))
+    updated = facts.device_dense // (par.dp if par.zero else 1) + facts.device_experts // (
+        par.dp // par.ep if par.zero else 1
+    )
+    adam = AdamStepOp(updated, weight=w, grad=w)
+    nodes.append(Node("optimizer", "model", 1, adam, (), 0, step=True))
+    return nodes
 
 
 def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
@@ -555,9 +658,7 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
             layer = pending_stride_end
     facts = model_facts(spec, shape)
     if shape.train:
-        w = spec.dtypes.weights
-        adam = AdamStepOp(facts.params_total, weight=w, grad=w)
-        nodes.append(Node("optimizer", "model", 1, adam, (), 0))
+        nodes.extend(_step_nodes(spec, shape, facts))
     model_nodes = [n for n in nodes if n.group == "model"]
     if model_nodes:
         groups.insert(0, Group("model", "model", (), 1))

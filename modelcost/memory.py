@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from . import spec as ir
 from .dtypes import DType
-from .params import count_params, op_params, walk
+from .parallel import device_params, kv_heads
+from .params import count_params, walk
 from .perfmodel import bpe
 
 if TYPE_CHECKING:
@@ -24,53 +25,64 @@ MASTER_BYTES = 4  # an fp32 master copy when the weights are narrower
 SSM_STATE = DType.fp32  # Mamba-2's recurrent state
 
 
-def cache_elements_per_token(op: ir.Op) -> int:
-    """Elements of KV cache one token adds to one layer op (bidirectional attention, an
-    encoder's, keeps none)."""
+def cache_elements_per_token(op: ir.Op, tp: int = 1) -> int:
+    """Elements of KV cache one token adds to one layer op on one of `tp` tensor-parallel
+    ranks (bidirectional attention, an encoder's, keeps none). KV heads split over the
+    ranks (one each, replicated, when tp exceeds them); MLA's latent is not split by
+    heads, so every rank keeps all of it."""
     match op:
         case ir.Attention() if op.causal:
-            return 2 * op.kv_heads * op.head_dim
+            return 2 * kv_heads(op.kv_heads, tp) * op.head_dim
         case ir.MLA() if op.causal:
             return op.kv_lora_rank + op.qk_rope_head_dim
     return 0
 
 
-def state_bytes(op: ir.Op) -> float:
-    """Bytes a Mamba-2 layer keeps per sequence: the SSM state and the conv window."""
+def state_bytes(op: ir.Op, tp: int = 1) -> float:
+    """Bytes a Mamba-2 layer keeps per sequence on one of `tp` ranks: the SSM state and
+    the conv window (heads and groups split over the ranks)."""
     if not isinstance(op, ir.Mamba2):
         return 0.0
-    conv_ch = op.d_inner + 2 * op.groups * op.d_state
-    state = op.heads * op.head_dim * op.d_state * bpe(SSM_STATE)
+    conv_ch = (op.d_inner + 2 * op.groups * op.d_state) // tp
+    state = op.heads // tp * op.head_dim * op.d_state * bpe(SSM_STATE)
     return state + conv_ch * op.d_conv * bpe(op.dtypes.activations)
 
 
-def cache_bytes(op: ir.Op, batch: int, length: int) -> float:
-    """What `batch` sequences of `length` tokens keep for one layer op."""
+def cache_bytes(op: ir.Op, batch: int, length: int, tp: int = 1) -> float:
+    """What `batch` sequences of `length` tokens keep for one layer op on one rank."""
     kept = min(length, op.window) if isinstance(op, ir.Attention) and op.window else length
-    per_token = cache_elements_per_token(op) * bpe(op.dtypes.kv_cache)
-    return batch * (kept * per_token + state_bytes(op))
+    per_token = cache_elements_per_token(op, tp) * bpe(op.dtypes.kv_cache)
+    return batch * (kept * per_token + state_bytes(op, tp))
 
 
 def model_facts(spec: ir.Spec, shape: Shape) -> ModelFacts:
-    """Everything reporting needs of the spec, in one walk of its layers."""
+    """Everything reporting needs of the spec, in one walk of its layers: the model's
+    parameter counts, and what one device of the layout keeps (ZeRO shards weights at
+    stage 3, gradients from 2, optimizer states from 1 over the ranks holding copies)."""
     from .graph import ModelFacts
 
+    par = shape.par
     weights = grads = states = cache = 0.0
+    dense = experts = 0
     for op, times in walk(spec.body):
-        n = op_params(op)[1] * times
-        weights += n * bpe(op.dtypes.weights)
-        if shape.train:
-            grads += n * bpe(op.dtypes.activations)
-            master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0
-            states += n * (ADAM_STATE_BYTES + master)
-        else:
-            cache += cache_bytes(op, shape.B, shape.n_kv) * times
+        d, x = device_params(op, par)
+        dense, experts = dense + d * times, experts + x * times
+        for n, copies in ((d * times, par.dp), (x * times, par.dp // par.ep)):
+            weights += n * bpe(op.dtypes.weights) / (copies if par.zero == 3 else 1)
+            if shape.train:
+                grads += n * bpe(op.dtypes.activations) / (copies if par.zero >= 2 else 1)
+                master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0
+                states += n * (ADAM_STATE_BYTES + master) / (copies if par.zero >= 1 else 1)
+        if not shape.train:
+            cache += cache_bytes(op, shape.B, shape.n_kv, par.tp) * times
     params = count_params(spec)
     return ModelFacts(
         name=spec.name,
         title=spec.title,
         params_total=params.total,
         params_active=params.active,
+        device_dense=dense,
+        device_experts=experts,
         activations=spec.dtypes.activations,
         weight_bytes=weights,
         cache_bytes=cache,

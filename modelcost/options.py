@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_LOGITS, DEFAULT_SEQ, Phase
+from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_LOGITS, DEFAULT_SEQ, ONE_DEVICE, Phase
 from .perfmodel import Conventions
 from .record import Record
 
@@ -51,6 +51,14 @@ class Option(Record, frozen=True):
     help: str
     choices: tuple[str, ...] | None = None
     sided: bool = False  # `diff` also takes --name-b for side B
+    flag: bool = False  # takes no value: present means on
+
+
+def zero_stage(text: str) -> int:
+    """A ZeRO stage: 0, 1, 2 or 3."""
+    if text not in ("0", "1", "2", "3"):
+        raise argparse.ArgumentTypeError(f"expected 0, 1, 2 or 3, got {text!r}")
+    return int(text)
 
 
 OPTIONS: dict[str, Option] = {
@@ -72,6 +80,16 @@ OPTIONS: dict[str, Option] = {
                "compute peaks: the datasheet's, or the best published measurement", PEAK_MODES),
         Option("bandwidth", None, DEFAULT_PEAK,
                "HBM bandwidth: the datasheet's, or the best published measurement", PEAK_MODES),
+        Option("tp", positive, ONE_DEVICE.tp, "tensor-parallel ranks (Megatron)", sided=True),
+        Option("sp", None, ONE_DEVICE.sp,
+               "sequence parallelism with tp: reduce-scatter/all-gather instead of "
+               "all-reduce, norms on 1/tp of the tokens", flag=True),
+        Option("dp", positive, ONE_DEVICE.dp,
+               "data-parallel replicas (the batch is the whole job's)", sided=True),
+        Option("ep", positive, ONE_DEVICE.ep,
+               "expert-parallel ranks, taken from the dp ranks", sided=True),
+        Option("zero", zero_stage, ONE_DEVICE.zero,
+               "training: ZeRO stage over the dp ranks (3 = FSDP)", sided=True),
     )
 }  # fmt: skip
 
@@ -84,6 +102,9 @@ def add_options(
     for name in names:
         o = OPTIONS[name]
         shown = "" if o.default is None or o.name == "phase" else f" (default {o.default})"
+        if o.flag:
+            parser.add_argument(f"--{name}", action="store_true", help=o.help)
+            continue
         kwargs: dict = {"default": o.default, "help": o.help + shown}
         if o.parse is not None:
             kwargs["type"] = o.parse
@@ -96,4 +117,5 @@ def add_options(
 
 
 WORKLOAD = ("phase", "batch", "seq", "context", "logits")
+LAYOUT = ("tp", "sp", "dp", "ep", "zero")
 ROOFLINE = ("conventions", "peak", "bandwidth")

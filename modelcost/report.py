@@ -14,7 +14,7 @@ from pydantic import Field
 from .frozen import Frozen
 from .options import PeakMode
 
-REPORT_SCHEMA_VERSION = 2  # 2: one layout, {schema_version, reports: [...]}, for any phases
+REPORT_SCHEMA_VERSION = 3  # 3: device layouts (per-device figures, collectives, links)
 
 Bound = Literal["compute", "memory", "network"]
 
@@ -24,6 +24,7 @@ class ModelInfo(Frozen):
     title: str
     params_total: int
     params_active: int
+    params_device: int = Field(description="parameters one device holds (before ZeRO-3)")
 
 
 class HardwareInfo(Frozen):
@@ -36,22 +37,39 @@ class HardwareInfo(Frozen):
     memory_bandwidth: float = Field(description="HBM bytes/s used")
     memory_capacity: float = Field(description="HBM bytes")
     scaleup_bandwidth: float = Field(description="bytes/s per direction, for collectives")
+    scaleup_domain: int = Field(description="devices one scale-up fabric joins")
+    scaleout_bandwidth: float = Field(description="bytes/s per device per direction")
     knee: float = Field(description="ridge point FLOPs/byte at the model's main precision")
     knee_precision: str
 
 
+class LayoutInfo(Frozen):
+    """How the job is split over devices (Megatron's terms; graph.Parallel)."""
+
+    tp: int
+    sp: bool
+    ep: int
+    dp: int
+    zero: int
+    devices: int
+    label: str = Field(description="`tp 8, sp, dp 2`; empty on one device")
+
+
 class WorkloadInfo(Frozen):
     phase: Literal["prefill", "decode", "train"]
-    batch: int
+    batch: int = Field(description="sequences per step, the whole job's")
     seq: int = Field(description="queries per sequence (1 for decode)")
     context: int = Field(description="keys attended per sequence")
     logits: Literal["all", "last"] | None = Field(
         description="prefill/train: logits for every position or each sequence's last; "
         "null for decode, which computes one token's logits per sequence"
     )
-    tokens: int = Field(description="tokens per step through every layer")
-    label: str = Field(description="`seq S` (prefill, train) or `context C` (decode)")
+    tokens: int = Field(description="tokens per step through every layer, the whole job's")
+    label: str = Field(
+        description="`seq S` (prefill, train) or `context C` (decode), then the layout"
+    )
     conventions: Literal["modelcost", "tracelens"]
+    layout: LayoutInfo
 
 
 class PassTiming(Frozen):
@@ -104,6 +122,9 @@ class OpEntry(Frozen):
     dtype: str = Field(description="compute precision")
     dtypes: dict[str, str]
     unit: Literal["matrix", "vector", "network"]
+    link: Literal["scale-up", "scale-out", "scale-up+out"] | None = Field(
+        default=None, description="collectives: the links the group spans"
+    )
     peak_flops: float = Field(description="FLOP/s of the peak used")
     peak_precision: str
     peak_source: PeakMode
@@ -154,12 +175,13 @@ class Memory(Frozen):
 
 
 class PerToken(Frozen):
-    tokens_per_step: int
+    tokens_per_step: int = Field(description="the whole job's")
     ms_per_step: float
     ms_per_token: float = Field(
         description="prefill/train: step time / tokens; decode: the step time"
     )
-    tokens_per_s: float
+    tokens_per_s: float = Field(description="the whole job's")
+    tokens_per_s_device: float = Field(description="tokens_per_s / devices")
 
 
 class Totals(Frozen):
@@ -170,6 +192,7 @@ class Totals(Frozen):
     compute_bound_s: float = Field(description="time in compute-bound ops")
     memory_bound_s: float = Field(description="time in memory- or network-bound ops")
     compute_share: float = Field(description="fraction of the time in compute-bound ops")
+    comm_s: float = Field(description="time in collectives, all of it exposed (no overlap)")
     bound: Bound
     per_token: PerToken
     mfu_bound: float = Field(description="FLOPs / (time × matrix peak): the best MFU possible")

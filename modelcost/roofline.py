@@ -17,8 +17,9 @@ from .errors import SpecError
 from .graph import OpGraph
 from .hardware import Hardware
 from .kernels import serve
+from .network import collective_time, link
 from .options import DEFAULT_PEAK
-from .perfmodel import Cost, GemmOp, GroupedGemmOp, OpRecord, Unit
+from .perfmodel import CollectiveOp, Cost, GemmOp, GroupedGemmOp, OpRecord, Unit
 from .record import Record
 from .report import (
     Bound,
@@ -26,6 +27,7 @@ from .report import (
     KernelUse,
     KindEntry,
     LayerEntry,
+    LayoutInfo,
     Memory,
     ModelInfo,
     OpEntry,
@@ -117,10 +119,15 @@ def build_report(
             r = roofs[op.unit, precision] = roof(op.unit, precision, hw, peak, bandwidth)
         f, b = cn.fwd, cn.bwd
         fc, fm = f.flops / r.peak_flops, f.bytes / r.bytes_per_s
+        lk = None
+        if isinstance(op, CollectiveOp):  # on the links the group spans (network.py)
+            fm, lk = collective_time(op, hw), link(op, hw)
         back = None
         tb = 0.0
         if b is not None:
             bc, bm = b.flops / r.peak_flops, b.bytes / r.bytes_per_s
+            if isinstance(op, CollectiveOp):
+                bm = collective_time(op.backward_op(), hw)
             tb = max(bc, bm)
             back = PassTiming.trusted(
                 flops=float(b.flops),
@@ -132,14 +139,14 @@ def build_report(
                 bound=_bound(bc, bm, op.unit),
             )
         tf = max(fc, fm)
-        rows.append((cn, op, dtypes, precision, r, fc, fm, tf, back, cn.node.count * (tf + tb)))
+        rows.append((cn, op, dtypes, precision, r, fc, fm, tf, lk, back, cn.node.count * (tf + tb)))
     step = sum(row[-1] for row in rows)
 
     def share(t: float) -> float:
         return t / step if step else 0.0
 
     ops = []
-    for cn, op, dtypes, precision, r, fc, fm, tf, back, total in rows:
+    for cn, op, dtypes, precision, r, fc, fm, tf, lk, back, total in rows:
         n = cn.node
         g = groups.get(n.group)
         ops.append(
@@ -155,6 +162,7 @@ def build_report(
                 dtype=precision,
                 dtypes={k: v.value for k, v in dtypes.items()},
                 unit=op.unit.value,
+                link=lk,
                 peak_flops=r.peak_flops,
                 peak_precision=r.peak_precision,
                 peak_source=r.peak_source,
@@ -182,13 +190,16 @@ def build_report(
         + o.count * (o.backward.time_s if o.backward and o.backward.bound == "compute" else 0)
         for o in ops
     )
+    comm = sum(o.total_time_s for o in ops if o.unit == "network")
     shape = graph.shape
-    tokens = shape.T
+    par = shape.par
+    tokens = shape.T_job
     per_token = PerToken.trusted(
         tokens_per_step=tokens,
         ms_per_step=step * 1e3,
         ms_per_token=step * 1e3 if shape.decode else step * 1e3 / tokens,
         tokens_per_s=tokens / step if step else 0.0,
+        tokens_per_s_device=tokens / step / par.devices if step else 0.0,
     )
     facts = graph.facts
     main_peak, main_precision, _ = hw.peak("matrix", DTYPES[facts.activations].precision, peak)
@@ -207,6 +218,7 @@ def build_report(
             title=facts.title,
             params_total=facts.params_total,
             params_active=facts.params_active,
+            params_device=facts.device_dense + facts.device_experts,
         ),
         hardware=HardwareInfo.trusted(
             name=hw.name,
@@ -218,18 +230,29 @@ def build_report(
             memory_bandwidth=hw.bandwidth(bandwidth),
             memory_capacity=hw.memory,
             scaleup_bandwidth=hw.scaleup_per_direction,
+            scaleup_domain=hw.scaleup_domain,
+            scaleout_bandwidth=hw.scaleout_bandwidth,
             knee=main_peak / hw.bandwidth(bandwidth),
             knee_precision=main_precision,
         ),
         workload=WorkloadInfo.trusted(
             phase=w.phase.value,
-            batch=shape.B,
+            batch=shape.B * par.dp,
             seq=shape.S,
             context=shape.n_kv,
             logits=None if shape.decode else ("all" if shape.logits_all else "last"),
             tokens=tokens,
             label=shape.label,
             conventions=costed.conventions.value,
+            layout=LayoutInfo.trusted(
+                tp=par.tp,
+                sp=par.sp,
+                ep=par.ep,
+                dp=par.dp,
+                zero=par.zero,
+                devices=par.devices,
+                label=par.label,
+            ),
         ),
         totals=Totals.trusted(
             flops=flops,
@@ -239,6 +262,7 @@ def build_report(
             compute_bound_s=compute_bound,
             memory_bound_s=step - compute_bound,
             compute_share=compute_bound / step if step else 0.0,
+            comm_s=comm,
             bound="compute" if compute_bound >= step - compute_bound else "memory",
             per_token=per_token,
             mfu_bound=flops / (step * main_peak) if step else 0.0,

@@ -71,7 +71,7 @@ def test_the_issue_command_prints_a_documented_report() -> None:
     assert r.returncode == 0, r.stderr
     document = json.loads(r.stdout)
     # one layout whatever the number of phases (issue 8, item 10)
-    assert set(document) == {"schema_version", "reports"} and document["schema_version"] == 2
+    assert set(document) == {"schema_version", "reports"} and document["schema_version"] == 3
     (data,) = document["reports"]
     report = Report.model_validate(data)
     assert set(data) == {"model", "hardware", "workload", "totals",
@@ -95,7 +95,7 @@ def test_output_file_text_format_and_several_phases(tmp_path: Path) -> None:
     assert (r.returncode, r.stdout) == (0, "")
     data = json.loads(out.read_text())
     assert [x["workload"]["phase"] for x in data["reports"]] == ["prefill", "decode"]
-    assert ReportSet.model_validate(data).schema_version == 2
+    assert ReportSet.model_validate(data).schema_version == 3
     text = run("compile", "specs/models/gpt2.model", "--hw", "a100", "--seq", "512").stdout
     assert text.startswith("GPT-2 (124M) on NVIDIA A100 SXM4 80GB (datasheet peaks), prefill")
 
@@ -160,7 +160,7 @@ def test_trusted_construction_refuses_unknown_and_missing_fields() -> None:
     # field is a programming error caught at once
     from modelcost.report import Memory, PerToken
 
-    with pytest.raises(TypeError, match=r"unknown \['tokens'\], missing \['tokens_per_s'\]"):
+    with pytest.raises(TypeError, match=r"unknown \['tokens'\], missing \['tokens_per_s', 'tokens_per_s_device'\]"):
         PerToken.trusted(tokens_per_step=1, ms_per_step=1.0, ms_per_token=1.0, tokens=3)
     m = Memory.trusted(
         weights=1.0, kv_cache=0.0, activations=2.0, total=3.0, capacity=4.0, fits=True

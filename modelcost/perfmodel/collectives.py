@@ -34,6 +34,13 @@ class CollectiveOp(OpRecord, frozen=True):
     elements: int
     group: int
     dtype: DType = DType.bf16
+    # the distance between the group's ranks in the device numbering (tp-innermost: 1
+    # for a tensor-parallel group, tp for a data- or expert-parallel one): with the
+    # hardware's scale-up domain it says which links the collective crosses
+    stride: int = 1
+
+    def describe(self) -> str:
+        return f"{self.collective} {self.elements:,} × {self.group}"
 
     def _share(self) -> Fraction:
         return Fraction(self.group - 1, self.group)
@@ -47,11 +54,14 @@ class CollectiveOp(OpRecord, frozen=True):
         steps = 2 if self.collective == "all_reduce" else 1
         return _number(steps * self._share() * self.elements * Fraction(bpe(self.dtype)))
 
-    def _backward(self) -> CollectiveOp:
-        return CollectiveOp(_BACKWARD[self.collective], self.elements, self.group, self.dtype)
+    def backward_op(self) -> CollectiveOp:
+        """The collective the backward pass runs (an all-gather's is a reduce-scatter)."""
+        return CollectiveOp(
+            _BACKWARD[self.collective], self.elements, self.group, self.dtype, self.stride
+        )
 
     def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        return self._backward().flops(conventions)
+        return self.backward_op().flops(conventions)
 
     def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        return self._backward().bytes(conventions)
+        return self.backward_op().bytes(conventions)

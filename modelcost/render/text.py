@@ -21,11 +21,27 @@ def _one(r: Report) -> str:
         ["step time", duration(t.time_s)],
         ["per token", duration(pt.ms_per_token / 1e3)],
         ["tokens/s", f"{pt.tokens_per_s:,.1f}"],
+        *(
+            [
+                ["devices", f"{w.layout.devices} ({w.layout.label})"],
+                ["per device", f"{pt.tokens_per_s_device:,.1f} tokens/s"],
+                [
+                    "collectives",
+                    f"{duration(t.comm_s)} ({pct(t.comm_s / t.time_s if t.time_s else 0)}"
+                    " of the step, none hidden)",
+                ],
+            ]
+            if w.layout.devices > 1
+            else []
+        ),
         ["FLOPs", si(t.flops, "FLOP")],
         ["bytes", si(t.bytes, "B")],
         ["bound", f"{t.bound} ({pct(t.compute_share)} compute)"],
         ["MFU bound", pct(t.mfu_bound)],
-        ["memory", f"{si(t.memory.total, 'B')} of {si(t.memory.capacity, 'B')}"],
+        [
+            "memory" if w.layout.devices == 1 else "memory/device",
+            f"{si(t.memory.total, 'B')} of {si(t.memory.capacity, 'B')}",
+        ],
     ]
     out = [head, tabulate(rows, tablefmt="plain")]
     if t.memory.warning:
