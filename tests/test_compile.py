@@ -160,7 +160,9 @@ def test_trusted_construction_refuses_unknown_and_missing_fields() -> None:
     # field is a programming error caught at once
     from modelcost.report import Memory, PerToken
 
-    with pytest.raises(TypeError, match=r"unknown \['tokens'\], missing \['tokens_per_s', 'tokens_per_s_device'\]"):
+    with pytest.raises(
+        TypeError, match=r"unknown \['tokens'\], missing \['tokens_per_s', 'tokens_per_s_device'\]"
+    ):
         PerToken.trusted(tokens_per_step=1, ms_per_step=1.0, ms_per_token=1.0, tokens=3)
     m = Memory.trusted(
         weights=1.0, kv_cache=0.0, activations=2.0, total=3.0, capacity=4.0, fits=True

@@ -1,0 +1,203 @@
+"""Parallel layouts: per-device lowering against closed forms (Megatron-LM's tensor and
+sequence parallelism, ZeRO's memory per stage), collectives priced on the links, and
+layouts a spec cannot run refused with exit 2."""
+
+import json
+
+import pytest
+from conftest import MODELS, run_cli
+
+from modelcost import SpecError, load_spec
+from modelcost.compile import compile_report
+from modelcost.graph import Parallel, Phase, Workload
+from modelcost.hardware import load_hardware
+from modelcost.lower import lower
+from modelcost.network import collective_time, link
+from modelcost.parallel import device_params
+from modelcost.params import count_params, walk
+from modelcost.perfmodel import CollectiveOp
+
+LLAMA8 = load_spec(MODELS / "llama3-8b.model")  # 32 layers, d 4096, 32 heads, 8 KV, ff 14336
+LLAMA70 = load_spec(MODELS / "llama3-70b.model")  # 80 layers, d 8192, 64 heads, 8 KV
+H100 = load_hardware("h100")
+
+
+def report(spec, phase="prefill", batch=1, seq=2048, **layout):
+    return compile_report(spec, H100, Workload(phase, batch, seq, 2048, "all", Parallel(**layout)))
+
+
+def kind_flops(r, kind: str) -> float:
+    return sum(o.count * o.flops for o in r.ops if o.kind == kind)
+
+
+@pytest.mark.parametrize("tp", [2, 4, 8])
+def test_gemm_flops_per_device_are_one_tp_th(tp: int) -> None:
+    # Megatron splits every GEMM of the layers and the vocabulary-parallel LM head
+    # (128,256 rows divide by 8): per-device GEMM FLOPs are exactly 1/tp of one device's
+    one = report(LLAMA70)
+    split = report(LLAMA70, tp=tp)
+    assert kind_flops(split, "GEMM") * tp == kind_flops(one, "GEMM")
+    assert kind_flops(split, "SDPA") * tp == kind_flops(one, "SDPA")  # heads split too
+
+
+def test_two_all_reduces_per_layer_forward_and_backward() -> None:
+    # Megatron-LM (Shoeybi et al. 2019, fig. 3): one all-reduce after attention and one
+    # after the MLP in forward (g), and two in backward (f); each of T·d elements, a ring
+    # sending 2(n−1)/n of them: T = 2048, d = 4096, bf16, n = 2 → 2·½·2048·4096·2 bytes
+    r = report(LLAMA8, "train", tp=2)
+    layer = [o for o in r.ops if o.kind == "Collective" and o.group == "layers.0"]
+    assert [o.name for o in layer] == [
+        "layers.0.attn.all_reduce",
+        "layers.0.mlp.all_reduce",
+    ]
+    for o in layer:
+        assert o.count == 32
+        assert o.shape == {"collective": "all_reduce", "elements": 2048 * 4096, "group": 2,
+                           "stride": 1}  # fmt: skip
+        assert o.bytes == 2 * (1 / 2) * 2048 * 4096 * 2 == 16_777_216
+        assert o.backward is not None and o.backward.bytes == o.bytes
+        assert o.link == "scale-up"
+
+
+def test_sequence_parallelism_moves_what_all_reduce_moves() -> None:
+    # Korthikanti et al. 2022: an all-reduce is a reduce-scatter plus an all-gather, so
+    # sequence parallelism adds no communication volume; norms run on 1/tp of the tokens
+    plain, sp = report(LLAMA8, tp=4), report(LLAMA8, tp=4, sp=True)
+
+    def layer_comm(r):
+        return sum(o.bytes for o in r.ops if o.kind == "Collective" and o.group == "layers.0")
+
+    kinds = {o.shape["collective"] for o in sp.ops if o.kind == "Collective"}
+    assert kinds == {"all_gather", "reduce_scatter"}
+    # per layer: AG + RS of T·d each, (n−1)/n · T·d·2 bytes apiece = one all-reduce's
+    assert layer_comm(sp) == layer_comm(plain) == 2 * 2 * (3 / 4) * 2048 * 4096 * 2
+    norm = next(o for o in sp.ops if o.name == "layers.0.norm.0")
+    assert norm.shape["num_elems"] == 2048 * 4096 // 4
+
+
+def test_kv_heads_replicate_when_tp_exceeds_them() -> None:
+    # Llama 3 70B has 8 KV heads: at tp 16 each rank keeps one (replicated twice), so
+    # its KV cache is 1/8 of one device's, not 1/16
+    one = report(LLAMA70, "decode", tp=1)
+    sixteen = report(LLAMA70, "decode", tp=16)
+    assert sixteen.totals.memory.kv_cache * 8 == one.totals.memory.kv_cache
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_zero_memory_per_device_by_stage(zero: int) -> None:
+    # Rajbhandari et al. 2020 (ZeRO), mixed-precision Adam, Ψ parameters, N_d = 8 ranks:
+    # bf16 weights 2Ψ, bf16 gradients 2Ψ, fp32 m, v and master 12Ψ; stage 1 shards the
+    # 12Ψ, stage 2 the gradients too, stage 3 the weights too
+    psi = count_params(LLAMA8).total
+    m = report(LLAMA8, "train", batch=8, dp=8, zero=zero).totals.memory
+    nd = 8
+    expected = {
+        0: (2 * psi, 2 * psi, 12 * psi),
+        1: (2 * psi, 2 * psi, 12 * psi / nd),
+        2: (2 * psi, 2 * psi / nd, 12 * psi / nd),
+        3: (2 * psi / nd, 2 * psi / nd, 12 * psi / nd),
+    }[zero]
+    assert (m.weights, m.gradients, m.optimizer_states) == pytest.approx(expected, rel=1e-12)
+
+
+def test_data_parallel_gradient_sync_by_zero_stage() -> None:
+    # ZeRO-0 all-reduces the gradients (2Ψ per rank in a ring); ZeRO-1/2 reduce-scatter
+    # them and all-gather the updated weights (the same 2Ψ); ZeRO-3 also gathers the
+    # weights for the backward (3Ψ): Rajbhandari et al. 2020, section 7
+    psi = count_params(LLAMA8).total
+
+    def sync(zero):
+        r = report(LLAMA8, "train", batch=8, dp=8, zero=zero)
+        ops = [o for o in r.ops if o.name.startswith("grads.")]
+        assert all(o.backward is None for o in ops)  # once per step, no backward
+        return [(o.shape["collective"], o.shape["elements"]) for o in ops]
+
+    assert sync(0) == [("all_reduce", psi)]
+    assert sync(1) == sync(2) == [("reduce_scatter", psi), ("all_gather", psi)]
+    assert sync(3) == [("reduce_scatter", psi), ("all_gather", psi), ("all_gather", psi)]
+
+
+def test_device_params_add_up_to_the_model_on_one_device() -> None:
+    for path in sorted(MODELS.glob("*.model")):
+        spec = load_spec(path)
+        total = sum(sum(device_params(op, Parallel())) * n for op, n in walk(spec.body))
+        assert total == count_params(spec).total, path.stem
+
+
+def test_expert_parallel_all_to_all() -> None:
+    # DeepSeek-V3 at ep 8 (from dp 8): each token's 8 expert copies go out and come back
+    # by all-to-all over the ep group, T·k·d elements each way; experts/8 per device
+    spec = load_spec(MODELS / "deepseek-v3.model")
+    r = compile_report(spec, H100, Workload("decode", 64, None, 1024, "all",
+                                            Parallel(dp=8, ep=8)))  # fmt: skip
+    a2a = [o for o in r.ops if o.kind == "Collective" and "all_to_all" in o.name]
+    assert {o.name.rsplit(".", 2)[-2] for o in a2a} == {"dispatch", "combine"}
+    tokens = 64 // 8  # sequences per replica, one new token each
+    assert all(o.shape["elements"] == tokens * 8 * 7168 and o.shape["group"] == 8 for o in a2a)
+    assert all(o.shape["stride"] == 1 for o in a2a)  # tp 1: dp ranks are adjacent
+
+
+def test_collective_time_closed_forms() -> None:
+    # ring on the H100's NVLink (450 GB/s per direction, 1 µs a step): all-reduce of
+    # 1 GiB over 8 ranks = 2·7/8·2³⁰ B / 450e9 + 14 µs
+    ar = CollectiveOp("all_reduce", 2**29, 8)  # bf16: 2^30 bytes
+    assert link(ar, H100) == "scale-up"
+    assert collective_time(ar, H100) == pytest.approx(2 * 7 / 8 * 2**30 / 450e9 + 14e-6)
+    # 16 ranks, tp-adjacent: 8 per domain, 2 domains → hierarchical: inside on S,
+    # across (50 GB/s, 2 µs) on S/8
+    big = CollectiveOp("all_reduce", 2**29, 16)
+    assert link(big, H100) == "scale-up+out"
+    expected = 2 * 7 / 8 * 2**30 / 450e9 + 14e-6 + 2 * 1 / 2 * 2**30 / 8 / 50e9 + 2 * 2e-6
+    assert collective_time(big, H100) == pytest.approx(expected)
+    # a data-parallel group with stride 8 has one rank per domain: all scale-out
+    dp = CollectiveOp("all_gather", 2**29, 4, stride=8)
+    assert link(dp, H100) == "scale-out"
+    assert collective_time(dp, H100) == pytest.approx(3 / 4 * 2**30 / 50e9 + 3 * 2e-6)
+
+
+def test_the_issue_commands_fit_and_show_their_collectives() -> None:
+    spec = load_spec(MODELS / "llama3.1-405b.model")
+    h200 = load_hardware("h200")
+    for phase in (Phase.prefill, Phase.decode):
+        r = compile_report(spec, h200, Workload(phase, parallel=Parallel(tp=8)))
+        assert r.totals.memory.fits
+        assert any(o.kind == "Collective" for o in r.ops)
+        assert r.workload.layout.devices == 8 and r.totals.comm_s > 0
+    one = compile_report(spec, h200, Workload("decode"))
+    assert not one.totals.memory.fits  # 810 GB of bf16 weights on one 141 GB device
+
+
+@pytest.mark.parametrize(
+    ("spec", "layout", "batch", "message"),
+    [
+        (LLAMA8, {"tp": 3}, 1, "--tp 3 does not divide the 32 heads"),
+        (LLAMA8, {"tp": 64}, 1, "--tp 64 does not divide the 32 heads"),
+        (LLAMA8, {"dp": 4}, 2, "batch 2 does not split over dp = 4"),
+        (LLAMA8, {"dp": 2, "ep": 2}, 2, "has no experts to split"),
+    ],
+)
+def test_layouts_a_spec_cannot_run_are_refused(spec, layout, batch, message) -> None:
+    with pytest.raises(SpecError, match=message):
+        lower(spec, Workload("prefill", batch, parallel=Parallel(**layout)))
+
+
+def test_cli_layout_errors_exit_2_without_a_traceback() -> None:
+    spec = str(MODELS / "llama3-8b.model")
+    for args, message in (
+        (["--tp", "3"], "does not divide the 32 heads"),
+        (["--sp"], "needs tp > 1"),
+        (["--dp", "2", "--ep", "4"], "ep = 4 must divide dp = 2"),
+        (["--zero", "5"], "expected 0, 1, 2 or 3"),
+    ):
+        r = run_cli("compile", spec, "--hw", "h100", *args)
+        assert r.returncode == 2, args
+        assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_layout_diff() -> None:
+    spec = str(MODELS / "llama3-70b.model")
+    r = run_cli("diff", spec, spec, "--hw", "h100", "--tp", "8", "--tp-b", "4", "--dp-b", "2",
+                "--batch", "2", "--format", "json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (phase,) = json.loads(r.stdout)["phases"]
+    assert (phase["a"]["shape"], phase["b"]["shape"]) == ("seq 2048, tp 8", "seq 2048, tp 4, dp 2")
