@@ -94,6 +94,7 @@ def main() -> None:
     print(tabulate(cli, headers=["command", "ms", "× floor"], colalign=("left", "right", "right")))
     print()
     print(_scale())
+    print(_layouts(args.repeat))
 
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -114,6 +115,21 @@ def _interleaved(commands: dict[str, list[str]], n: int) -> dict[str, float]:
             _run(cmd)
             times[k].append(time.perf_counter() - t)
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
+
+
+def _layouts(repeat: int) -> str:
+    """A parallel layout against one device, side by side: DeepSeek-V3 decode."""
+    from modelcost.graph import Parallel
+
+    spec = load_spec(specs_dir() / "models" / "deepseek-v3.model")
+    one = Workload(Phase.decode, 64)
+    split = Workload(Phase.decode, 64, parallel=Parallel(tp=8, dp=8, ep=8))
+    a = median_ms(lambda: compile_report(spec, "h200", one), repeat)
+    b = median_ms(lambda: compile_report(spec, "h200", split), repeat)
+    return (
+        f"DeepSeek-V3 decode, batch 64: one device {a:.2f} ms, tp 8 dp 8 ep 8 {b:.2f} ms "
+        f"({b / a:.2f}×)"
+    )
 
 
 def _scale() -> str:

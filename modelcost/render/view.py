@@ -77,11 +77,19 @@ def _summary(reports: list[Report]) -> Table:
         w, t = rep.workload, rep.totals
         shape = w.label
         fit = "fits" if t.memory.fits else "does NOT fit"
+        devices = w.layout.devices
+        spread = (
+            f" on {devices} devices ({fixed(t.per_token.tokens_per_s_device, 1)} each), "
+            f"{duration(t.comm_s)} in collectives (none hidden)"
+            if devices > 1
+            else ""
+        )
         rows.append(
             (
                 w.phase,
                 f"batch {w.batch}, {shape}: {duration(t.per_token.ms_per_step / 1e3)} per step, "
-                f"{fixed(t.per_token.tokens_per_s, 1)} tokens/s, {t.bound}-bound; memory "
+                f"{fixed(t.per_token.tokens_per_s, 1)} tokens/s{spread}, {t.bound}-bound; "
+                f"memory{' per device' if devices > 1 else ''} "
                 f"{si(t.memory.total)}B of {si(t.memory.capacity)}B ({fit})",
             )
         )
@@ -111,6 +119,21 @@ def _per_token(reports: list[Report]) -> Table:
         row(
             "tokens/s",
             lambda r: num(fixed(t(r).per_token.tokens_per_s, 1), t(r).per_token.tokens_per_s),
+        ),
+        *(
+            (
+                row("devices", lambda r: Cell(f"{r.workload.layout.devices}")),
+                row(
+                    "tokens/s per device",
+                    lambda r: num(
+                        fixed(t(r).per_token.tokens_per_s_device, 1),
+                        t(r).per_token.tokens_per_s_device,
+                    ),
+                ),
+                row("collectives", lambda r: num(duration(t(r).comm_s), t(r).comm_s)),
+            )
+            if any(r.workload.layout.devices > 1 for r in reports)
+            else ()
         ),
         row("FLOPs", lambda r: num(si(t(r).flops), t(r).flops)),
         row("bytes", lambda r: num(si(t(r).bytes), t(r).bytes)),
