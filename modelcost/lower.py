@@ -567,14 +567,15 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     par = w.parallel
     check_layout(spec, par, w.batch)
     B = w.batch // par.dp  # sequences per data-parallel replica
+    tokens = B * (1 if w.phase is Phase.decode else S)
+    if par.sp and tokens % par.tp:
+        raise SpecError(
+            f"sequence parallelism splits {tokens} tokens over tp = {par.tp} ranks unevenly",
+            filename="modelcost",
+            hint=f"use a batch and length whose tokens per replica divide by {par.tp}",
+        )
     if w.phase is Phase.decode:
         return Shape(w.phase, B, 1, context, False, par), notes
-    if par.sp and (B * S) % par.tp:
-        raise SpecError(
-            f"sequence parallelism splits {B * S} tokens over tp = {par.tp} ranks unevenly",
-            filename="modelcost",
-            hint=f"use a sequence length whose tokens per replica divide by {par.tp}",
-        )
     return Shape(w.phase, B, S, S, w.logits == "all", par), notes
 
 

@@ -174,11 +174,13 @@ def test_the_issue_commands_fit_and_show_their_collectives() -> None:
         (LLAMA8, {"tp": 64}, 1, "--tp 64 does not divide the 32 heads"),
         (LLAMA8, {"dp": 4}, 2, "batch 2 does not split over dp = 4"),
         (LLAMA8, {"dp": 2, "ep": 2}, 2, "has no experts to split"),
+        (LLAMA8, {"tp": 4, "sp": True}, 2, "splits 2 tokens over tp = 4 ranks unevenly"),
     ],
 )
 def test_layouts_a_spec_cannot_run_are_refused(spec, layout, batch, message) -> None:
+    phase = "decode" if layout.get("sp") else "prefill"  # decode: one token a sequence
     with pytest.raises(SpecError, match=message):
-        lower(spec, Workload("prefill", batch, parallel=Parallel(**layout)))
+        lower(spec, Workload(phase, batch, parallel=Parallel(**layout)))
 
 
 def test_cli_layout_errors_exit_2_without_a_traceback() -> None:
