@@ -27,8 +27,8 @@ from .graph import (
     Workload,
 )
 from .memory import SSM_STATE, cache_elements_per_token, model_facts
-from .parallel import check_layout, kv_heads, vocab_shard
-from .params import walk
+from .parallel import check_layout
+from .params import kv_heads, vocab_shard, walk
 from .perfmodel import (
     AdamStepOp,
     BinaryOp,
@@ -121,9 +121,19 @@ class _Lowerer:
         self.notes: list[str] = []
 
     # ---- tensor parallelism: the collectives around a column-/row-parallel pair
-    def _collective(self, e: _Emit, name: str, kind, elements: int, a: DType, x: str, group=0):
-        group = group or self.tp
-        stride = 1 if group == self.tp else self.tp  # tp ranks are adjacent
+    def _collective(
+        self,
+        e: _Emit,
+        name: str,
+        kind: CollectiveKind,
+        elements: int,
+        a: DType,
+        x: str,
+        ep: bool = False,
+    ) -> str:
+        """A collective over this rank's tp group (adjacent ranks), or with `ep` over its
+        expert-parallel group (ranks tp apart)."""
+        group, stride = (self.par.ep, self.tp) if ep else (self.tp, 1)
         rec = CollectiveOp(kind, elements, group, a, stride)
         out = elements * bpe(a) / (group if kind == "reduce_scatter" else 1)
         return e.add(name, rec, (x,), out=out)
@@ -140,7 +150,7 @@ class _Lowerer:
         reduce-scatter to 1/tp of the tokens under sequence parallelism."""
         if self.tp == 1:
             return x
-        kind = "reduce_scatter" if self.par.sp else "all_reduce"
+        kind: CollectiveKind = "reduce_scatter" if self.par.sp else "all_reduce"
         return self._collective(e, f"{name}.{kind}", kind, self.s.T * dim, a, x)
 
     # ---- one method per IR op kind (`_attention`, `_moe`, ...); each emits its nodes
@@ -378,7 +388,7 @@ class _Lowerer:
         )
         if ep > 1:  # each token copy travels to its expert's rank (balanced load)
             disp = self._collective(
-                e, f"{name}.dispatch.all_to_all", "all_to_all", rows * op.dim, a, disp, ep
+                e, f"{name}.dispatch.all_to_all", "all_to_all", rows * op.dim, a, disp, ep=True
             )
         # the experts this rank holds that any token of the ep ranks reaches
         hit = expected_experts_hit(E, k, T * ep) / ep
@@ -412,7 +422,7 @@ class _Lowerer:
         )
         if ep > 1:  # and back to the token's own rank
             dn = self._collective(
-                e, f"{name}.combine.all_to_all", "all_to_all", rows * op.dim, a, dn, ep
+                e, f"{name}.combine.all_to_all", "all_to_all", rows * op.dim, a, dn, ep=True
             )
         out = e.add(
             f"{name}.combine",

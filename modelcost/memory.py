@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 from . import spec as ir
 from .dtypes import DType
-from .parallel import device_params, kv_heads
-from .params import count_params, walk
+from .params import count_params, device_params, kv_heads, walk
 from .perfmodel import bpe
 
 if TYPE_CHECKING:
@@ -65,7 +64,7 @@ def model_facts(spec: ir.Spec, shape: Shape) -> ModelFacts:
     weights = grads = states = cache = 0.0
     dense = experts = 0
     for op, times in walk(spec.body):
-        d, x = device_params(op, par)
+        d, x = device_params(op, par.tp, par.ep)
         dense, experts = dense + d * times, experts + x * times
         for n, copies in ((d * times, par.dp), (x * times, par.dp // par.ep)):
             weights += n * bpe(op.dtypes.weights) / (copies if par.zero == 3 else 1)

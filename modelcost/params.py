@@ -42,81 +42,106 @@ def _ffn(dim: int, d_ff: int, act: ir.Activation, bias: bool) -> int:
     return ups * _linear(dim, d_ff, bias) + _linear(d_ff, dim, bias)
 
 
-def op_params(op: ir.Op) -> tuple[Component, int, int]:
-    """(component, total, active) parameters of one op instance."""
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def kv_heads(kv: int, tp: int) -> int:
+    """KV heads one of `tp` tensor-parallel ranks keeps: kv/tp, or one (replicated)
+    when tp exceeds them."""
+    return kv // tp if kv >= tp else 1
+
+
+def vocab_shard(vocab: int, tp: int) -> int:
+    """One rank's slice of a vocabulary-parallel embedding or head (padded to tp)."""
+    return ceil_div(vocab, tp)
+
+
+COMPONENTS: dict[type, Component] = {
+    ir.Embedding: Component.embedding, ir.PositionEmbedding: Component.embedding,
+    ir.PatchEmbed: Component.embedding, ir.LayerNorm: Component.norms,
+    ir.RMSNorm: Component.norms, ir.Residual: Component.norms,
+    ir.Attention: Component.attention, ir.MLA: Component.attention, ir.MLP: Component.mlp,
+    ir.MoE: Component.experts, ir.Mamba2: Component.ssm, ir.LMHead: Component.head,
+    ir.Pooler: Component.head, ir.Classifier: Component.head,
+}  # fmt: skip
+
+
+def device_params(op: ir.Op, tp: int = 1, ep: int = 1) -> tuple[int, int]:
+    """(dense, expert) parameters of one op instance on one device of a layout with `tp`
+    tensor-parallel and `ep` expert-parallel ranks (parallel.py states the sharding
+    rules); on one device, every parameter of the op. Counts every weight, bias and norm
+    scale the reference implementation allocates."""
     match op:
-        case ir.Embedding():
-            return Component.embedding, op.vocab * op.dim, op.vocab * op.dim
-        case ir.PositionEmbedding():
-            n = op.positions * op.dim
-            return Component.embedding, n, n
+        case ir.Embedding():  # vocabulary-parallel
+            return vocab_shard(op.vocab, tp) * op.dim, 0
         case ir.PatchEmbed():
             conv = _linear(op.channels * op.patch * op.patch, op.dim, op.bias)
-            n = conv + (op.dim if op.cls_token else 0)
-            return Component.embedding, n, n
+            return conv + (op.dim if op.cls_token else 0), 0
+        case ir.PositionEmbedding():
+            return op.positions * op.dim, 0
         case ir.Norm():
-            n = op.dim * (2 if op.bias else 1)
-            return Component.norms, n, n
+            return op.dim * (2 if op.bias else 1), 0
         case ir.Attention():
-            q = op.heads * op.head_dim
-            kv = op.kv_heads * op.head_dim
+            q = op.heads // tp * op.head_dim
+            kv = kv_heads(op.kv_heads, tp) * op.head_dim
             n = (
                 _linear(op.dim, q, op.qkv_bias)
                 + 2 * _linear(op.dim, kv, op.qkv_bias)
                 + _linear(q, op.dim, op.out_bias)
                 + (2 * op.head_dim if op.qk_norm else 0)
-                + (op.heads if op.sinks else 0)
+                + (op.heads // tp if op.sinks else 0)
             )
-            return Component.attention, n, n
-        case ir.MLA():
+            return n, 0
+        case ir.MLA():  # the low-rank a-projections are replicated, the heads split
+            heads = op.heads // tp
             qk_head = op.qk_nope_head_dim + op.qk_rope_head_dim
             if op.q_lora_rank:
-                q = op.dim * op.q_lora_rank + op.q_lora_rank + op.q_lora_rank * op.heads * qk_head
+                q = op.dim * op.q_lora_rank + op.q_lora_rank + op.q_lora_rank * heads * qk_head
             else:
-                q = op.dim * op.heads * qk_head
+                q = op.dim * heads * qk_head
             kv = (
                 op.dim * (op.kv_lora_rank + op.qk_rope_head_dim)
                 + op.kv_lora_rank
-                + op.kv_lora_rank * op.heads * (op.qk_nope_head_dim + op.v_head_dim)
+                + op.kv_lora_rank * heads * (op.qk_nope_head_dim + op.v_head_dim)
             )
-            o = op.heads * op.v_head_dim * op.dim
-            return Component.attention, q + kv + o, q + kv + o
+            return q + kv + heads * op.v_head_dim * op.dim, 0
         case ir.MLP():
-            n = _ffn(op.dim, op.d_ff, op.act, op.bias)
-            return Component.mlp, n, n
+            return _ffn(op.dim, op.d_ff // tp, op.act, op.bias), 0
         case ir.MoE():
-            expert = _ffn(op.dim, op.d_ff, op.act, op.bias)
-            shared = op.shared_experts * _ffn(op.dim, op.shared_d_ff, op.act, op.bias)
+            expert = _ffn(op.dim, op.d_ff // tp, op.act, op.bias)
+            shared = op.shared_experts * _ffn(op.dim, op.shared_d_ff // tp, op.act, op.bias)
             # the correction bias is a buffer, not a parameter, in the reference code; it
             # is in the checkpoint, so it is counted (docs/conventions.md)
             router = _linear(op.dim, op.experts, op.router_bias) + (
                 op.experts if op.correction_bias else 0
             )
-            return (
-                Component.experts,
-                op.experts * expert + shared + router,
-                op.top_k * expert + shared + router,
-            )
+            return shared + router, op.experts // ep * expert
         case ir.Mamba2():
-            bc = 2 * op.groups * op.d_state
-            in_proj = _linear(op.dim, 2 * op.d_inner + bc + op.heads, op.bias)
-            conv_ch = op.d_inner + bc
+            heads, groups, di = op.heads // tp, op.groups // tp, op.d_inner // tp
+            bc = 2 * groups * op.d_state
+            in_proj = _linear(op.dim, 2 * di + bc + heads, op.bias)
+            conv_ch = di + bc
             conv = conv_ch * op.d_conv + (conv_ch if op.conv_bias else 0)
-            per_head = 3 * op.heads  # dt_bias, A_log, D
-            n = in_proj + conv + per_head + op.d_inner + _linear(op.d_inner, op.dim, op.bias)
-            return Component.ssm, n, n
+            per_head = 3 * heads  # dt_bias, A_log, D
+            return in_proj + conv + per_head + di + _linear(di, op.dim, op.bias), 0
         case ir.Residual():
-            return Component.norms, 0, 0
-        case ir.LMHead():
-            n = 0 if op.tied else _linear(op.dim, op.vocab, op.bias)
-            return Component.head, n, n
+            return 0, 0
+        case ir.LMHead():  # vocabulary-parallel
+            return (0 if op.tied else _linear(op.dim, vocab_shard(op.vocab, tp), op.bias)), 0
         case ir.Pooler():
-            n = _linear(op.dim, op.dim, op.bias)
-            return Component.head, n, n
+            return _linear(op.dim, op.dim, op.bias), 0
         case ir.Classifier():
-            n = _linear(op.dim, op.classes, op.bias)
-            return Component.head, n, n
+            return _linear(op.dim, op.classes, op.bias), 0
     raise AssertionError(f"unhandled op {op!r}")  # pragma: no cover
+
+
+def op_params(op: ir.Op) -> tuple[Component, int, int]:
+    """(component, total, active) parameters of one op instance: for MoE, a token
+    touches top_k of the experts."""
+    dense, experts = device_params(op)
+    active = dense + (op.top_k * experts // op.experts if isinstance(op, ir.MoE) else experts)
+    return COMPONENTS[type(op)], dense + experts, active
 
 
 def walk(nodes: tuple[ir.Statement, ...], multiplicity: int = 1) -> Iterator[tuple[ir.Op, int]]:

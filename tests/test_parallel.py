@@ -13,8 +13,7 @@ from modelcost.graph import Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
 from modelcost.lower import lower
 from modelcost.network import collective_time, link
-from modelcost.parallel import device_params
-from modelcost.params import count_params, walk
+from modelcost.params import count_params, device_params, walk
 from modelcost.perfmodel import CollectiveOp
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")  # 32 layers, d 4096, 32 heads, 8 KV, ff 14336
@@ -120,7 +119,7 @@ def test_data_parallel_gradient_sync_by_zero_stage() -> None:
 def test_device_params_add_up_to_the_model_on_one_device() -> None:
     for path in sorted(MODELS.glob("*.model")):
         spec = load_spec(path)
-        total = sum(sum(device_params(op, Parallel())) * n for op, n in walk(spec.body))
+        total = sum(sum(device_params(op)) * n for op, n in walk(spec.body))
         assert total == count_params(spec).total, path.stem
 
 
@@ -203,3 +202,15 @@ def test_a_layout_diff() -> None:
     assert r.returncode == 0, r.stderr
     (phase,) = json.loads(r.stdout)["phases"]
     assert (phase["a"]["shape"], phase["b"]["shape"]) == ("seq 2048, tp 8", "seq 2048, tp 4, dp 2")
+
+
+def test_expert_parallel_ranks_sit_tp_apart_even_when_ep_equals_tp() -> None:
+    # ranks are numbered tp-innermost: an ep group is made of data-parallel ranks, tp
+    # apart, whatever its size; with tp 2 and ep 2 the all-to-all spans 4 devices
+    spec = load_spec(MODELS / "mixtral-8x7b.model")
+    layout = Parallel(tp=2, dp=2, ep=2)
+    r = compile_report(spec, H100, Workload("decode", 2, parallel=layout))
+    a2a = [o for o in r.ops if o.kind == "Collective" and "all_to_all" in o.name]
+    tp = [o for o in r.ops if o.kind == "Collective" and o.name.endswith("attn.all_reduce")]
+    assert a2a and all((o.shape["group"], o.shape["stride"]) == (2, 2) for o in a2a)
+    assert tp and all((o.shape["group"], o.shape["stride"]) == (2, 1) for o in tp)
