@@ -184,7 +184,7 @@ def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
         return getattr(args, name) if value is None else value
 
     try:
-        layout = Parallel(pick("tp"), args.sp, pick("ep"), pick("dp"), pick("zero"))
+        layout = Parallel(**{name: pick(name) for name in LAYOUT if name != "sp"}, sp=args.sp)
     except ValueError as err:  # a layout that cannot be: say why, as any bad input
         raise SpecError(f"{err}", filename="modelcost") from None
     return [

@@ -32,7 +32,12 @@ class Parallel(Record, frozen=True):
     batch/dp sequences; `ep` expert-parallel ranks, taken from the data-parallel ones as
     in Megatron, each hold experts/ep experts and exchange tokens by all-to-all. `zero`
     shards optimizer states (1), gradients (2) and weights (3, FSDP) over the
-    data-parallel ranks. Devices = tp × dp; ranks are numbered tp-innermost.
+    data-parallel ranks. `pp` pipeline stages each hold a run of layers (the embedding
+    on the first, the head on the last), passing activations on by point-to-point
+    sends; each replica's batch runs as `microbatches` microbatches, and a step takes
+    (microbatches + pp − 1) stage times (1F1B; the pp − 1 are the bubble). `overlap`
+    `full` hides collectives behind the compute of the same step as far as it lasts.
+    Devices = tp × dp × pp; ranks are numbered tp-innermost, pp-outermost.
     """
 
     tp: int = 1
@@ -40,9 +45,14 @@ class Parallel(Record, frozen=True):
     ep: int = 1
     dp: int = 1
     zero: int = 0
+    pp: int = 1
+    microbatches: int = 1
+    overlap: Literal["none", "full"] = "none"
 
     def __post_init__(self) -> None:
-        for name in ("tp", "ep", "dp"):
+        if self.overlap not in ("none", "full"):
+            raise ValueError(f"overlap must be 'none' or 'full', got {self.overlap!r}")
+        for name in ("tp", "ep", "dp", "pp", "microbatches"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -60,7 +70,7 @@ class Parallel(Record, frozen=True):
 
     @property
     def devices(self) -> int:
-        return self.tp * self.dp
+        return self.tp * self.dp * self.pp
 
     @property
     def single(self) -> bool:
@@ -73,7 +83,10 @@ class Parallel(Record, frozen=True):
         parts += ["sp"] if self.sp else []
         parts += [f"dp {self.dp}"] if self.dp > 1 else []
         parts += [f"ep {self.ep}"] if self.ep > 1 else []
+        parts += [f"pp {self.pp}"] if self.pp > 1 else []
+        parts += [f"{self.microbatches} microbatches"] if self.microbatches > 1 else []
         parts += [f"zero {self.zero}"] if self.zero else []
+        parts += ["overlap"] if self.overlap == "full" else []
         return ", ".join(parts)
 
 
@@ -119,7 +132,8 @@ class Shape(Record, frozen=True):
     how many tokens a step processes, how many queries and keys each sequence has,
     whether a cache is read and a backward pass runs, and how the step is labelled.
 
-    `B` sequences on one device (the job's batch / dp), `S` queries each, attending
+    `B` sequences in one microbatch on one device (the job's batch / dp / microbatches),
+    `S` queries each, attending
     `n_kv` keys; `logits_all`: logits for every position (else each sequence's last);
     `par`: the device layout."""
 
@@ -137,8 +151,14 @@ class Shape(Record, frozen=True):
 
     @property
     def T_job(self) -> int:
-        """Tokens the whole job processes in one step (every data-parallel replica)."""
-        return self.T * self.par.dp
+        """Tokens the whole job processes in one step (every microbatch of every
+        data-parallel replica)."""
+        return self.T * self.par.microbatches * self.par.dp
+
+    @property
+    def B_device(self) -> int:
+        """Sequences one device holds in a step: all its replica's microbatches."""
+        return self.B * self.par.microbatches
 
     @property
     def T_seq(self) -> int:

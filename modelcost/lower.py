@@ -53,7 +53,7 @@ from .perfmodel import (
 from .perfmodel.collectives import CollectiveKind
 from .perfmodel.misc import LOSS_BYTES
 from .perfmodel.moe import ROUTER_INDEX_BYTES, ROUTER_PROB_BYTES
-from .record import Record
+from .record import Record, replace
 
 ROUTE_BYTES = ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES  # a routing decision: weight and id
 
@@ -539,6 +539,42 @@ def _layer_plan(body: tuple[ir.Statement, ...]) -> list[ir.Op | _Stack]:
     return plan
 
 
+def _placed(plan: list[ir.Op | _Stack]) -> list[tuple[ir.Op | _Stack, tuple[int, ...]]]:
+    """Each plan item with its layer indices: a stack's layers, or for a model-level op
+    the index of the next layer (so an op before the layers sorts before them)."""
+    placed: list[tuple[ir.Op | _Stack, tuple[int, ...]]] = []
+    layer = pending_end = 0
+    for item in plan:
+        if not isinstance(item, _Stack):
+            placed.append((item, (max(layer, pending_end),)))
+            continue
+        first = layer + item.offset
+        placed.append((item, tuple(first + i * item.stride for i in range(item.count))))
+        pending_end = max(pending_end, first + (item.count - 1) * item.stride + 1)
+        if item.offset == item.stride - 1:
+            layer = pending_end
+    return placed
+
+
+def _last_stage(spec: ir.Spec, plan, pp: int) -> range:
+    """The layers of the last pipeline stage (ceil(L/pp) of them; the report is this
+    device's: it holds the head, the slowest stage when stages are even)."""
+    layers = sum(len(ls) for item, ls in plan if isinstance(item, _Stack))
+    if pp > max(layers, 1):
+        raise SpecError(
+            f"--pp {pp} is more pipeline stages than the {layers} layers of `{spec.name}`",
+            filename="modelcost",
+            hint=f"use at most {layers} stages",
+        )
+    size = -(-layers // pp)
+    return range(layers - size, layers) if pp > 1 else range(0, max(layers, 1))
+
+
+def _width(spec: ir.Spec) -> int:
+    """The residual stream's width: what a pipeline stage passes on per token."""
+    return next(op.dim for op, _ in walk(spec.body))
+
+
 def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     notes: list[str] = []
     ops = [op for op, _ in walk(spec.body)]
@@ -576,7 +612,7 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
         )
     par = w.parallel
     check_layout(spec, par, w.batch)
-    B = w.batch // par.dp  # sequences per data-parallel replica
+    B = w.batch // par.dp // par.microbatches  # sequences per microbatch of a replica
     tokens = B * (1 if w.phase is Phase.decode else S)
     if par.sp and tokens % par.tp:
         raise SpecError(
@@ -638,36 +674,46 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     nodes: list[Node] = []
     groups: list[Group] = []
     stream, residual = "", ""
-    layer = 0
-    plan = _layer_plan(spec.body)
-    model_scope = Counter(item.scope for item in plan if not isinstance(item, _Stack))
+    plan = _placed(_layer_plan(spec.body))
+    stage = _last_stage(spec, plan, shape.par.pp)
+    model_scope = Counter(item.scope for item, _ in plan if not isinstance(item, _Stack))
     model_emit = _Emit("", "model", 1, stream, residual, totals=model_scope)
-    pending_stride_end = 0
-    for item in plan:
+    kept: list[tuple[ir.Op, int]] = []  # what this device holds, for its memory
+    if shape.par.pp > 1:  # the previous stage's activations arrive (gradients go back)
+        a = spec.dtypes.activations
+        rec = CollectiveOp("p2p", shape.T_seq * _width(spec), 2, a, shape.par.tp * shape.par.dp)
+        stream = residual = "pipeline.recv"
+        nodes.append(Node(stream, "model", 1, rec, (), shape.T_seq * _width(spec) * bpe(a)))
+    for item, layers in plan:
         if not isinstance(item, _Stack):
+            if layers and layers[0] < stage.start:  # before the layers: the first stage's
+                continue
             model_emit.stream, model_emit.residual_from = stream, residual
             start = len(model_emit.nodes)
             lowerer.lower(model_emit, item, 1)
+            kept.append((item, 1))
             nodes.extend(model_emit.nodes[start:])
             _check_size(spec, len(nodes))
             stream, residual = model_emit.stream, model_emit.residual_from
             continue
-        first = layer + item.offset
-        layers = tuple(first + i * item.stride for i in range(item.count))
-        label = f"layers.{first}"
+        layers = tuple(i for i in layers if i in stage)
+        if not layers:
+            continue
+        label = f"layers.{layers[0]}"
         ops = list(walk(item.body))
+        kept.extend((op, times * len(layers)) for op, times in ops)
         totals = Counter(op.scope for op, _ in ops)
-        e = _Emit(f"{label}.", label, item.count, stream, residual, totals=totals)
+        e = _Emit(f"{label}.", label, len(layers), stream, residual, totals=totals)
         for op, times in ops:
             lowerer.lower(e, op, times)
             _check_size(spec, len(nodes) + len(e.nodes))
         nodes.extend(e.nodes)
-        groups.append(Group(label, item.block, layers, item.count))
+        groups.append(Group(label, item.block, layers, len(layers)))
         stream, residual = e.stream, e.residual_from
-        pending_stride_end = max(pending_stride_end, first + (item.count - 1) * item.stride + 1)
-        if item.offset == item.stride - 1:
-            layer = pending_stride_end
-    facts = model_facts(spec, shape)
+    m = shape.par.microbatches
+    if m > 1:  # every op of the step runs once per microbatch
+        nodes = [replace(n, count=n.count * m) for n in nodes]
+    facts = model_facts(spec, shape, kept)
     if shape.train:
         nodes.extend(_step_nodes(spec, shape, facts))
     model_nodes = [n for n in nodes if n.group == "model"]

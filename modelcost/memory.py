@@ -54,16 +54,20 @@ def cache_bytes(op: ir.Op, batch: int, length: int, tp: int = 1) -> float:
     return batch * (kept * per_token + state_bytes(op, tp))
 
 
-def model_facts(spec: ir.Spec, shape: Shape) -> ModelFacts:
+def model_facts(
+    spec: ir.Spec, shape: Shape, held: list[tuple[ir.Op, int]] | None = None
+) -> ModelFacts:
     """Everything reporting needs of the spec, in one walk of its layers: the model's
     parameter counts, and what one device of the layout keeps (ZeRO shards weights at
-    stage 3, gradients from 2, optimizer states from 1 over the ranks holding copies)."""
+    stage 3, gradients from 2, optimizer states from 1 over the ranks holding copies).
+    `held`: the ops (with multiplicities) of this device's pipeline stage; all of them
+    when None."""
     from .graph import ModelFacts
 
     par = shape.par
     weights = grads = states = cache = 0.0
     dense = experts = 0
-    for op, times in walk(spec.body):
+    for op, times in walk(spec.body) if held is None else held:
         d, x = device_params(op, par.tp, par.ep)
         dense, experts = dense + d * times, experts + x * times
         for n, copies in ((d * times, par.dp), (x * times, par.dp // par.ep)):
@@ -73,7 +77,7 @@ def model_facts(spec: ir.Spec, shape: Shape) -> ModelFacts:
                 master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0
                 states += n * (ADAM_STATE_BYTES + master) / (copies if par.zero >= 1 else 1)
         if not shape.train:
-            cache += cache_bytes(op, shape.B, shape.n_kv, par.tp) * times
+            cache += cache_bytes(op, shape.B_device, shape.n_kv, par.tp) * times
     params = count_params(spec)
     return ModelFacts(
         name=spec.name,

@@ -7,6 +7,7 @@ bytes (S is the gathered output of an all-gather, the input of a reduce-scatter)
     all-gather      (n−1)/n · S,                in n−1 steps
     reduce-scatter  (n−1)/n · S,                in n−1 steps
     all-to-all      (n−1)/n · S,                in n−1 steps
+    p2p             S (one stage to the next),  in 1 step
 
 time = bytes / bandwidth per direction + steps × latency. These are nccl-tests' "bus
 bandwidth" factors: busbw = algbw · 2(n−1)/n for all-reduce, · (n−1)/n for the others.
@@ -33,6 +34,8 @@ def _ring(kind: str, n: int) -> tuple[float, int]:
     """(bytes sent per byte of S, steps) of a ring collective over n ranks."""
     if n <= 1:
         return 0.0, 0
+    if kind == "p2p":  # a pipeline stage's send to the next: the whole tensor, one step
+        return 1.0, 1
     if kind == "all_reduce":
         return 2 * (n - 1) / n, 2 * (n - 1)
     return (n - 1) / n, n - 1

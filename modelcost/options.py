@@ -90,6 +90,13 @@ OPTIONS: dict[str, Option] = {
                "expert-parallel ranks, taken from the dp ranks", sided=True),
         Option("zero", zero_stage, ONE_DEVICE.zero,
                "training: ZeRO stage over the dp ranks (3 = FSDP)", sided=True),
+        Option("pp", positive, ONE_DEVICE.pp,
+               "pipeline stages (the report is the last stage's device)", sided=True),
+        Option("microbatches", positive, ONE_DEVICE.microbatches,
+               "microbatches per replica and step (pipeline: 1F1B)", sided=True),
+        Option("overlap", None, ONE_DEVICE.overlap,
+               "collectives hidden behind compute: none, or as far as compute lasts",
+               ("none", "full"), sided=True),
     )
 }  # fmt: skip
 
@@ -117,5 +124,5 @@ def add_options(
 
 
 WORKLOAD = ("phase", "batch", "seq", "context", "logits")
-LAYOUT = ("tp", "sp", "dp", "ep", "zero")
+LAYOUT = ("tp", "sp", "dp", "ep", "zero", "pp", "microbatches", "overlap")
 ROOFLINE = ("conventions", "peak", "bandwidth")

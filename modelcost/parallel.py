@@ -29,10 +29,11 @@ def check_layout(spec: ir.Spec, par: Parallel, batch: int) -> None:
     """Raise a SpecError for a layout `spec` cannot run with `batch` sequences."""
     if par.single:
         return
-    if batch % par.dp:
+    if batch % (par.dp * par.microbatches):
         raise _refuse(
-            f"batch {batch} does not split over dp = {par.dp} data-parallel replicas",
-            f"use a batch that is a multiple of {par.dp}",
+            f"batch {batch} does not split over dp = {par.dp} replicas of "
+            f"{par.microbatches} microbatch{'es' if par.microbatches > 1 else ''}",
+            f"use a batch that is a multiple of {par.dp * par.microbatches}",
         )
     tp, ep = par.tp, par.ep
     has_experts = False

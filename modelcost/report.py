@@ -188,11 +188,16 @@ class Totals(Frozen):
     flops: float
     bytes: float
     intensity: float
-    time_s: float
+    time_s: float = Field(
+        description="the step: busy_s less the hidden collective time, plus the bubble"
+    )
+    busy_s: float = Field(description="every op's time end to end; op shares are of it")
     compute_bound_s: float = Field(description="time in compute-bound ops")
     memory_bound_s: float = Field(description="time in memory- or network-bound ops")
-    compute_share: float = Field(description="fraction of the time in compute-bound ops")
-    comm_s: float = Field(description="time in collectives, all of it exposed (no overlap)")
+    compute_share: float = Field(description="fraction of busy_s in compute-bound ops")
+    comm_s: float = Field(description="time in collectives")
+    comm_exposed_s: float = Field(description="the part not hidden behind compute")
+    bubble_s: float = Field(description="pipeline idle time: (pp − 1) microbatch times")
     bound: Bound
     per_token: PerToken
     mfu_bound: float = Field(description="FLOPs / (time × matrix peak): the best MFU possible")

@@ -140,10 +140,14 @@ def build_report(
             )
         tf = max(fc, fm)
         rows.append((cn, op, dtypes, precision, r, fc, fm, tf, lk, back, cn.node.count * (tf + tb)))
-    step = sum(row[-1] for row in rows)
+    busy = sum(row[-1] for row in rows)  # every op's time, one after another
+    once = sum(row[-1] for row in rows if row[0].node.step)  # optimizer, gradient sync
+    comm = sum(row[-1] for row in rows if row[1].unit is Unit.network)
+    par = graph.shape.par
+    step, exposed, bubble = step_time(busy, once, comm, par.pp, par.microbatches, par.overlap)
 
     def share(t: float) -> float:
-        return t / step if step else 0.0
+        return t / busy if busy else 0.0
 
     ops = []
     for cn, op, dtypes, precision, r, fc, fm, tf, lk, back, total in rows:
@@ -190,9 +194,7 @@ def build_report(
         + o.count * (o.backward.time_s if o.backward and o.backward.bound == "compute" else 0)
         for o in ops
     )
-    comm = sum(o.total_time_s for o in ops if o.unit == "network")
     shape = graph.shape
-    par = shape.par
     tokens = shape.T_job
     per_token = PerToken.trusted(
         tokens_per_step=tokens,
@@ -237,7 +239,7 @@ def build_report(
         ),
         workload=WorkloadInfo.trusted(
             phase=w.phase.value,
-            batch=shape.B * par.dp,
+            batch=shape.B_device * par.dp,
             seq=shape.S,
             context=shape.n_kv,
             logits=None if shape.decode else ("all" if shape.logits_all else "last"),
@@ -259,11 +261,14 @@ def build_report(
             bytes=nbytes,
             intensity=_intensity(flops, nbytes),
             time_s=step,
+            busy_s=busy,
             compute_bound_s=compute_bound,
-            memory_bound_s=step - compute_bound,
-            compute_share=compute_bound / step if step else 0.0,
+            memory_bound_s=busy - compute_bound,
+            compute_share=compute_bound / busy if busy else 0.0,
             comm_s=comm,
-            bound="compute" if compute_bound >= step - compute_bound else "memory",
+            comm_exposed_s=exposed,
+            bubble_s=bubble,
+            bound="compute" if compute_bound >= busy - compute_bound else "memory",
             per_token=per_token,
             mfu_bound=flops / (step * main_peak) if step else 0.0,
             memory=Memory.trusted(
@@ -278,13 +283,35 @@ def build_report(
     )
 
 
+def step_time(
+    busy: float, once: float, comm: float, pp: int, microbatches: int, overlap: str
+) -> tuple[float, float, float]:
+    """(step, exposed collective time, pipeline bubble) of one device.
+
+    `busy` is every op's time end to end, `once` the part that runs once per step
+    (optimizer, gradient sync), `comm` the part in collectives. With overlap `full`
+    collectives hide behind the step's other work as far as it lasts (an upper bound on
+    overlap). A pipeline of pp stages and m microbatches idles pp − 1 microbatch times
+    (1F1B: the bubble is (pp − 1)/(m + pp − 1) of the step, once-per-step work aside).
+    """
+    other = busy - comm
+    exposed = comm if overlap == "none" else max(0.0, comm - other)
+    spent = other + exposed
+    flowing = (busy - once) * (spent / busy) if busy else 0.0  # all microbatches' work
+    bubble = flowing * (pp - 1) / microbatches
+    return spent + bubble, exposed, bubble
+
+
 def footprint(graph: OpGraph) -> dict[str, float]:
     """Memory by kind: the model's (sized by lowering) and the activations the graph
     keeps alive; docs/report.md says what each counts."""
     facts = graph.facts
     produced = {n.name: n.out_bytes for n in graph.nodes}
     if graph.shape.train:  # everything the backward needs is kept (no recomputation)
-        activations = sum(n.out_bytes * n.count for n in graph.nodes)
+        # of the microbatches in flight: 1F1B's first stage holds pp of them (the most)
+        par = graph.shape.par
+        in_flight = min(par.microbatches, par.pp) / par.microbatches
+        activations = sum(n.out_bytes * n.count for n in graph.nodes) * in_flight
     else:  # the largest op's inputs and output alive at once
         activations = max(
             (n.out_bytes + sum(produced.get(i, 0) for i in set(n.inputs)) for n in graph.nodes),

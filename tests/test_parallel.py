@@ -214,3 +214,54 @@ def test_expert_parallel_ranks_sit_tp_apart_even_when_ep_equals_tp() -> None:
     tp = [o for o in r.ops if o.kind == "Collective" and o.name.endswith("attn.all_reduce")]
     assert a2a and all((o.shape["group"], o.shape["stride"]) == (2, 2) for o in a2a)
     assert tp and all((o.shape["group"], o.shape["stride"]) == (2, 1) for o in tp)
+
+
+def test_a_pipeline_stage_and_its_bubble() -> None:
+    # Llama 3 70B's 80 layers over 4 stages: the report is the last stage's device,
+    # layers 60-79 with the final norm and the head; each op runs once per microbatch;
+    # 1F1B idles pp − 1 microbatch times: the bubble is (p − 1)/(m + p − 1) = 3/11
+    layout = Parallel(pp=4, microbatches=8)
+    r = compile_report(LLAMA70, H100, Workload("prefill", 8, parallel=layout))
+    assert [(g.group, g.layers, g.count) for g in r.layers] == [
+        ("model", "", 1),
+        ("layers.60", "60-79", 20),
+    ]
+    names = [o.name for o in r.ops]
+    assert "embed" not in names and names[-2:] == ["norm", "lm_head"]
+    recv = r.ops[0]
+    assert recv.name == "pipeline.recv" and recv.count == 8  # one per microbatch
+    # one sequence of 2048 tokens × d 8192 in bf16, sent whole across the domain
+    # boundary (stages are dp·tp = 1 apart, so inside the 8-GPU domain here)
+    assert recv.shape["collective"] == "p2p" and recv.bytes == 2048 * 8192 * 2
+    t = r.totals
+    assert t.bubble_s / t.time_s == pytest.approx(3 / 11, rel=1e-12)
+    assert (r.workload.batch, r.workload.tokens) == (8, 8 * 2048)
+
+
+def test_more_stages_than_layers_are_refused() -> None:
+    with pytest.raises(SpecError, match="--pp 33 is more pipeline stages than the 32 layers"):
+        lower(LLAMA8, Workload("prefill", parallel=Parallel(pp=33)))
+
+
+def test_overlap_hides_collectives_behind_compute() -> None:
+    # with overlap, the step is the longer of compute and communication: exposed
+    # collective time is max(0, comm − other work)
+    plain = report(LLAMA70, tp=8).totals
+    hidden = report(LLAMA70, tp=8, overlap="full").totals
+    other = plain.busy_s - plain.comm_s
+    assert plain.comm_exposed_s == plain.comm_s and plain.time_s == plain.busy_s
+    assert hidden.comm_exposed_s == max(0.0, hidden.comm_s - other)
+    assert hidden.time_s == pytest.approx(max(other, hidden.comm_s), rel=1e-12)
+
+
+def test_llama3_405b_pretraining_layout_stays_an_upper_bound() -> None:
+    # The Llama 3 Herd of Models (Dubey et al. 2024), table 4: 16,384 H100s, TP 8,
+    # PP 16, DP 128, sequence 8,192, 16 sequences per data-parallel rank (2,048 in all),
+    # 400 TFLOPS per GPU (41% BF16 MFU), communication overlapped with compute. The
+    # modelled step may not be slower than that: its MFU bound is at least 41%
+    spec = load_spec(MODELS / "llama3.1-405b.model")
+    layout = Parallel(tp=8, pp=16, dp=128, microbatches=16, overlap="full")
+    r = compile_report(spec, H100, Workload("train", 2048, 8192, parallel=layout))
+    assert r.workload.layout.devices == 16_384
+    assert r.totals.mfu_bound >= 0.41
+    assert r.totals.mfu_bound * 989.4e12 >= 400e12

@@ -1,8 +1,9 @@
 """Collectives over a group of n devices, as bytes each device sends (ring algorithms).
 
 For a tensor of S elements: all-reduce sends 2·(n−1)/n·S, all-gather (S = the gathered
-output) and reduce-scatter (S = the input) (n−1)/n·S, all-to-all (n−1)/n·S. Reducing
-collectives also add (n−1)/n·S elements. These run at scale-up (network) bandwidth.
+output) and reduce-scatter (S = the input) (n−1)/n·S, all-to-all (n−1)/n·S, a p2p send
+(pipeline stages, group 2) S. Reducing collectives also add (n−1)/n·S elements. Their
+time on the links is network.py's.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from typing import ClassVar, Literal
 from ..dtypes import DType
 from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
 
-CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
+CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
 _BACKWARD: dict[str, CollectiveKind] = {
     "all_reduce": "all_reduce",
     "all_gather": "reduce_scatter",
     "reduce_scatter": "all_gather",
     "all_to_all": "all_to_all",
+    "p2p": "p2p",  # activations forward, their gradients back
 }
 
 
@@ -51,6 +53,8 @@ class CollectiveOp(OpRecord, frozen=True):
         return 0
 
     def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+        if self.collective == "p2p":  # one send of the whole tensor to the next rank
+            return _number(self.elements * Fraction(bpe(self.dtype)))
         steps = 2 if self.collective == "all_reduce" else 1
         return _number(steps * self._share() * self.elements * Fraction(bpe(self.dtype)))
 

@@ -25,11 +25,8 @@ def _one(r: Report) -> str:
             [
                 ["devices", f"{w.layout.devices} ({w.layout.label})"],
                 ["per device", f"{pt.tokens_per_s_device:,.1f} tokens/s"],
-                [
-                    "collectives",
-                    f"{duration(t.comm_s)} ({pct(t.comm_s / t.time_s if t.time_s else 0)}"
-                    " of the step, none hidden)",
-                ],
+                ["collectives", f"{duration(t.comm_s)} ({duration(t.comm_exposed_s)} exposed)"],
+                *([["pipeline bubble", duration(t.bubble_s)]] if t.bubble_s else []),
             ]
             if w.layout.devices > 1
             else []

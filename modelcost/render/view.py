@@ -80,7 +80,8 @@ def _summary(reports: list[Report]) -> Table:
         devices = w.layout.devices
         spread = (
             f" on {devices} devices ({fixed(t.per_token.tokens_per_s_device, 1)} each), "
-            f"{duration(t.comm_s)} in collectives (none hidden)"
+            f"{duration(t.comm_s)} in collectives ({duration(t.comm_exposed_s)} exposed)"
+            + (f", {duration(t.bubble_s)} pipeline bubble" if t.bubble_s else "")
             if devices > 1
             else ""
         )
@@ -131,6 +132,11 @@ def _per_token(reports: list[Report]) -> Table:
                     ),
                 ),
                 row("collectives", lambda r: num(duration(t(r).comm_s), t(r).comm_s)),
+                row(
+                    "collectives exposed",
+                    lambda r: num(duration(t(r).comm_exposed_s), t(r).comm_exposed_s),
+                ),
+                row("pipeline bubble", lambda r: num(duration(t(r).bubble_s), t(r).bubble_s)),
             )
             if any(r.workload.layout.devices > 1 for r in reports)
             else ()
