@@ -13,6 +13,7 @@ class CostedNode(Record, frozen=True):
     node: Node
     fwd: Cost
     bwd: Cost | None
+    recomputed: bool = False  # `bwd` includes a second forward (full recomputation)
 
 
 class CostedGraph(Record, frozen=True):
@@ -24,12 +25,14 @@ class CostedGraph(Record, frozen=True):
 def cost(graph: OpGraph, conventions: Conventions = Conventions.modelcost) -> CostedGraph:
     """Cost every node once; repeated layers carry their count, not copies."""
     train = graph.shape.train
-    nodes = tuple(
-        CostedNode(
-            n,
-            n.op.cost(conventions),
-            n.op.cost_bwd(conventions) if train and not n.step else None,
-        )
-        for n in graph.nodes
-    )
-    return CostedGraph(graph, conventions, nodes)
+    # full recomputation runs each layer's forward again inside its backward
+    again = graph.shape.par.recompute == "full"
+    nodes = []
+    for n in graph.nodes:
+        fwd = n.op.cost(conventions)
+        bwd = n.op.cost_bwd(conventions) if train and not n.step else None
+        recomputed = False
+        if bwd is not None and again and n.group != "model":
+            bwd, recomputed = bwd + fwd, True
+        nodes.append(CostedNode(n, fwd, bwd, recomputed))
+    return CostedGraph(graph, conventions, tuple(nodes))

@@ -37,6 +37,10 @@ class Parallel(Record, frozen=True):
     sends; each replica's batch runs as `microbatches` microbatches, and a step takes
     (microbatches + pp − 1) stage times (1F1B; the pp − 1 are the bubble). `overlap`
     `full` hides collectives behind the compute of the same step as far as it lasts.
+    `recompute` `full` (training) keeps only each layer's input and runs its forward
+    again in the backward (Korthikanti et al. 2022); `selective` recomputes the
+    attention core, which the flash-attention SDPA op already does, so it keeps what
+    `none` keeps.
     Devices = tp × dp × pp; ranks are numbered tp-innermost, pp-outermost.
     """
 
@@ -48,10 +52,15 @@ class Parallel(Record, frozen=True):
     pp: int = 1
     microbatches: int = 1
     overlap: Literal["none", "full"] = "none"
+    recompute: Literal["none", "selective", "full"] = "none"
 
     def __post_init__(self) -> None:
         if self.overlap not in ("none", "full"):
             raise ValueError(f"overlap must be 'none' or 'full', got {self.overlap!r}")
+        if self.recompute not in ("none", "selective", "full"):
+            raise ValueError(
+                f"recompute must be 'none', 'selective' or 'full', got {self.recompute!r}"
+            )
         for name in ("tp", "ep", "dp", "pp", "microbatches"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -87,6 +96,7 @@ class Parallel(Record, frozen=True):
         parts += [f"{self.microbatches} microbatches"] if self.microbatches > 1 else []
         parts += [f"zero {self.zero}"] if self.zero else []
         parts += ["overlap"] if self.overlap == "full" else []
+        parts += [f"recompute {self.recompute}"] if self.recompute != "none" else []
         return ", ".join(parts)
 
 
@@ -234,6 +244,7 @@ class ModelFacts(Record, frozen=True):
     params_active: int
     device_dense: int  # parameters one device holds outside the experts (before ZeRO-3)
     device_experts: int  # and of the experts
+    width: int  # the residual stream's: what a layer takes in per token
     activations: DType  # the model's activation dtype: the precision of the MFU and knee
     weight_bytes: float
     cache_bytes: float  # KV cache and SSM state of the workload's sequences (inference)

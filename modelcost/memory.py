@@ -86,6 +86,7 @@ def model_facts(
         params_active=params.active,
         device_dense=dense,
         device_experts=experts,
+        width=next((op.dim for op, _ in walk(spec.body)), 0),
         activations=spec.dtypes.activations,
         weight_bytes=weights,
         cache_bytes=cache,

@@ -97,6 +97,9 @@ OPTIONS: dict[str, Option] = {
         Option("overlap", None, ONE_DEVICE.overlap,
                "collectives hidden behind compute: none, or as far as compute lasts",
                ("none", "full"), sided=True),
+        Option("recompute", None, ONE_DEVICE.recompute,
+               "training: activation recomputation (Korthikanti et al. 2022)",
+               ("none", "selective", "full"), sided=True),
     )
 }  # fmt: skip
 
@@ -124,5 +127,5 @@ def add_options(
 
 
 WORKLOAD = ("phase", "batch", "seq", "context", "logits")
-LAYOUT = ("tp", "sp", "dp", "ep", "zero", "pp", "microbatches", "overlap")
+LAYOUT = ("tp", "sp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
 ROOFLINE = ("conventions", "peak", "bandwidth")

@@ -19,7 +19,7 @@ from .hardware import Hardware
 from .kernels import serve
 from .network import collective_time, link
 from .options import DEFAULT_PEAK
-from .perfmodel import CollectiveOp, Cost, GemmOp, GroupedGemmOp, OpRecord, Unit
+from .perfmodel import CollectiveOp, Cost, GemmOp, GroupedGemmOp, OpRecord, Unit, bpe
 from .record import Record
 from .report import (
     Bound,
@@ -188,6 +188,11 @@ def build_report(
         )
     sums = [_step_sums(o) for o in ops]  # each op's all-copies, both-passes sums, once
     flops = sum(s[0] for s in sums)
+    # the model's FLOPs, for the MFU: a recomputed forward is work, not model progress
+    again = [cn for cn in costed.nodes if cn.recomputed]
+    model_flops = flops - sum(
+        cn.node.count * cn.fwd.flops for cn in again if kept is None or cn.node.op.kind in kept
+    )
     nbytes = sum(s[1] for s in sums)
     compute_bound = sum(
         o.count * (o.time_s if o.bound == "compute" else 0)
@@ -270,7 +275,7 @@ def build_report(
             bubble_s=bubble,
             bound="compute" if compute_bound >= busy - compute_bound else "memory",
             per_token=per_token,
-            mfu_bound=flops / (step * main_peak) if step else 0.0,
+            mfu_bound=model_flops / (step * main_peak) if step else 0.0,
             memory=Memory.trusted(
                 **mem, total=total_mem, capacity=hw.memory, fits=fits, warning=warning
             ),
@@ -307,11 +312,8 @@ def footprint(graph: OpGraph) -> dict[str, float]:
     keeps alive; docs/report.md says what each counts."""
     facts = graph.facts
     produced = {n.name: n.out_bytes for n in graph.nodes}
-    if graph.shape.train:  # everything the backward needs is kept (no recomputation)
-        # of the microbatches in flight: 1F1B's first stage holds pp of them (the most)
-        par = graph.shape.par
-        in_flight = min(par.microbatches, par.pp) / par.microbatches
-        activations = sum(n.out_bytes * n.count for n in graph.nodes) * in_flight
+    if graph.shape.train:
+        activations = _training_activations(graph)
     else:  # the largest op's inputs and output alive at once
         activations = max(
             (n.out_bytes + sum(produced.get(i, 0) for i in set(n.inputs)) for n in graph.nodes),
@@ -324,6 +326,29 @@ def footprint(graph: OpGraph) -> dict[str, float]:
         "gradients": float(facts.gradient_bytes),
         "optimizer_states": float(facts.optimizer_bytes),
     }
+
+
+def _training_activations(graph: OpGraph) -> float:
+    """What the backward needs kept: every op's output (the SDPA op keeps only its
+    output, as flash attention does), or under full recomputation each layer's input
+    plus one layer's outputs, rebuilt during its backward (Korthikanti et al. 2022:
+    2·s·b·h per layer in 16-bit). Of the microbatches in flight: 1F1B's first stage
+    holds min(m, pp) of them, the most of any stage."""
+    shape, facts = graph.shape, graph.facts
+    par = shape.par
+    m = par.microbatches
+    in_flight = min(m, par.pp)
+    if par.recompute != "full":
+        return sum(n.out_bytes * n.count for n in graph.nodes) * in_flight / m
+    per_layer: dict[str, float] = {}
+    for n in graph.nodes:
+        per_layer[n.group] = per_layer.get(n.group, 0.0) + n.out_bytes * n.count / m
+    model_level = per_layer.pop("model", 0.0)
+    counts = {g.name: g.count for g in graph.groups}
+    layers = sum(counts[g] for g in per_layer)
+    inputs = layers * shape.T_seq * facts.width * float(bpe(facts.activations))
+    one_layer = max((t / counts[g] for g, t in per_layer.items()), default=0.0)
+    return (inputs + model_level) * in_flight + one_layer
 
 
 def _only_kinds(costed: CostedGraph, only: frozenset[str]) -> frozenset[str]:

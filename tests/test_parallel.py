@@ -265,3 +265,37 @@ def test_llama3_405b_pretraining_layout_stays_an_upper_bound() -> None:
     assert r.workload.layout.devices == 16_384
     assert r.totals.mfu_bound >= 0.41
     assert r.totals.mfu_bound * 989.4e12 >= 400e12
+
+
+def test_full_recomputation_keeps_layer_inputs_and_runs_forward_again() -> None:
+    # Korthikanti et al. 2022, section 4.1: full recomputation keeps 2·s·b·h bytes per
+    # layer (its 16-bit input) and one layer's activations while it is recomputed; the
+    # backward runs that layer's forward again, so the layers' GEMM FLOPs go from
+    # 3 forwards' worth (forward, input and weight gradients) to 4
+    from modelcost.cost import cost
+    from modelcost.roofline import footprint
+
+    none = lower(LLAMA8, Workload("train", 1, 2048))
+    full = lower(LLAMA8, Workload("train", 1, 2048, parallel=Parallel(recompute="full")))
+    s, b, h, layers = 2048, 1, 4096, 32
+    per_layer = sum(n.out_bytes * n.count for n in none.nodes if n.group != "model") / layers
+    model_level = sum(n.out_bytes for n in none.nodes if n.group == "model")
+    assert footprint(full)["activations"] == 2 * s * b * h * layers + per_layer + model_level
+
+    def layer_gemm_flops(graph):
+        costed = cost(graph)
+        return sum(
+            cn.node.count * (cn.fwd.flops + cn.bwd.flops)
+            for cn in costed.nodes
+            if cn.node.group != "model" and cn.node.op.kind == "GEMM" and cn.bwd is not None
+        )
+
+    assert layer_gemm_flops(full) * 3 == layer_gemm_flops(none) * 4
+    # the MFU counts the model's FLOPs only: recomputation costs time, not model FLOPs
+    r_none = report(LLAMA8, "train")
+    r_full = report(LLAMA8, "train", recompute="full")
+    assert r_full.totals.flops > r_none.totals.flops
+    assert r_full.totals.mfu_bound < r_none.totals.mfu_bound
+    assert r_full.totals.mfu_bound * r_full.totals.time_s == pytest.approx(
+        r_none.totals.mfu_bound * r_none.totals.time_s, rel=1e-12
+    )
