@@ -41,7 +41,9 @@ class Parallel(Record, frozen=True):
     again in the backward (Korthikanti et al. 2022); `selective` recomputes the
     attention core, which the flash-attention SDPA op already does, so it keeps what
     `none` keeps.
-    Devices = tp × dp × pp; ranks are numbered tp-innermost, pp-outermost.
+    `cp` context-parallel ranks each take 1/cp of every sequence's tokens and pass
+    keys and values around a ring for attention (prefill and training).
+    Devices = tp × cp × dp × pp, numbered in that order, tp innermost (Megatron-LM).
     """
 
     tp: int = 1
@@ -50,6 +52,7 @@ class Parallel(Record, frozen=True):
     dp: int = 1
     zero: int = 0
     pp: int = 1
+    cp: int = 1
     microbatches: int = 1
     overlap: Literal["none", "full"] = "none"
     recompute: Literal["none", "selective", "full"] = "none"
@@ -61,7 +64,7 @@ class Parallel(Record, frozen=True):
             raise ValueError(
                 f"recompute must be 'none', 'selective' or 'full', got {self.recompute!r}"
             )
-        for name in ("tp", "ep", "dp", "pp", "microbatches"):
+        for name in ("tp", "ep", "dp", "pp", "cp", "microbatches"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -79,7 +82,37 @@ class Parallel(Record, frozen=True):
 
     @property
     def devices(self) -> int:
-        return self.tp * self.dp * self.pp
+        return self.tp * self.cp * self.dp * self.pp
+
+    # which ranks form each group, and how far apart they sit (for the links they use)
+    @property
+    def weight_copies(self) -> int:
+        """Ranks holding the same dense weights: gradients sync and ZeRO shards over
+        them (data- and context-parallel ranks)."""
+        return self.dp * self.cp
+
+    @property
+    def expert_copies(self) -> int:
+        """Ranks holding the same experts."""
+        return self.dp // self.ep * self.cp
+
+    @property
+    def copies_stride(self) -> int:
+        return self.tp  # the cp ranks, then the dp ranks, sit just outside the tp group
+
+    @property
+    def expert_copies_stride(self) -> int:
+        """Ranks with the same experts skip the other ep ranks (with cp, the nearest of
+        them are the cp ranks, tp apart)."""
+        return self.tp if self.cp > 1 else self.tp * self.ep
+
+    @property
+    def ep_stride(self) -> int:
+        return self.tp * self.cp  # expert-parallel ranks are data-parallel ranks
+
+    @property
+    def pp_stride(self) -> int:
+        return self.tp * self.cp * self.dp
 
     @property
     def single(self) -> bool:
@@ -92,6 +125,7 @@ class Parallel(Record, frozen=True):
         parts += ["sp"] if self.sp else []
         parts += [f"dp {self.dp}"] if self.dp > 1 else []
         parts += [f"ep {self.ep}"] if self.ep > 1 else []
+        parts += [f"cp {self.cp}"] if self.cp > 1 else []
         parts += [f"pp {self.pp}"] if self.pp > 1 else []
         parts += [f"{self.microbatches} microbatches"] if self.microbatches > 1 else []
         parts += [f"zero {self.zero}"] if self.zero else []
@@ -162,8 +196,8 @@ class Shape(Record, frozen=True):
     @property
     def T_job(self) -> int:
         """Tokens the whole job processes in one step (every microbatch of every
-        data-parallel replica)."""
-        return self.T * self.par.microbatches * self.par.dp
+        data-parallel replica, every context-parallel chunk)."""
+        return self.T * self.par.microbatches * self.par.dp * self.par.cp
 
     @property
     def B_device(self) -> int:
@@ -189,7 +223,7 @@ class Shape(Record, frozen=True):
     @property
     def label(self) -> str:
         """`context 2048` for decode, `seq 197` otherwise; then the layout, if any."""
-        length = f"context {self.n_kv}" if self.decode else f"seq {self.S}"
+        length = f"context {self.n_kv}" if self.decode else f"seq {self.n_kv}"
         return f"{length}, {self.par.label}" if self.par.label else length
 
 

@@ -9,6 +9,7 @@ own group. Each IR layer statement lowers to the ops its reference implementatio
 from __future__ import annotations
 
 from collections import Counter
+from typing import Literal
 
 from msgspec import Struct, field
 
@@ -128,15 +129,35 @@ class _Lowerer:
         kind: CollectiveKind,
         elements: int,
         a: DType,
-        x: str,
-        ep: bool = False,
+        x: str | tuple[str, ...],
+        over: Literal["tp", "cp", "ep"] = "tp",
     ) -> str:
-        """A collective over this rank's tp group (adjacent ranks), or with `ep` over its
-        expert-parallel group (ranks tp apart)."""
-        group, stride = (self.par.ep, self.tp) if ep else (self.tp, 1)
+        """A collective over this rank's tp group (adjacent ranks), its context-parallel
+        group (tp apart) or its expert-parallel group."""
+        par = self.par
+        groups = {"tp": (par.tp, 1), "cp": (par.cp, par.tp), "ep": (par.ep, par.ep_stride)}
+        group, stride = groups[over]
         rec = CollectiveOp(kind, elements, group, a, stride)
         out = elements * bpe(a) / (group if kind == "reduce_scatter" else 1)
-        return e.add(name, rec, (x,), out=out)
+        return e.add(name, rec, x if isinstance(x, tuple) else (x,), out=out)
+
+    def _keys(self, op: ir.Attention | ir.MLA) -> int:
+        """Keys an SDPA op attends over. Under context parallelism a rank's queries are
+        two chunks, one early and one late (Megatron-LM's load balancing), which attend
+        exactly the causal pairs of S/cp queries over the last (S + S/cp)/2 keys: 1/cp
+        of all of them."""
+        s = self.s
+        if self.par.cp == 1 or s.decode or not op.causal:
+            return s.n_kv
+        return (s.n_kv + s.S) // 2
+
+    def _ring(self, e: _Emit, name: str, per_token: int, a: DType, x) -> str:
+        """Ring attention's key/value exchange: every rank receives every other rank's
+        chunk, an all-gather's volume (its gradients go back as a reduce-scatter)."""
+        if self.par.cp == 1:
+            return x if isinstance(x, str) else x[0]
+        elements = self.s.B * self.s.n_kv * per_token
+        return self._collective(e, f"{name}.kv_ring", "all_gather", elements, a, x, "cp")
 
     def _enter(self, e: _Emit, name: str, dim: int, a: DType) -> str:
         """The layer's input on every tp rank: gathered from 1/tp of the tokens under
@@ -246,11 +267,13 @@ class _Lowerer:
         if not s.train and op.causal:  # bidirectional attention keeps no cache
             self._kv_write(e, name, op, (k, v))
             cache_dtype = kv if s.decode else a
+        if self.par.cp > 1:
+            k = v = self._ring(e, name, 2 * KV * hd, a, (k, v))
         sdpa = SdpaOp(
             s.B,
             s.S,
             H,
-            s.n_kv,
+            self._keys(op),
             KV,
             hd,
             hd,
@@ -319,7 +342,9 @@ class _Lowerer:
             kvb = self._linear(
                 e, f"{name}.kv_b_proj", _gemm(s.T, H * (nope + vd), r, False, d), (c,), w
             )
-            sdpa = SdpaOp(s.B, s.S, H, s.n_kv, H, nope + rope, vd, causal=op.causal, act=a, kv=a)
+            kvb = self._ring(e, name, H * (nope + vd) + rope, a, kvb)
+            keys = self._keys(op)
+            sdpa = SdpaOp(s.B, s.S, H, keys, H, nope + rope, vd, causal=op.causal, act=a, kv=a)
             att = e.add(f"{name}.sdpa", sdpa, (q, kvb), out=s.T * H * vd * bpe(a))
         o = self._linear(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * vd, False, d), (att,), w)
         e.stream = self._exit(e, name, op.dim, a, o)
@@ -388,7 +413,7 @@ class _Lowerer:
         )
         if ep > 1:  # each token copy travels to its expert's rank (balanced load)
             disp = self._collective(
-                e, f"{name}.dispatch.all_to_all", "all_to_all", rows * op.dim, a, disp, ep=True
+                e, f"{name}.dispatch.all_to_all", "all_to_all", rows * op.dim, a, disp, "ep"
             )
         # the experts this rank holds that any token of the ep ranks reaches
         hit = expected_experts_hit(E, k, T * ep) / ep
@@ -422,7 +447,7 @@ class _Lowerer:
         )
         if ep > 1:  # and back to the token's own rank
             dn = self._collective(
-                e, f"{name}.combine.all_to_all", "all_to_all", rows * op.dim, a, dn, ep=True
+                e, f"{name}.combine.all_to_all", "all_to_all", rows * op.dim, a, dn, "ep"
             )
         out = e.add(
             f"{name}.combine",
@@ -613,7 +638,20 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     par = w.parallel
     check_layout(spec, par, w.batch)
     B = w.batch // par.dp // par.microbatches  # sequences per microbatch of a replica
-    tokens = B * (1 if w.phase is Phase.decode else S)
+    if par.cp > 1:
+        if w.phase is Phase.decode:
+            raise SpecError(
+                "context parallelism splits a sequence's tokens: decode has one per sequence",
+                filename="modelcost",
+                hint="use --tp or --dp for decode",
+            )
+        if S % par.cp:
+            raise SpecError(
+                f"--cp {par.cp} does not divide the sequence length {S}",
+                filename="modelcost",
+                hint=f"use a sequence length that is a multiple of {par.cp}",
+            )
+    tokens = B * (1 if w.phase is Phase.decode else S // par.cp)
     if par.sp and tokens % par.tp:
         raise SpecError(
             f"sequence parallelism splits {tokens} tokens over tp = {par.tp} ranks unevenly",
@@ -622,7 +660,7 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
         )
     if w.phase is Phase.decode:
         return Shape(w.phase, B, 1, context, False, par), notes
-    return Shape(w.phase, B, S, S, w.logits == "all", par), notes
+    return Shape(w.phase, B, S // par.cp, S, w.logits == "all", par), notes
 
 
 def _check_size(spec: ir.Spec, nodes: int) -> None:
@@ -645,8 +683,8 @@ def _step_nodes(spec: ir.Spec, shape: Shape, facts: ModelFacts) -> list[Node]:
     nodes: list[Node] = []
     # dense parameters are replicated over dp ranks; experts over dp/ep of them
     for what, elements, group, stride in (
-        ("grads", facts.device_dense, par.dp, par.tp),
-        ("expert_grads", facts.device_experts, par.dp // par.ep, par.tp * par.ep),
+        ("grads", facts.device_dense, par.weight_copies, par.copies_stride),
+        ("expert_grads", facts.device_experts, par.expert_copies, par.expert_copies_stride),
     ):
         if group == 1 or not elements:
             continue
@@ -659,9 +697,8 @@ def _step_nodes(spec: ir.Spec, shape: Shape, facts: ModelFacts) -> list[Node]:
         for name, kind, dtype in steps:
             rec = CollectiveOp(kind, elements, group, dtype, stride)
             nodes.append(Node(f"{what}.{name}", "model", 1, rec, (), 0, step=True))
-    updated = facts.device_dense // (par.dp if par.zero else 1) + facts.device_experts // (
-        par.dp // par.ep if par.zero else 1
-    )
+    updated = facts.device_dense // (par.weight_copies if par.zero else 1)
+    updated += facts.device_experts // (par.expert_copies if par.zero else 1)
     adam = AdamStepOp(updated, weight=w, grad=w)
     nodes.append(Node("optimizer", "model", 1, adam, (), 0, step=True))
     return nodes
@@ -681,7 +718,7 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     kept: list[tuple[ir.Op, int]] = []  # what this device holds, for its memory
     if shape.par.pp > 1:  # the previous stage's activations arrive (gradients go back)
         a = spec.dtypes.activations
-        rec = CollectiveOp("p2p", shape.T_seq * _width(spec), 2, a, shape.par.tp * shape.par.dp)
+        rec = CollectiveOp("p2p", shape.T_seq * _width(spec), 2, a, shape.par.pp_stride)
         stream = residual = "pipeline.recv"
         nodes.append(Node(stream, "model", 1, rec, (), shape.T_seq * _width(spec) * bpe(a)))
     for item, layers in plan:

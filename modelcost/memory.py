@@ -70,14 +70,16 @@ def model_facts(
     for op, times in walk(spec.body) if held is None else held:
         d, x = device_params(op, par.tp, par.ep)
         dense, experts = dense + d * times, experts + x * times
-        for n, copies in ((d * times, par.dp), (x * times, par.dp // par.ep)):
+        for n, copies in ((d * times, par.weight_copies), (x * times, par.expert_copies)):
             weights += n * bpe(op.dtypes.weights) / (copies if par.zero == 3 else 1)
             if shape.train:
                 grads += n * bpe(op.dtypes.activations) / (copies if par.zero >= 2 else 1)
                 master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0
                 states += n * (ADAM_STATE_BYTES + master) / (copies if par.zero >= 1 else 1)
         if not shape.train:
-            cache += cache_bytes(op, shape.B_device, shape.n_kv, par.tp) * times
+            # a context-parallel rank keeps the keys of its own chunk
+            length = shape.n_kv if shape.decode else shape.n_kv // par.cp
+            cache += cache_bytes(op, shape.B_device, length, par.tp) * times
     params = count_params(spec)
     return ModelFacts(
         name=spec.name,

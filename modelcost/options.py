@@ -92,6 +92,9 @@ OPTIONS: dict[str, Option] = {
                "training: ZeRO stage over the dp ranks (3 = FSDP)", sided=True),
         Option("pp", positive, ONE_DEVICE.pp,
                "pipeline stages (the report is the last stage's device)", sided=True),
+        Option("cp", positive, ONE_DEVICE.cp,
+               "context-parallel ranks: 1/cp of each sequence, ring attention "
+               "(prefill, train)", sided=True),
         Option("microbatches", positive, ONE_DEVICE.microbatches,
                "microbatches per replica and step (pipeline: 1F1B)", sided=True),
         Option("overlap", None, ONE_DEVICE.overlap,
@@ -127,5 +130,5 @@ def add_options(
 
 
 WORKLOAD = ("phase", "batch", "seq", "context", "logits")
-LAYOUT = ("tp", "sp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
+LAYOUT = ("tp", "sp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
 ROOFLINE = ("conventions", "peak", "bandwidth")

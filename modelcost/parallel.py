@@ -69,6 +69,11 @@ def check_layout(spec: ir.Spec, par: Parallel, batch: int) -> None:
                         f"(or the shared experts') of {where}",
                         "each expert's width is split over the tp ranks",
                     )
+            case ir.Mamba2() if par.cp > 1:
+                raise _refuse(
+                    f"--cp {par.cp}: the SSM scan of {where} runs along the whole sequence",
+                    "context parallelism is for attention layers; use --tp or --dp",
+                )
             case ir.Mamba2() if op.heads % tp or op.groups % tp:
                 raise _refuse(
                     f"--tp {tp} does not divide the {op.heads} SSD heads and "

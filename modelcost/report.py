@@ -50,6 +50,11 @@ class LayoutInfo(Frozen):
     sp: bool
     ep: int
     dp: int
+    cp: int
+    pp: int
+    microbatches: int
+    overlap: Literal["none", "full"]
+    recompute: Literal["none", "selective", "full"]
     zero: int
     devices: int
     label: str = Field(description="`tp 8, sp, dp 2`; empty on one device")

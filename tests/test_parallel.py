@@ -299,3 +299,40 @@ def test_full_recomputation_keeps_layer_inputs_and_runs_forward_again() -> None:
     assert r_full.totals.mfu_bound * r_full.totals.time_s == pytest.approx(
         r_none.totals.mfu_bound * r_none.totals.time_s, rel=1e-12
     )
+
+
+def test_context_parallelism_splits_tokens_and_rings_keys() -> None:
+    # cp 4 on Llama 3 8B at seq 8192: each rank runs 2,048 of the tokens through every
+    # GEMM (exactly 1/4 of the FLOPs); its load-balanced queries attend exactly 1/4 of
+    # the causal (query, key) pairs, S(S+1)/2; keys and values go round the ring, an
+    # all-gather's volume of B·S·2·KV·hd elements per layer (gradients back in train)
+    one = report(LLAMA8, seq=8192)
+    four = report(LLAMA8, seq=8192, cp=4)
+    assert kind_flops(four, "GEMM") * 4 == kind_flops(one, "GEMM")
+    sdpa = next(o for o in four.ops if o.kind == "SDPA")
+    S, H, hd = 8192, 32, 128
+    pairs = S * (S + 1) // 2
+    # SDPA's forward FLOPs: 2·(d_qk + d_v) per (query, key) pair and head
+    assert sdpa.flops == 2 * H * (hd + hd) * pairs / 4
+    ring = next(o for o in four.ops if o.name == "layers.0.attn.kv_ring")
+    assert ring.shape == {"collective": "all_gather", "elements": S * 2 * 8 * hd, "group": 4,
+                          "stride": 1}  # fmt: skip
+    assert (four.workload.seq, four.workload.tokens) == (8192, 8192)
+    assert four.totals.memory.kv_cache * 4 == one.totals.memory.kv_cache  # its own chunk
+
+
+def test_context_parallelism_refuses_decode_and_ssms() -> None:
+    with pytest.raises(SpecError, match="decode has one per sequence"):
+        lower(LLAMA8, Workload("decode", parallel=Parallel(cp=2)))
+    mamba = load_spec(MODELS / "mamba2-2.7b.model")
+    with pytest.raises(SpecError, match="runs along the whole sequence"):
+        lower(mamba, Workload("prefill", parallel=Parallel(cp=2)))
+
+
+def test_gradients_sync_over_data_and_context_parallel_ranks() -> None:
+    # Megatron-LM: context-parallel ranks hold the same weights, so gradients are
+    # reduced over dp × cp ranks
+    psi = count_params(LLAMA8).total
+    r = report(LLAMA8, "train", batch=2, seq=4096, dp=2, cp=2)
+    (sync,) = [o for o in r.ops if o.name.startswith("grads.")]
+    assert sync.shape == {"collective": "all_reduce", "elements": psi, "group": 4, "stride": 1}
