@@ -7,14 +7,16 @@ from pathlib import Path
 from . import spec as ir
 from .bulk import in_bulk
 from .cost import cost
+from .errors import SpecError
 from .graph import Phase, Workload
 from .hardware import Hardware, load_hardware
 from .lower import lower
 from .options import DEFAULT_PEAK
 from .perfmodel import Conventions
+from .record import replace
 from .report import PeakMode, Report
 from .resolve import load_spec
-from .roofline import build_report
+from .roofline import build_report, fits
 
 
 @in_bulk
@@ -37,4 +39,28 @@ def compile_report(
     if not isinstance(workload, Workload):
         workload = Workload(Phase(workload))
     graph = lower(spec, workload)
-    return build_report(cost(graph, Conventions(conventions)), hw, peak, bandwidth, only)
+    advice = None if fits(graph, hw) else fitting_tp(spec, hw, workload)
+    costed = cost(graph, Conventions(conventions))
+    return build_report(costed, hw, peak, bandwidth, only, advice)
+
+
+MAX_TP = 64
+
+
+def fitting_tp(spec: ir.Spec, hw: Hardware, workload: Workload) -> str:
+    """The smallest tensor-parallel size, all else as it is, with which a device holds
+    the model (tp sizes the spec cannot run are skipped)."""
+    par = workload.parallel
+    tp = par.tp * 2
+    while tp <= MAX_TP:
+        layout = replace(par, tp=tp)
+        try:
+            graph = lower(spec, replace(workload, parallel=layout))
+        except SpecError:  # heads or widths that do not split this way
+            tp *= 2
+            continue
+        if fits(graph, hw):
+            rest = layout.label.removeprefix(f"tp {tp}").removeprefix(", ")
+            return f"it fits with --tp {tp}" + (f" ({rest} as given)" if rest else "")
+        tp *= 2
+    return f"no --tp up to {MAX_TP} makes it fit: add --pp stages, --zero or --recompute"

@@ -99,9 +99,11 @@ def build_report(
     peak: PeakMode = DEFAULT_PEAK,
     bandwidth: PeakMode = DEFAULT_PEAK,
     only: frozenset[str] | None = None,
+    advice: str | None = None,
 ) -> Report:
     """The report model of one workload on one target. `only` keeps the ops of these
-    perf-model kinds (e.g. GEMM and SDPA, as TraceLens's notebook counts)."""
+    perf-model kinds (e.g. GEMM and SDPA, as TraceLens's notebook counts); `advice`
+    follows the warning when the model does not fit (compile.py finds a layout)."""
     graph = costed.graph
     w = graph.workload
     groups = {g.name: g for g in graph.groups}
@@ -212,12 +214,14 @@ def build_report(
     main_peak, main_precision, _ = hw.peak("matrix", DTYPES[facts.activations].precision, peak)
     mem = footprint(graph)
     total_mem = sum(mem.values())
-    fits = total_mem <= hw.memory
+    fits = total_mem <= hw.memory  # fits(graph, hw), with the parts kept for the report
     warning = None
     if not fits:
+        need = f"{total_mem / 1e9:,.1f} GB" + ("" if par.single else " per device")
         warning = (
-            f"needs {total_mem / 1e9:,.1f} GB but {hw.title} has {hw.memory / 1e9:,.0f} GB: "
-            "it does not fit on one device"
+            f"needs {need} but {hw.title} has {hw.memory / 1e9:,.0f} GB: it does not fit"
+            + (" on one device" if par.single else "")
+            + (f"; {advice}" if advice else "")
         )
     return Report.trusted(
         model=ModelInfo.trusted(
@@ -310,6 +314,11 @@ def step_time(
     flowing = (busy - once) * (spent / busy) if busy else 0.0  # all microbatches' work
     bubble = flowing * (pp - 1) / microbatches
     return spent + bubble, exposed, bubble
+
+
+def fits(graph: OpGraph, hw: Hardware) -> bool:
+    """Whether one device of the graph's layout holds everything the footprint counts."""
+    return sum(footprint(graph).values()) <= hw.memory
 
 
 def footprint(graph: OpGraph) -> dict[str, float]:

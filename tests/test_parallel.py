@@ -336,3 +336,25 @@ def test_gradients_sync_over_data_and_context_parallel_ranks() -> None:
     r = report(LLAMA8, "train", batch=2, seq=4096, dp=2, cp=2)
     (sync,) = [o for o in r.ops if o.name.startswith("grads.")]
     assert sync.shape == {"collective": "all_reduce", "elements": psi, "group": 4, "stride": 1}
+
+
+def test_the_smallest_tensor_parallel_size_that_fits_is_named(tmp_path) -> None:
+    # DeepSeek-V3's 671 B parameters (fp8 weights) on 80 GB H100s: tp 8 leaves ~85 GB
+    # a device, tp 16 ~43 GB; its 128 heads allow both
+    spec = load_spec(MODELS / "deepseek-v3.model")
+    m = compile_report(spec, H100, Workload("decode")).totals.memory
+    assert not m.fits and m.warning is not None
+    assert m.warning.endswith("it does not fit on one device; it fits with --tp 16")
+    # a device too small for any split says what else to try
+    tiny = tmp_path / "tiny.hw"
+    tiny.write_text(
+        'hardware tiny {\n  title = "Tiny"\n  vendor = "Acme"\n  arch = "x1"\n'
+        "  memory = 100 MB\n  memory_bandwidth = 1 TB/s\n  scaleup_bandwidth = 100 GB/s\n"
+        "  compute_units = 10\n  clock = 1 GHz\n  matrix { bf16 = 100 TFLOPS }\n"
+        "  vector { fp32 = 10 TFLOPS }\n}\n"
+    )
+    r = compile_report(LLAMA8, load_hardware(str(tiny)), Workload("decode"))
+    assert r.totals.memory.warning is not None
+    assert r.totals.memory.warning.endswith(
+        "no --tp up to 64 makes it fit: add --pp stages, --zero or --recompute"
+    )

@@ -129,7 +129,8 @@ def test_memory_warning_when_it_does_not_fit() -> None:
     assert not m.fits
     assert m.warning == (
         f"needs {m.total / 1e9:,.1f} GB but NVIDIA H100 SXM5 80GB has 80 GB: "
-        "it does not fit on one device"
+        # 810 GB of bf16 weights: over 8 devices ~101 GB each, over 16 ~51 GB
+        "it does not fit on one device; it fits with --tp 16"
     )
 
 
