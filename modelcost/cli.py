@@ -17,7 +17,7 @@ from pathlib import Path
 from . import __version__
 from .errors import SpecError
 from .files import read_text, write_text
-from .options import LAYOUT, ROOFLINE, WORKLOAD, add_options
+from .options import LAYOUT, ROOFLINE, SITE_LAYOUT, WORKLOAD, add_options
 from .render import FORMATS
 from .render.escape import terminal
 from .render.units import count, fixed
@@ -176,17 +176,14 @@ def _render_reports(reports: list, fmt: str) -> str:
 def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
     """One report per requested phase; `suffix` picks the `--X-b` overrides of a diff."""
     from .compile import compile_report
-    from .graph import Parallel, Workload
+    from .graph import Workload
     from .perfmodel import Conventions
 
     def pick(name: str):
         value = getattr(args, f"{name}{suffix}", None) if suffix else None
         return getattr(args, name) if value is None else value
 
-    try:
-        layout = Parallel(**{name: pick(name) for name in LAYOUT if name != "sp"}, sp=args.sp)
-    except ValueError as err:  # a layout that cannot be: say why, as any bad input
-        raise SpecError(f"{err}", filename="modelcost") from None
+    layout = _layout(args, LAYOUT, pick)
     return [
         compile_report(
             spec,
@@ -199,6 +196,17 @@ def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
         )
         for phase in pick("phase")
     ]
+
+
+def _layout(args: argparse.Namespace, names: Sequence[str], pick: Callable | None = None):
+    """The device layout the flags `names` give (`pick` chooses a diff side's)."""
+    from .graph import Parallel
+
+    get = pick or (lambda name: getattr(args, name))
+    try:
+        return Parallel(**{n: get(n) for n in names if n != "sp"}, sp=args.sp)
+    except ValueError as err:  # a layout that cannot be: say why, as any bad input
+        raise SpecError(f"{err}", filename="modelcost") from None
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -256,7 +264,7 @@ def cmd_site(args: argparse.Namespace) -> int:
                 raise SpecError(f"--diff takes A:B, got {pair!r}", filename="modelcost")
             diffs.append((a, b))
         options = SiteOptions(args.batch, args.seq, args.context, Conventions(args.conventions),
-                              args.peak, args.bandwidth)  # fmt: skip
+                              args.peak, args.bandwidth, _layout(args, SITE_LAYOUT))  # fmt: skip
         files = build_site(specs, targets, diffs, options)
     except SpecError as err:
         _report(err)
@@ -395,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace files in DIR that modelcost site did not write")  # fmt: skip
     p.add_argument("--diff", action="append", default=[], metavar="A:B",
                    help="also a diff page of spec A against B (file stems)")  # fmt: skip
-    add_options(p, ("batch", "seq", "context", *ROOFLINE))
+    add_options(p, ("batch", "seq", "context", *SITE_LAYOUT, *ROOFLINE))
 
     hw = sub.add_parser("hw", help="shipped hardware targets", description="hardware targets")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="COMMAND")

@@ -131,4 +131,7 @@ def add_options(
 
 WORKLOAD = ("phase", "batch", "seq", "context", "logits")
 LAYOUT = ("tp", "sp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
+# a site shows prefill and decode: no context parallelism (decode has no sequence to
+# split) and nothing that only training reads
+SITE_LAYOUT = ("tp", "sp", "dp", "ep", "pp", "microbatches", "overlap")
 ROOFLINE = ("conventions", "peak", "bandwidth")

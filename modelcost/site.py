@@ -10,7 +10,15 @@ from . import spec as ir
 from .compile import compile_report
 from .diff import diff
 from .errors import SpecError
-from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_SEQ, Phase, Workload
+from .graph import (
+    DEFAULT_BATCH,
+    DEFAULT_CONTEXT,
+    DEFAULT_SEQ,
+    ONE_DEVICE,
+    Parallel,
+    Phase,
+    Workload,
+)
 from .hardware import Hardware
 from .options import DEFAULT_PEAK
 from .params import walk
@@ -33,6 +41,7 @@ class SiteOptions(Record, frozen=True):
     conventions: Conventions = Conventions.modelcost
     peak: PeakMode = DEFAULT_PEAK
     bandwidth: PeakMode = DEFAULT_PEAK
+    parallel: Parallel = ONE_DEVICE
 
 
 def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
@@ -45,14 +54,11 @@ def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
         seq, context = min(seq, limit), min(context, limit)
     image = any(isinstance(op, ir.PatchEmbed) for op in ops)
     out = []
-    for phase in (Phase.prefill, Phase.decode):
-        try:
-            w = Workload(phase, o.batch, None if image else seq, context)
-            out.append(compile_report(spec, hw, w, o.conventions, o.peak, o.bandwidth))
-        except SpecError:
-            if phase is Phase.prefill:
-                raise
-            # an encoder has no decode; its page shows the forward pass only
+    # an encoder has no decode; its page shows the forward pass only
+    phases = (Phase.prefill, Phase.decode) if any(op.decodes for op in ops) else (Phase.prefill,)
+    for phase in phases:
+        w = Workload(phase, o.batch, None if image else seq, context, parallel=o.parallel)
+        out.append(compile_report(spec, hw, w, o.conventions, o.peak, o.bandwidth))
     return out
 
 

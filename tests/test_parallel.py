@@ -358,3 +358,17 @@ def test_the_smallest_tensor_parallel_size_that_fits_is_named(tmp_path) -> None:
     assert r.totals.memory.warning.endswith(
         "no --tp up to 64 makes it fit: add --pp stages, --zero or --recompute"
     )
+
+
+def test_a_site_of_a_layout(tmp_path) -> None:
+    out = tmp_path / "site"
+    spec = str(MODELS / "llama3-8b.model")
+    r = run_cli("site", spec, "--hw", "h100", "--tp", "2", "--pp", "2", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    page = (out / "llama3-8b-h100.md").read_text()
+    assert "seq 2048, tp 2, pp 2" in page and "context 2048, tp 2, pp 2" in page
+    # GPT-2's 12 heads do not split 8 ways: the site says so, writes nothing
+    gpt2 = str(MODELS / "gpt2.model")
+    bad = run_cli("site", gpt2, "--hw", "h100", "--tp", "8", "-o", str(tmp_path / "none"))
+    assert bad.returncode == 2 and "--tp 8 does not divide the 12 heads" in bad.stderr
+    assert not (tmp_path / "none").exists()
