@@ -3,11 +3,12 @@ sequence parallelism, ZeRO's memory per stage), collectives priced on the links,
 layouts a spec cannot run refused with exit 2."""
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import MODELS, run_cli
 
-from modelcost import SpecError, load_spec
+from modelcost import SpecError, load_spec, parse_spec
 from modelcost.compile import compile_report
 from modelcost.graph import Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
@@ -372,3 +373,32 @@ def test_a_site_of_a_layout(tmp_path) -> None:
     bad = run_cli("site", gpt2, "--hw", "h100", "--tp", "8", "-o", str(tmp_path / "none"))
     assert bad.returncode == 2 and "--tp 8 does not divide the 12 heads" in bad.stderr
     assert not (tmp_path / "none").exists()
+
+
+SERVING = json.loads((Path(__file__).parent / "data" / "measured-tp-serving.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "point", SERVING["points"], ids=lambda p: f"{p['spec']}-{p['hardware']}-tp{p['tp']}-{p['isl']}"
+)
+def test_published_tensor_parallel_serving_stays_under_the_bound(point: dict) -> None:
+    # TensorRT-LLM's max-throughput runs (tests/data/measured-tp-serving.json). The
+    # bound is made generous where the run's details are unknown: decode only (prefill
+    # costs nothing), every sequence at its shortest context (the input length), the
+    # weights' format for the activations and KV cache too, and the largest power-of-two
+    # batch whose memory fits each device. No published figure may beat it.
+    path = MODELS / f"{point['spec']}.model"
+    text = path.read_text()
+    base = load_spec(path).name
+    spec = parse_spec(text + f"\nmodel q extends {base} {{ dtype = {point['dtype']} }}\n",
+                      str(path), "q")  # fmt: skip
+    hw = load_hardware(point["hardware"])
+    best, batch = 0.0, 1
+    while batch <= 16_384:
+        w = Workload("decode", batch, context=point["isl"], parallel=Parallel(tp=point["tp"]))
+        r = compile_report(spec, hw, w)
+        if not r.totals.memory.fits:
+            break
+        best = max(best, r.totals.per_token.tokens_per_s)
+        batch *= 2
+    assert best >= point["output_tokens_per_s"]
