@@ -77,7 +77,9 @@ class Parallel(Record, frozen=True):
         if self.dp % self.ep:
             raise ValueError(
                 f"ep = {self.ep} must divide dp = {self.dp}: expert-parallel ranks are "
-                "data-parallel ranks for everything but the experts"
+                "data-parallel ranks for everything but the experts (e.g. --dp "
+                f"{self.ep} --ep {self.ep}: attention data-parallel, experts split, as "
+                "DeepSeek-V3 is served)"
             )
 
     @property
