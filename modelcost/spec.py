@@ -59,7 +59,7 @@ class DtypePolicy(IR):
 # last). The `kind` literal is the statement's name; `scope` names its ops in the graph
 # (`layers.3.attn.q_proj`); `check` validates bound values; `decodes` says whether the
 # layer can run one token at a time. Its lowering is `_Lowerer._<kind>` in lower.py and
-# its parameters `op_params` in params.py (docs/contributing.md).
+# its parameters `device_params` in params.py (docs/contributing.md).
 
 T = ArgType
 
