@@ -342,26 +342,51 @@ def footprint(graph: OpGraph) -> dict[str, float]:
     }
 
 
+def kept_for_backward(graph: OpGraph) -> dict[str, float]:
+    """Bytes of the outputs the backward needs, by layer group, for every microbatch of
+    the step: every op's output (the SDPA op's is only its output, as flash attention
+    keeps), except what Megatron-LM does not keep: the partial sums a reduction
+    consumes, and gathered tensors, which the backward gathers again (Korthikanti et al.
+    2022, section 4.2.2). So sequence parallelism divides a layer's by tp."""
+    consumers: dict[str, list[OpRecord]] = {}
+    for n in graph.nodes:
+        for i in n.inputs:
+            consumers.setdefault(i, []).append(n.op)
+
+    def transient(n) -> bool:
+        if isinstance(n.op, CollectiveOp) and n.op.collective == "all_gather":
+            return True
+        users = consumers.get(n.name, [])
+        return bool(users) and all(
+            isinstance(u, CollectiveOp) and u.collective in ("all_reduce", "reduce_scatter")
+            for u in users
+        )
+
+    kept: dict[str, float] = {}
+    for n in graph.nodes:
+        if not n.step and not transient(n):
+            kept[n.group] = kept.get(n.group, 0.0) + n.out_bytes * n.count
+    return kept
+
+
 def _training_activations(graph: OpGraph) -> float:
-    """What the backward needs kept: every op's output (the SDPA op keeps only its
-    output, as flash attention does), or under full recomputation each layer's input
-    plus one layer's outputs, rebuilt during its backward (Korthikanti et al. 2022:
-    2·s·b·h per layer in 16-bit). Of the microbatches in flight: 1F1B's first stage
-    holds min(m, pp) of them, the most of any stage."""
+    """What the backward needs kept (`kept_for_backward`), or under full recomputation
+    each layer's input plus one layer's outputs, rebuilt during its backward
+    (Korthikanti et al. 2022: 2·s·b·h per layer in 16-bit; 1/tp under sequence
+    parallelism). Of the microbatches in flight: 1F1B's first stage holds min(m, pp) of
+    them, the most of any stage."""
     shape, facts = graph.shape, graph.facts
     par = shape.par
     m = par.microbatches
     in_flight = min(m, par.pp)
+    kept = kept_for_backward(graph)
     if par.recompute != "full":
-        return sum(n.out_bytes * n.count for n in graph.nodes) * in_flight / m
-    per_layer: dict[str, float] = {}
-    for n in graph.nodes:
-        per_layer[n.group] = per_layer.get(n.group, 0.0) + n.out_bytes * n.count / m
-    model_level = per_layer.pop("model", 0.0)
+        return sum(kept.values()) * in_flight / m
+    model_level = kept.pop("model", 0.0) / m
     counts = {g.name: g.count for g in graph.groups}
-    layers = sum(counts[g] for g in per_layer)
+    layers = sum(counts[g] for g in kept)
     inputs = layers * shape.T_seq * facts.width * float(bpe(facts.activations))
-    one_layer = max((t / counts[g] for g, t in per_layer.items()), default=0.0)
+    one_layer = max((t / m / counts[g] for g, t in kept.items()), default=0.0)
     return (inputs + model_level) * in_flight + one_layer
 
 

@@ -402,3 +402,19 @@ def test_published_tensor_parallel_serving_stays_under_the_bound(point: dict) ->
         best = max(best, r.totals.per_token.tokens_per_s)
         batch *= 2
     assert best >= point["output_tokens_per_s"]
+
+
+def test_sequence_parallelism_divides_a_layers_activations_by_tp() -> None:
+    # Korthikanti et al. 2022, table 2: tensor parallelism alone leaves the norms',
+    # residuals' and layer inputs' activations whole on every rank (10·s·b·h of their
+    # 34·s·b·h); with sequence parallelism every activation of the layer is split, so a
+    # layer keeps 1/t of one device's (the partial sums and gathered inputs are not kept)
+    from modelcost.roofline import kept_for_backward
+
+    def layer(**layout):
+        graph = lower(LLAMA8, Workload("train", 1, 2048, parallel=Parallel(**layout)))
+        return kept_for_backward(graph)["layers.0"]
+
+    one, tp, sp = layer(), layer(tp=4), layer(tp=4, sp=True)
+    assert sp * 4 == one
+    assert one / 4 < tp < one  # without SP the replicated parts stay whole
