@@ -27,14 +27,14 @@ def _refuse(what: str, hint: str) -> SpecError:
 
 def check_layout(spec: ir.Spec, par: Parallel, batch: int) -> None:
     """Raise a SpecError for a layout `spec` cannot run with `batch` sequences."""
-    if par.single:
-        return
     if batch % (par.dp * par.microbatches):
         raise _refuse(
             f"batch {batch} does not split over dp = {par.dp} replicas of "
             f"{par.microbatches} microbatch{'es' if par.microbatches > 1 else ''}",
             f"use a batch that is a multiple of {par.dp * par.microbatches}",
         )
+    if par.single:
+        return
     tp, ep = par.tp, par.ep
     has_experts = False
     for op, _ in walk(spec.body):

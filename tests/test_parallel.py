@@ -173,6 +173,7 @@ def test_the_issue_commands_fit_and_show_their_collectives() -> None:
         (LLAMA8, {"tp": 3}, 1, "--tp 3 does not divide the 32 heads"),
         (LLAMA8, {"tp": 64}, 1, "--tp 64 does not divide the 32 heads"),
         (LLAMA8, {"dp": 4}, 2, "batch 2 does not split over dp = 4"),
+        (LLAMA8, {"microbatches": 3}, 4, "batch 4 does not split over dp = 1 replicas of 3"),
         (LLAMA8, {"dp": 2, "ep": 2}, 2, "has no experts to split"),
         (LLAMA8, {"tp": 4, "sp": True}, 2, "splits 2 tokens over tp = 4 ranks unevenly"),
     ],
