@@ -12,9 +12,9 @@ their types.
 from __future__ import annotations
 
 from msgspec import Struct
-from msgspec.structs import fields, force_setattr, replace
+from msgspec.structs import asdict, force_setattr, replace
 
-__all__ = ["Record", "fields", "force_setattr", "replace"]
+__all__ = ["Record", "asdict", "force_setattr", "replace"]
 
 
 class Record(Struct, frozen=True):

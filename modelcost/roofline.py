@@ -20,7 +20,7 @@ from .kernels import serve
 from .network import collective_time, link
 from .options import DEFAULT_PEAK
 from .perfmodel import CollectiveOp, Cost, GemmOp, GroupedGemmOp, OpRecord, Unit, bpe
-from .record import Record
+from .record import Record, asdict
 from .report import (
     Bound,
     HardwareInfo,
@@ -255,20 +255,7 @@ def build_report(
             tokens=tokens,
             label=shape.label,
             conventions=costed.conventions.value,
-            layout=LayoutInfo.trusted(
-                tp=par.tp,
-                sp=par.sp,
-                ep=par.ep,
-                dp=par.dp,
-                cp=par.cp,
-                pp=par.pp,
-                microbatches=par.microbatches,
-                overlap=par.overlap,
-                recompute=par.recompute,
-                zero=par.zero,
-                devices=par.devices,
-                label=par.label,
-            ),
+            layout=LayoutInfo.trusted(**asdict(par), devices=par.devices, label=par.label),
         ),
         totals=Totals.trusted(
             flops=flops,
