@@ -18,7 +18,7 @@ from . import __version__
 from .errors import SpecError
 from .files import read_text, write_text
 from .options import LAYOUT, ROOFLINE, SITE_LAYOUT, WORKLOAD, add_options
-from .render import FORMATS
+from .render import FORMATS, SWEEP_FORMATS
 from .render.escape import terminal
 from .render.units import count, fixed
 
@@ -209,6 +209,35 @@ def _layout(args: argparse.Namespace, names: Sequence[str], pick: Callable | Non
         raise SpecError(f"{err}", filename="modelcost") from None
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .hardware import load_hardware
+    from .perfmodel import Conventions
+    from .render.sweep_format import render_sweep
+    from .resolve import load_specs
+    from .sweep import LAYOUT_AXES, sweep
+
+    try:
+        specs = [spec for path in args.specs for spec in load_specs(path)]
+        targets = [load_hardware(h.strip()) for h in args.hw.split(",") if h.strip()]
+        if not targets:
+            raise SpecError(f"--hw names no target: {args.hw!r}", filename="modelcost",
+                            hint="e.g. --hw mi300x,h200")  # fmt: skip
+        result = sweep(
+            specs, targets, args.phase, args.batch, args.seq, args.context,
+            {name: getattr(args, name) for name in LAYOUT_AXES}, args.sp,
+            Conventions(args.conventions), args.peak, args.bandwidth,
+        )  # fmt: skip
+    except SpecError as err:
+        _report(err)
+        return EXIT_BAD_INPUT
+    for why in result.skipped:
+        print(terminal(f"modelcost: skipped {why}"), file=sys.stderr)
+    if not result.rows:
+        print("modelcost: error: no point of the sweep can run", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return _emit(render_sweep(result, args.format), args.output)
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     from .diff import diff
     from .hardware import load_hardware
@@ -382,6 +411,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", type=_kinds, default=None, metavar="KINDS",
                    help="count only these op kinds, e.g. GEMM,SDPA")  # fmt: skip
     p.add_argument("--format", choices=list(FORMATS), default="text")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
+
+    p = add("sweep", cmd_sweep, "one row per combination of specs, targets and option values")
+    p.add_argument("specs", nargs="+", metavar="SPEC")
+    p.add_argument("--hw", required=True, help="targets, separated by commas")
+    add_options(p, ("phase", "batch", "seq", "context", *LAYOUT), lists=True)
+    add_options(p, ROOFLINE)
+    p.add_argument("--format", choices=SWEEP_FORMATS, default="md")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
 
     p = add("diff", cmd_diff, "compare two specs (or one on two targets or workloads)")

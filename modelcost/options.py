@@ -21,15 +21,78 @@ PEAK_MODES: tuple[PeakMode, ...] = ("datasheet", "achievable")
 DEFAULT_PEAK: PeakMode = "datasheet"
 
 
+SUFFIXES = {"K": 1024, "M": 1024**2}  # binary, as context lengths are quoted (128K)
+
+
 def positive(text: str) -> int:
-    """A count: `8`, `2048`, `128_000`."""
+    """A count: `8`, `2048`, `128_000`, `128K` (= 131,072), `1M`."""
+    body = text.strip().replace("_", "")
+    scale = SUFFIXES.get(body[-1:].upper(), 1) if body else 1
+    if scale > 1:
+        body = body[:-1]
     try:
-        value = int(text.replace("_", ""))
+        value = int(body) * scale
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+MAX_POINTS = 100_000  # values one swept option may take
+
+
+def counts(text: str) -> list[int]:
+    """Values for a sweep: `1,8,64`, `1..256` (powers of two from 1), `1K..8K` (doubling),
+    `128..1024+128` (an explicit step); each value a `positive` count."""
+    out: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        lo, dots, rest = part.partition("..")
+        if not dots:
+            out.append(positive(part))
+            continue
+        hi, plus, step = rest.partition("+")
+        a, b = positive(lo), positive(hi)
+        if b < a:
+            raise argparse.ArgumentTypeError(f"range {part!r} runs backwards")
+        values = range(a, b + 1, positive(step)) if plus else _doubling(a, b)
+        if len(values) > MAX_POINTS:
+            raise argparse.ArgumentTypeError(f"range {part!r} has over {MAX_POINTS:,} values")
+        out.extend(values)
+    return list(dict.fromkeys(out))
+
+
+def _doubling(a: int, b: int) -> list[int]:
+    values = []
+    while a <= b:
+        values.append(a)
+        a *= 2
+    return values
+
+
+def listing(parse: Callable[[str], object]) -> Callable[[str], list]:
+    """Values for a sweep of any other option: `a,b,c`, each read by `parse`."""
+
+    def parse_all(text: str) -> list:
+        return list(dict.fromkeys(parse(t.strip()) for t in text.split(",")))
+
+    return parse_all
+
+
+def choices_of(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """Values for a sweep of a choice option: `none,full`."""
+
+    def parse(text: str) -> list[str]:
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [n for n in names if n not in allowed]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(
+                f"invalid choice {', '.join(map(repr, bad)) or repr(text)}; "
+                f"choose from {', '.join(allowed)}"
+            )
+        return list(dict.fromkeys(names))
+
+    return parse
 
 
 def phases(text: str) -> list[Phase]:
@@ -108,10 +171,15 @@ OPTIONS: dict[str, Option] = {
 
 
 def add_options(
-    parser: argparse.ArgumentParser, names: Sequence[str], *, sides: bool = False
+    parser: argparse.ArgumentParser,
+    names: Sequence[str],
+    *,
+    sides: bool = False,
+    lists: bool = False,
 ) -> None:
     """Add the flags of `names` to `parser`; with `sides`, a `--NAME-b` for each option
-    that can differ on side B of a diff (None there means: as side A)."""
+    that can differ on side B of a diff (None there means: as side A); with `lists`
+    (a sweep), each option takes several values and its default is a one-value list."""
     for name in names:
         o = OPTIONS[name]
         shown = "" if o.default is None or o.name == "phase" else f" (default {o.default})"
@@ -123,6 +191,16 @@ def add_options(
             kwargs["type"] = o.parse
         if o.choices is not None:
             kwargs["choices"] = o.choices
+        if lists and name != "phase":  # phase is a list already
+            kwargs.pop("choices", None)
+            if o.parse is positive:
+                kwargs["type"] = counts
+            elif o.parse is not None:
+                kwargs["type"] = listing(o.parse)
+            elif o.choices is not None:
+                kwargs["type"] = choices_of(o.choices)
+            kwargs["default"] = [o.default]
+            kwargs["help"] += "; several: a,b,c or lo..hi (doubling) or lo..hi+step"
         parser.add_argument(f"--{name}", **kwargs)
         if sides and o.sided:
             parser.add_argument(f"--{name}-b", **{**kwargs, "default": None,

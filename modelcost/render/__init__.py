@@ -24,6 +24,7 @@ FORMATS: dict[str, tuple[str, str, str]] = {
     "html": ("formats", "render_html", "html"),
     "json": ("json_format", "render_json", "json"),
 }
+SWEEP_FORMATS = ("csv", "json", "md")  # render/sweep_format.py
 
 
 @in_bulk

@@ -1,0 +1,114 @@
+"""Sweeps: every combination of specs, targets, phases, workload and layout values,
+one row per point, each row the rollup of that point's report.
+
+A point whose layout the spec cannot run (heads that do not split, a batch that does
+not divide) is left out and said why; a point that does not fit in memory is kept and
+marked. Rows are built from `compile_report` and nothing else, so a row is exactly what
+`modelcost compile` says of the same point.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from . import spec as ir
+from .compile import compile_report
+from .errors import SpecError
+from .frozen import Frozen
+from .graph import Parallel, Phase, Workload
+from .hardware import Hardware
+from .options import DEFAULT_PEAK, PeakMode
+from .perfmodel import Conventions
+from .report import Bound, Report
+
+# the layout fields a sweep may vary (sp is a flag: one value for the whole sweep)
+LAYOUT_AXES = ("tp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
+
+
+class SweepRow(Frozen):
+    """One point: what it is, and its report's rollup."""
+
+    model: str
+    hardware: str
+    phase: str
+    batch: int
+    seq: int
+    context: int
+    layout: str
+    devices: int
+    step_ms: float
+    ms_per_token: float
+    tokens_per_s: float
+    tokens_per_s_device: float
+    bound: Bound
+    mfu_bound: float
+    memory: float  # bytes per device
+    capacity: float
+    fits: bool
+
+
+class Sweep(Frozen):
+    rows: tuple[SweepRow, ...]
+    skipped: tuple[str, ...] = ()  # points left out, and why
+
+
+def row(r: Report) -> SweepRow:
+    """A point's row, read off its report."""
+    w, t = r.workload, r.totals
+    return SweepRow.trusted(
+        model=r.model.name,
+        hardware=r.hardware.name,
+        phase=w.phase,
+        batch=w.batch,
+        seq=w.seq,
+        context=w.context,
+        layout=w.layout.label,
+        devices=w.layout.devices,
+        step_ms=t.per_token.ms_per_step,
+        ms_per_token=t.per_token.ms_per_token,
+        tokens_per_s=t.per_token.tokens_per_s,
+        tokens_per_s_device=t.per_token.tokens_per_s_device,
+        bound=t.bound,
+        mfu_bound=t.mfu_bound,
+        memory=t.memory.total,
+        capacity=t.memory.capacity,
+        fits=t.memory.fits,
+    )
+
+
+def sweep(
+    specs: Sequence[ir.Spec],
+    targets: Sequence[Hardware],
+    phases: Sequence[Phase],
+    batch: Sequence[int],
+    seq: Sequence[int | None] = (None,),
+    context: Sequence[int | None] = (None,),
+    layout: dict[str, Sequence] | None = None,
+    sp: bool = False,
+    conventions: Conventions = Conventions.modelcost,
+    peak: PeakMode = DEFAULT_PEAK,
+    bandwidth: PeakMode = DEFAULT_PEAK,
+) -> Sweep:
+    """Every combination, in the order the values were given (specs outermost)."""
+    axes = {name: list((layout or {}).get(name, [getattr(Parallel(), name)]))
+            for name in LAYOUT_AXES}  # fmt: skip
+    rows: list[SweepRow] = []
+    skipped: list[str] = []
+    for spec, hw, phase in itertools.product(specs, targets, phases):
+        lengths = (
+            [(None, c) for c in context] if phase is Phase.decode else [(s, None) for s in seq]
+        )
+        for b, (s, c), *values in itertools.product(batch, lengths, *axes.values()):
+            point = dict(zip(LAYOUT_AXES, values, strict=True))
+            try:
+                par = Parallel(**point, sp=sp)
+                w = Workload(phase, b, s, c, parallel=par)
+                rows.append(row(compile_report(spec, hw, w, conventions, peak, bandwidth)))
+            except (SpecError, ValueError) as err:
+                what = ", ".join(f"{k} {v}" for k, v in point.items() if v != axes[k][0]
+                                 or len(axes[k]) > 1)  # fmt: skip
+                message = err.message if isinstance(err, SpecError) else str(err)
+                skipped.append(f"{spec.name} on {hw.name}, {phase.value} batch {b}"
+                               f"{', ' + what if what else ''}: {message}")  # fmt: skip
+    return Sweep.trusted(rows=tuple(rows), skipped=tuple(skipped))

@@ -1,0 +1,92 @@
+"""Sweeps: list and range options, K/M suffixes, one row per point equal to compile's,
+and the formats."""
+
+import argparse
+import csv
+import io
+
+import pytest
+from conftest import MODELS, run_cli
+
+from modelcost import load_spec
+from modelcost.compile import compile_report
+from modelcost.graph import Parallel, Phase, Workload
+from modelcost.hardware import load_hardware
+from modelcost.options import counts, positive
+from modelcost.render.sweep_format import render_sweep
+from modelcost.sweep import row, sweep
+
+LLAMA8 = load_spec(MODELS / "llama3-8b.model")
+H100 = load_hardware("h100")
+
+
+def test_counts_take_suffixes_lists_and_ranges() -> None:
+    # K and M are binary, as context lengths are quoted: 128K = 131,072 tokens
+    assert (positive("128K"), positive("1M"), positive("2_048"), positive("4k")) == (
+        131_072, 1_048_576, 2048, 4096,
+    )  # fmt: skip
+    assert counts("1..256") == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert counts("1K..8K") == [1024, 2048, 4096, 8192]
+    assert counts("128..512+128") == [128, 256, 384, 512]
+    assert counts("8,1,8,2") == [8, 1, 2]  # each once, in the order given
+    for bad in ("0", "8..1", "1..x", "K", "-4"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            counts(bad)
+
+
+def test_every_row_is_what_compile_says_of_the_point() -> None:
+    s = sweep([LLAMA8], [H100], [Phase.decode], [1, 8, 64], context=[1024, 32768],
+              layout={"tp": [1, 2]})  # fmt: skip
+    assert len(s.rows) == 3 * 2 * 2 and not s.skipped
+    points = [(b, c, tp) for b in (1, 8, 64) for c in (1024, 32768) for tp in (1, 2)]
+    for r, (b, c, tp) in zip(s.rows, points, strict=True):
+        w = Workload("decode", b, context=c, parallel=Parallel(tp=tp))
+        assert r == row(compile_report(LLAMA8, H100, w))
+
+
+def test_decode_tokens_per_second_grow_with_batch_while_memory_bound() -> None:
+    s = sweep([LLAMA8], [H100], [Phase.decode], counts("1..512"), context=[4096])
+    bound = [r for r in s.rows if r.bound == "memory"]
+    assert len(bound) >= 5
+    rates = [r.tokens_per_s for r in bound]
+    assert rates == sorted(rates)
+
+
+def test_points_a_layout_cannot_run_are_skipped_and_said() -> None:
+    gpt2 = load_spec(MODELS / "gpt2.model")
+    s = sweep([gpt2], [H100], [Phase.prefill], [1], seq=[1024], layout={"tp": [1, 4, 8]})
+    assert [r.layout for r in s.rows] == ["", "tp 4"]
+    (why,) = s.skipped
+    assert why.endswith("tp 8: --tp 8 does not divide the 12 heads of `attention` of `gpt2`")
+
+
+def test_points_that_do_not_fit_are_kept_and_marked() -> None:
+    spec = load_spec(MODELS / "llama3.1-405b.model")
+    s = sweep([spec], [H100], [Phase.decode], [1], layout={"tp": [8, 16]})
+    assert [(r.layout, r.fits) for r in s.rows] == [("tp 8", False), ("tp 16", True)]
+
+
+def test_sweep_cli_formats() -> None:
+    spec = str(MODELS / "llama3-8b.model")
+    r = run_cli("sweep", spec, "--hw", "h100,mi300x", "--phase", "decode", "--batch",
+                "1..4", "--context", "1K,128K", "--format", "csv")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert len(rows) == 2 * 3 * 2
+    assert {row["context"] for row in rows} == {"1024", "131072"}
+    md = run_cli("sweep", spec, "--hw", "h100", "--phase", "decode", "--batch", "1,2")
+    assert md.returncode == 0 and md.stdout.startswith("| model | hardware |")
+    assert md.stdout.count("\n") == 2 + 2
+    none = run_cli("sweep", str(MODELS / "gpt2.model"), "--hw", "h100", "--tp", "8")
+    assert none.returncode == 2 and "no point of the sweep can run" in none.stderr
+
+
+def test_json_of_a_sweep_has_its_rows_and_skips() -> None:
+    s = sweep([LLAMA8], [H100], [Phase.prefill], [1], seq=[2048], layout={"tp": [3]})
+    assert render_sweep(s, "json").startswith('{\n  "rows": [],\n  "skipped": [')
+
+
+def test_compile_takes_suffixed_counts() -> None:
+    r = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--phase",
+                "decode", "--context", "128K", "--format", "json")  # fmt: skip
+    assert r.returncode == 0 and '"context": 131072' in r.stdout
