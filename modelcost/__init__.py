@@ -1,8 +1,9 @@
 """modelcost: compile declarative model-architecture specs into analytical cost reports.
 
 Public API: `load_spec`, `load_specs`, `parse_spec`, `SpecError`, the `Spec` IR,
-`count_params`; and for reports `load_hardware`, `Workload`, `Phase`, `compile_report`,
-`render` (a report as text, md, html or json).
+`count_params`; and for reports `load_hardware`, `Workload`, `Phase`, `Parallel` (a
+device layout), `compile_report`, `render` (a report as text, md, html or json), `sweep`
+(rows over lists of values).
 """
 
 from .errors import SpecError
@@ -23,6 +24,9 @@ _LAZY = {
     "Workload": ("graph", "Workload"),
     "Phase": ("graph", "Phase"),
     "Report": ("report", "Report"),
+    "Parallel": ("graph", "Parallel"),
+    "sweep": ("sweeps", "sweep"),
+    "Sweep": ("sweeps", "Sweep"),
 }
 
 
@@ -40,11 +44,13 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "Parallel",
     "ParamCount",
     "Phase",
     "Report",
     "Spec",
     "SpecError",
+    "Sweep",
     "Workload",
     "compile_report",
     "count_params",
@@ -53,4 +59,5 @@ __all__ = [
     "load_specs",
     "parse_spec",
     "render",
+    "sweep",
 ]

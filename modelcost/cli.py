@@ -214,7 +214,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .perfmodel import Conventions
     from .render.sweep_format import render_sweep
     from .resolve import load_specs
-    from .sweep import LAYOUT_AXES, sweep
+    from .sweeps import LAYOUT_AXES, sweep
 
     try:
         specs = [spec for path in args.specs for spec in load_specs(path)]

@@ -14,7 +14,7 @@ from modelcost.graph import Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
 from modelcost.options import counts, positive
 from modelcost.render.sweep_format import render_sweep
-from modelcost.sweep import row, sweep
+from modelcost.sweeps import row, sweep
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
 H100 = load_hardware("h100")
@@ -90,3 +90,26 @@ def test_compile_takes_suffixed_counts() -> None:
     r = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--phase",
                 "decode", "--context", "128K", "--format", "json")  # fmt: skip
     assert r.returncode == 0 and '"context": 131072' in r.stdout
+
+
+def test_python_api_takes_names_single_values_and_ranges() -> None:
+    import modelcost as mc
+
+    s = mc.sweep(MODELS / "llama3-8b.model", "h100", "decode", range(1, 5), context=2048,
+                 layout={"tp": [1, 2]})  # fmt: skip
+    assert len(s.rows) == 4 * 2
+    records = s.to_records()
+    from modelcost.sweeps import SweepRow
+
+    assert records[0]["batch"] == 1 and list(records[0]) == list(SweepRow.model_fields)
+    text = s.to_csv()
+    assert text.splitlines()[0].startswith("model,hardware,phase,batch")
+    assert len(text.splitlines()) == 1 + 8
+    assert s._repr_markdown_().startswith("| model |")
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="to_dataframe needs pandas"):
+            s.to_dataframe()
+    else:
+        assert len(s.to_dataframe()) == 8

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 
-from ..sweep import Sweep, SweepRow
+from ..sweeps import Sweep, SweepRow
 from .escape import md
 from .units import duration, fixed, pct, si
 

@@ -16,11 +16,12 @@ from . import spec as ir
 from .compile import compile_report
 from .errors import SpecError
 from .frozen import Frozen
-from .graph import Parallel, Phase, Workload
-from .hardware import Hardware
+from .graph import DEFAULT_BATCH, Parallel, Phase, Workload
+from .hardware import Hardware, load_hardware
 from .options import DEFAULT_PEAK, PeakMode
 from .perfmodel import Conventions
 from .report import Bound, Report
+from .resolve import load_spec
 
 # the layout fields a sweep may vary (sp is a flag: one value for the whole sweep)
 LAYOUT_AXES = ("tp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
@@ -49,8 +50,33 @@ class SweepRow(Frozen):
 
 
 class Sweep(Frozen):
+    """A sweep's rows, and the points left out with why. In a notebook it shows itself
+    as its Markdown table."""
+
     rows: tuple[SweepRow, ...]
     skipped: tuple[str, ...] = ()  # points left out, and why
+
+    def to_records(self) -> list[dict]:
+        """One plain dict per row, fields in order."""
+        return [r.model_dump() for r in self.rows]
+
+    def to_csv(self) -> str:
+        from .render.sweep_format import render_sweep
+
+        return render_sweep(self, "csv")
+
+    def to_dataframe(self):  # -> pandas.DataFrame; pandas is optional
+        """The rows as a pandas DataFrame (needs pandas, which modelcost does not)."""
+        try:
+            import pandas as pd  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        except ImportError:
+            raise ImportError("to_dataframe needs pandas: pip install pandas") from None
+        return pd.DataFrame.from_records(self.to_records(), columns=list(SweepRow.model_fields))
+
+    def _repr_markdown_(self) -> str:
+        from .render.sweep_format import render_sweep
+
+        return render_sweep(self, "md")
 
 
 def row(r: Report) -> SweepRow:
@@ -77,21 +103,33 @@ def row(r: Report) -> SweepRow:
     )
 
 
+def _many(value) -> list:
+    return list(value) if isinstance(value, list | tuple | range) else [value]
+
+
 def sweep(
-    specs: Sequence[ir.Spec],
-    targets: Sequence[Hardware],
-    phases: Sequence[Phase],
-    batch: Sequence[int],
-    seq: Sequence[int | None] = (None,),
-    context: Sequence[int | None] = (None,),
+    specs,
+    targets,
+    phases=Phase.decode,
+    batch=DEFAULT_BATCH,
+    seq=None,
+    context=None,
     layout: dict[str, Sequence] | None = None,
     sp: bool = False,
     conventions: Conventions = Conventions.modelcost,
     peak: PeakMode = DEFAULT_PEAK,
     bandwidth: PeakMode = DEFAULT_PEAK,
 ) -> Sweep:
-    """Every combination, in the order the values were given (specs outermost)."""
-    axes = {name: list((layout or {}).get(name, [getattr(Parallel(), name)]))
+    """Every combination, in the order the values were given (specs outermost). Each of
+    specs (Spec objects or `.model` paths), targets (Hardware or names), phases, batch,
+    seq and context is one value or a list; `layout` maps tp, cp, dp, ep, zero, pp,
+    microbatches, overlap and recompute to values. `modelcost.sweep([...], "h200",
+    batch=range(1, 65))` from Python; `modelcost sweep` from the shell."""
+    specs = [s if isinstance(s, ir.Spec) else load_spec(s) for s in _many(specs)]
+    targets = [h if isinstance(h, Hardware) else load_hardware(h) for h in _many(targets)]
+    phases = [Phase(p) for p in _many(phases)]
+    batch, seq, context = _many(batch), _many(seq), _many(context)
+    axes = {name: _many((layout or {}).get(name, getattr(Parallel(), name)))
             for name in LAYOUT_AXES}  # fmt: skip
     rows: list[SweepRow] = []
     skipped: list[str] = []
