@@ -17,7 +17,7 @@ from pathlib import Path
 from . import __version__
 from .errors import SpecError
 from .files import read_text, write_text
-from .options import LAYOUT, ROOFLINE, SITE_LAYOUT, WORKLOAD, add_options
+from .options import LAYOUT, ROOFLINE, SITE_LAYOUT, WORKLOAD, add_options, positive, seconds
 from .render import FORMATS, SWEEP_FORMATS
 from .render.escape import terminal
 from .render.units import count, fixed
@@ -238,6 +238,28 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return _emit(render_sweep(result, args.format), args.output)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .hardware import load_hardware
+    from .render.serving_format import render_serving
+    from .resolve import load_spec
+    from .serving import serve
+
+    try:
+        result = serve(
+            load_spec(args.spec, args.model), load_hardware(args.hw), args.isl, args.osl,
+            _layout(args, SITE_LAYOUT), args.concurrency, args.tpot, args.ttft,
+        )  # fmt: skip
+    except SpecError as err:
+        _report(err)
+        return EXIT_BAD_INPUT
+    status = _emit(render_serving(result, args.format), args.output)
+    if status == EXIT_OK and not result.meets_targets and (args.tpot or args.ttft):
+        print(terminal(f"modelcost: no concurrency meets the targets: {result.why}"),
+              file=sys.stderr)  # fmt: skip
+        return EXIT_CHECK_FAILED
+    return status
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     from .diff import diff
     from .hardware import load_hardware
@@ -419,6 +441,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(p, ("phase", "batch", "seq", "context", *LAYOUT), lists=True)
     add_options(p, ROOFLINE)
     p.add_argument("--format", choices=SWEEP_FORMATS, default="md")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
+
+    p = add("serve", cmd_serve, "serving a request mix: concurrency, TTFT, TPOT, throughput")
+    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("--model", help="which model, when a file defines several")
+    p.add_argument("--hw", required=True, help="a shipped target or a .hw file")
+    p.add_argument("--isl", type=positive, required=True, help="input tokens per request")
+    p.add_argument("--osl", type=positive, required=True, help="output tokens per request")
+    p.add_argument("--concurrency", type=positive, help="sequences per replica (default: "
+                   "the most that fit and meet the targets)")  # fmt: skip
+    p.add_argument("--tpot", type=seconds, help="time-per-output-token target, e.g. 50ms")
+    p.add_argument("--ttft", type=seconds, help="time-to-first-token target, e.g. 500ms")
+    add_options(p, SITE_LAYOUT)
+    p.add_argument("--format", choices=("text", "md", "json"), default="text")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
 
     p = add("diff", cmd_diff, "compare two specs (or one on two targets or workloads)")

@@ -39,6 +39,24 @@ def positive(text: str) -> int:
     return value
 
 
+TIME_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def seconds(text: str) -> float:
+    """A duration: `50ms`, `0.5s`, `800us`."""
+    body = text.strip()
+    for unit in sorted(TIME_UNITS, key=len, reverse=True):
+        if body.endswith(unit):
+            try:
+                value = float(body[: -len(unit)]) * TIME_UNITS[unit]
+            except ValueError:
+                break
+            if value > 0 and value != float("inf"):
+                return value
+            break
+    raise argparse.ArgumentTypeError(f"expected a duration such as 50ms or 0.5s, got {text!r}")
+
+
 MAX_POINTS = 100_000  # values one swept option may take
 
 
