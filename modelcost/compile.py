@@ -28,10 +28,12 @@ def compile_report(
     peak: PeakMode = DEFAULT_PEAK,
     bandwidth: PeakMode = DEFAULT_PEAK,
     only: frozenset[str] | None = None,
+    advise: bool = True,
 ) -> Report:
     """The report of `spec` (a Spec, or the path of a `.model` file) on `hw` (a Hardware,
     a shipped target's name such as `"h100"`, or a `.hw` file) for `workload` (a
-    Workload, or a phase name for its defaults: `"decode"` is batch 1, context 2048)."""
+    Workload, or a phase name for its defaults: `"decode"` is batch 1, context 2048).
+    With `advise`, a model that does not fit is told the smallest --tp that would."""
     if not isinstance(spec, ir.Spec):
         spec = load_spec(spec)
     if not isinstance(hw, Hardware):
@@ -39,7 +41,7 @@ def compile_report(
     if not isinstance(workload, Workload):
         workload = Workload(Phase(workload))
     graph = lower(spec, workload)
-    advice = None if fits(graph, hw) else fitting_tp(spec, hw, workload)
+    advice = None if not advise or fits(graph, hw) else fitting_tp(spec, hw, workload)
     costed = cost(graph, Conventions(conventions))
     return build_report(costed, hw, peak, bandwidth, only, advice)
 

@@ -52,8 +52,8 @@ class Serving(Frozen):
 
 
 def _decode(spec, hw, par: Parallel, n: int, context: int) -> Report:
-    return compile_report(spec, hw, Workload(Phase.decode, n * par.dp, context=context,
-                                             parallel=par))  # fmt: skip
+    w = Workload(Phase.decode, n * par.dp, context=context, parallel=par)
+    return compile_report(spec, hw, w, advise=False)
 
 
 def max_concurrency(spec: ir.Spec, hw: Hardware, par: Parallel, context: int) -> tuple[int, float]:
@@ -94,7 +94,7 @@ def serve(
             hint="split the model over more devices (--tp, --pp) or shorten the requests",
         )
     first = compile_report(
-        spec, hw, Workload(Phase.prefill, parallel.dp, isl, parallel=parallel)
+        spec, hw, Workload(Phase.prefill, parallel.dp, isl, parallel=parallel), advise=False
     ).totals.time_s
 
     def tpot_ok(n: int) -> bool:
@@ -135,7 +135,7 @@ def _figures(spec, hw, par, isl, osl, most, n, first, per_seq, met, why) -> Serv
     decode = _decode(spec, hw, par, n, mean)
     tpot = decode.totals.time_s
     prefills = compile_report(
-        spec, hw, Workload(Phase.prefill, n * par.dp, isl, parallel=par)
+        spec, hw, Workload(Phase.prefill, n * par.dp, isl, parallel=par), advise=False
     ).totals.time_s
     out = n * par.dp * osl / (prefills + osl * tpot)
     at_full = _decode(spec, hw, par, n, isl + osl).totals.memory

@@ -142,7 +142,8 @@ def sweep(
             try:
                 par = Parallel(**point, sp=sp)
                 w = Workload(phase, b, s, c, parallel=par)
-                rows.append(row(compile_report(spec, hw, w, conventions, peak, bandwidth)))
+                r = compile_report(spec, hw, w, conventions, peak, bandwidth, advise=False)
+                rows.append(row(r))
             except (SpecError, ValueError) as err:
                 what = ", ".join(f"{k} {v}" for k, v in point.items() if v != axes[k][0]
                                  or len(axes[k]) > 1)  # fmt: skip
