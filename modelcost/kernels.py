@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from functools import cache
+from functools import cache, lru_cache
 
 from .frozen import Frozen
 from .perfmodel import GemmOp, GroupedGemmOp
@@ -80,6 +80,7 @@ def _misfit(k: Kernel, M: int, N: int, K: int) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # ops are values: a sweep asks again for the same GEMMs
 def serve(op: GemmOp | GroupedGemmOp, arch: str, compute_units: int = 256) -> KernelChoice:
     """The kernel that would serve this GEMM on `arch` (a part with `compute_units` CUs
     or SMs), and why (or why none)."""

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Sequence
 
 from . import spec as ir
+from .bulk import in_bulk
 from .compile import compile_report
 from .errors import SpecError
 from .frozen import Frozen
@@ -107,6 +108,7 @@ def _many(value) -> list:
     return list(value) if isinstance(value, list | tuple | range) else [value]
 
 
+@in_bulk
 def sweep(
     specs,
     targets,
