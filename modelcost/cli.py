@@ -225,7 +225,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         result = sweep(
             specs, targets, args.phase, args.batch, args.seq, args.context,
             {name: getattr(args, name) for name in LAYOUT_AXES}, args.sp,
-            Conventions(args.conventions), args.peak, args.bandwidth,
+            Conventions(args.conventions), args.peak, args.bandwidth, args.jobs,
         )  # fmt: skip
     except SpecError as err:
         _report(err)
@@ -440,6 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hw", required=True, help="targets, separated by commas")
     add_options(p, ("phase", "batch", "seq", "context", *LAYOUT), lists=True)
     add_options(p, ROOFLINE)
+    p.add_argument("--jobs", type=positive, default=1,
+                   help="worker processes sharing the points (default 1)")  # fmt: skip
     p.add_argument("--format", choices=SWEEP_FORMATS, default="md")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 from . import spec as ir
 from .bulk import in_bulk
@@ -108,7 +109,19 @@ def _many(value) -> list:
     return list(value) if isinstance(value, list | tuple | range) else [value]
 
 
-@in_bulk
+class _Point(Frozen):
+    """One point of a sweep, as a worker process receives it."""
+
+    spec: int  # index into the sweep's specs
+    hw: int  # and targets
+    phase: Phase
+    batch: int
+    seq: int | None
+    context: int | None
+    layout: dict[str, Any]
+    varied: str  # the layout values worth naming when the point is skipped
+
+
 def sweep(
     specs,
     targets,
@@ -121,11 +134,13 @@ def sweep(
     conventions: Conventions = Conventions.modelcost,
     peak: PeakMode = DEFAULT_PEAK,
     bandwidth: PeakMode = DEFAULT_PEAK,
+    jobs: int = 1,
 ) -> Sweep:
     """Every combination, in the order the values were given (specs outermost). Each of
     specs (Spec objects or `.model` paths), targets (Hardware or names), phases, batch,
     seq and context is one value or a list; `layout` maps tp, cp, dp, ep, zero, pp,
-    microbatches, overlap and recompute to values. `modelcost.sweep([...], "h200",
+    microbatches, overlap and recompute to values; `jobs` worker processes share the
+    points (the rows come back in the same order). `modelcost.sweep([...], "h200",
     batch=range(1, 65))` from Python; `modelcost sweep` from the shell."""
     specs = [s if isinstance(s, ir.Spec) else load_spec(s) for s in _many(specs)]
     targets = [h if isinstance(h, Hardware) else load_hardware(h) for h in _many(targets)]
@@ -133,23 +148,44 @@ def sweep(
     batch, seq, context = _many(batch), _many(seq), _many(context)
     axes = {name: _many((layout or {}).get(name, getattr(Parallel(), name)))
             for name in LAYOUT_AXES}  # fmt: skip
-    rows: list[SweepRow] = []
-    skipped: list[str] = []
-    for spec, hw, phase in itertools.product(specs, targets, phases):
+    points: list[_Point] = []
+    for (i, _), (j, _), phase in itertools.product(enumerate(specs), enumerate(targets), phases):
         lengths = (
             [(None, c) for c in context] if phase is Phase.decode else [(s, None) for s in seq]
         )
         for b, (s, c), *values in itertools.product(batch, lengths, *axes.values()):
             point = dict(zip(LAYOUT_AXES, values, strict=True))
-            try:
-                par = Parallel(**point, sp=sp)
-                w = Workload(phase, b, s, c, parallel=par)
-                r = compile_report(spec, hw, w, conventions, peak, bandwidth, advise=False)
-                rows.append(row(r))
-            except (SpecError, ValueError) as err:
-                what = ", ".join(f"{k} {v}" for k, v in point.items() if v != axes[k][0]
-                                 or len(axes[k]) > 1)  # fmt: skip
-                message = err.message if isinstance(err, SpecError) else str(err)
-                skipped.append(f"{spec.name} on {hw.name}, {phase.value} batch {b}"
-                               f"{', ' + what if what else ''}: {message}")  # fmt: skip
-    return Sweep.trusted(rows=tuple(rows), skipped=tuple(skipped))
+            varied = ", ".join(f"{k} {v}" for k, v in point.items() if len(axes[k]) > 1
+                               or v != getattr(Parallel(), k))  # fmt: skip
+            points.append(_Point.trusted(spec=i, hw=j, phase=phase, batch=b, seq=s, context=c,
+                                         layout=point, varied=varied))  # fmt: skip
+    work = (specs, targets, sp, conventions, peak, bandwidth)
+    if jobs <= 1 or len(points) < 2 * jobs:
+        results = _run(work, points)
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        size = -(-len(points) // jobs)
+        chunks = [points[k : k + size] for k in range(0, len(points), size)]
+        with ProcessPoolExecutor(jobs) as pool:
+            results = [r for part in pool.map(_run, [work] * len(chunks), chunks) for r in part]
+    rows = tuple(r for r in results if isinstance(r, SweepRow))
+    skipped = tuple(r for r in results if isinstance(r, str))
+    return Sweep.trusted(rows=rows, skipped=skipped)
+
+
+@in_bulk
+def _run(work, points: list[_Point]) -> list[SweepRow | str]:
+    """Each point's row, or why it was skipped."""
+    specs, targets, sp, conventions, peak, bandwidth = work
+    out: list[SweepRow | str] = []
+    for p in points:
+        spec, hw = specs[p.spec], targets[p.hw]
+        try:
+            w = Workload(p.phase, p.batch, p.seq, p.context, parallel=Parallel(**p.layout, sp=sp))
+            out.append(row(compile_report(spec, hw, w, conventions, peak, bandwidth, advise=False)))
+        except (SpecError, ValueError) as err:
+            message = err.message if isinstance(err, SpecError) else str(err)
+            out.append(f"{spec.name} on {hw.name}, {p.phase.value} batch {p.batch}"
+                       f"{', ' + p.varied if p.varied else ''}: {message}")  # fmt: skip
+    return out

@@ -113,3 +113,11 @@ def test_python_api_takes_names_single_values_and_ranges() -> None:
             s.to_dataframe()
     else:
         assert len(s.to_dataframe()) == 8
+
+
+def test_workers_give_the_same_rows_in_the_same_order() -> None:
+    args = ([LLAMA8], [H100], [Phase.decode], [1, 2, 4, 8, 16, 32])
+    kw = {"context": [1024, 8192], "layout": {"tp": [1, 2, 3]}}
+    one = sweep(*args, **kw)
+    two = sweep(*args, **kw, jobs=2)
+    assert one == two and len(one.rows) == 6 * 2 * 2 and len(one.skipped) == 6 * 2
