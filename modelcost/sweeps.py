@@ -53,7 +53,7 @@ class SweepRow(Frozen):
 
 class Sweep(Frozen):
     """A sweep's rows, and the points left out with why. In a notebook it shows itself
-    as its Markdown table."""
+    as its HTML page (charts and table)."""
 
     rows: tuple[SweepRow, ...]
     skipped: tuple[str, ...] = ()  # points left out, and why
@@ -74,6 +74,11 @@ class Sweep(Frozen):
         except ImportError:
             raise ImportError("to_dataframe needs pandas: pip install pandas") from None
         return pd.DataFrame.from_records(self.to_records(), columns=list(SweepRow.model_fields))
+
+    def _repr_html_(self) -> str:
+        from .render.sweep_format import render_sweep
+
+        return render_sweep(self, "html")
 
     def _repr_markdown_(self) -> str:
         from .render.sweep_format import render_sweep

@@ -104,3 +104,31 @@ def test_site_index_renders_and_sorts(browser, tmp_path: Path) -> None:
     page.wait_for_load_state("load")
     assert page.locator("svg.roofline").count() == 2
     assert errors == []
+
+
+def test_sweep_charts_render_with_their_series_and_axes(browser, tmp_path: Path) -> None:
+    from modelcost.render.sweep_format import render_sweep
+    from modelcost.sweeps import sweep
+
+    spec = load_spec(MODELS / "llama3-70b.model")
+    s = sweep([spec], [load_hardware("h200")], [Phase.decode], [1, 4, 16, 64],
+              context=[4096, 131072], layout={"tp": [4, 8]})  # fmt: skip
+    path = tmp_path / "sweep.html"
+    path.write_text(render_sweep(s, "html"), encoding="utf-8")
+    page, errors = open_page(browser, path)
+    charts = page.locator("svg.line-chart")
+    assert charts.count() == 3
+    names = [charts.nth(i).get_attribute("data-chart") for i in range(3)]
+    assert names == ["throughput", "pareto", "memory"]
+    # tokens/s against batch: one line per (layout, context), 4 points each
+    throughput = page.locator('svg[data-chart="throughput"]')
+    assert throughput.locator("polyline.series").count() == 2 * 2
+    assert throughput.locator("circle.pt").count() == 2 * 2 * 4
+    assert throughput.locator("text.x-axis").text_content() == "batch"
+    assert throughput.locator("text.y-axis").text_content() == "tokens/s"
+    # memory against context: one line per (layout, batch) and the capacity line
+    memory = page.locator('svg[data-chart="memory"]')
+    assert memory.locator("polyline.series").count() == 2 * 4
+    assert "141 GB" in memory.locator("text.roof-label").text_content()
+    assert page.locator("table.sweep tbody tr").count() == len(s.rows) == 16
+    assert errors == []

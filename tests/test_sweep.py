@@ -106,6 +106,7 @@ def test_python_api_takes_names_single_values_and_ranges() -> None:
     assert text.splitlines()[0].startswith("model,hardware,phase,batch")
     assert len(text.splitlines()) == 1 + 8
     assert s._repr_markdown_().startswith("| model |")
+    assert s._repr_html_().startswith("<!DOCTYPE html>")
     try:
         import pandas  # noqa: F401
     except ImportError:
@@ -121,3 +122,28 @@ def test_workers_give_the_same_rows_in_the_same_order() -> None:
     one = sweep(*args, **kw)
     two = sweep(*args, **kw, jobs=2)
     assert one == two and len(one.rows) == 6 * 2 * 2 and len(one.skipped) == 6 * 2
+
+
+def test_the_pareto_front_is_the_points_nothing_beats() -> None:
+    from modelcost.render.sweep_view import pareto
+
+    s = sweep([LLAMA8], [H100], [Phase.decode], counts("1..64"), context=[1024, 32768])
+    rows = list(s.rows)
+    front = pareto(rows)
+    for i, r in enumerate(rows):
+        beaten = any(o.tokens_per_s >= r.tokens_per_s and o.ms_per_token <= r.ms_per_token
+                     and o is not r and (o.tokens_per_s, o.ms_per_token)
+                     != (r.tokens_per_s, r.ms_per_token) for o in rows)  # fmt: skip
+        assert (i in front) == (not beaten)
+    # at one context more batch buys throughput for latency: every 1K-context point is
+    # on the front, and a 32K point at the same batch is beaten by its 1K twin
+    assert all(i in front for i, r in enumerate(rows) if r.context == 1024)
+
+
+def test_sweep_html_is_deterministic_and_escapes() -> None:
+    spec = load_spec(MODELS / "llama3-8b.model").model_copy(update={"name": "<b>x</b>"})
+    s = sweep([spec], [H100], [Phase.decode], [1, 2], context=[1024])
+    html = render_sweep(s, "html")
+    assert html == render_sweep(sweep([spec], [H100], [Phase.decode], [1, 2], context=[1024]),
+                                "html")  # fmt: skip
+    assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html

@@ -24,7 +24,7 @@ FORMATS: dict[str, tuple[str, str, str]] = {
     "html": ("formats", "render_html", "html"),
     "json": ("json_format", "render_json", "json"),
 }
-SWEEP_FORMATS = ("csv", "json", "md")  # render/sweep_format.py
+SWEEP_FORMATS = ("csv", "json", "md", "html")  # render/sweep_format.py
 
 
 @in_bulk

@@ -176,3 +176,89 @@ def stacked_bar_svg(segments: list[tuple[str, float]], title: str, width: int = 
         )
     out.append("</svg>")
     return "\n".join(out)
+
+
+class Series(Record, frozen=True):
+    """One line of a line chart: (x, y) points in order; `marked` points are drawn
+    filled (e.g. they fit in memory, or lie on the Pareto front), the others hollow."""
+
+    label: str
+    points: tuple[tuple[float, float], ...]
+    marked: tuple[bool, ...]
+    joined: bool = True  # a line through the points, or the points alone
+
+
+def line_svg(
+    series: list[Series],
+    x_label: str,
+    y_label: str,
+    name: str,
+    lines: tuple[tuple[str, float], ...] = (),
+    width: int = 760,
+    height: int = 400,
+) -> str:
+    """A log-log line chart, one coloured line per series with a legend; `lines` are
+    labelled horizontal lines (a capacity). Every point has a tooltip."""
+    left, right, top, bottom = 70, 200, 20, 50
+    pw, ph = width - left - right, height - top - bottom
+    xs = [x for s in series for x, _ in s.points if x > 0]
+    ys = [y for s in series for _, y in s.points if y > 0] + [v for _, v in lines]
+    x0, x1 = _decades(min(xs), max(xs) * 1.01)
+    y0, y1 = _decades(min(ys), max(ys) * 1.01)
+    x1, y1 = max(x1, x0 + 1), max(y1, y0 + 1)
+
+    def X(v: float) -> float:
+        return left + (math.log10(v) - x0) / (x1 - x0) * pw
+
+    def Y(v: float) -> float:
+        return top + ph - (math.log10(v) - y0) / (y1 - y0) * ph
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="line-chart" data-chart="{escape(name)}" '
+        f'viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(y_label)} against {escape(x_label)}">',
+        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="plot"/>',
+    ]
+    for d in range(x0, x1 + 1):
+        gx = _r(X(10.0**d))
+        out.append(f'<line x1="{gx}" y1="{top}" x2="{gx}" y2="{top + ph}" class="grid"/>')
+        out.append(f'<text x="{gx}" y="{top + ph + 16}" class="tick" text-anchor="middle">'
+                   f"{_tick(d)}</text>")  # fmt: skip
+    for d in range(y0, y1 + 1):
+        gy = _r(Y(10.0**d))
+        out.append(f'<line x1="{left}" y1="{gy}" x2="{left + pw}" y2="{gy}" class="grid"/>')
+        out.append(f'<text x="{left - 6}" y="{gy}" class="tick" text-anchor="end" '
+                   f'dominant-baseline="middle">{_tick(d)}</text>')  # fmt: skip
+    out.append(f'<text x="{_r(left + pw / 2)}" y="{height - 8}" class="axis x-axis" '
+               f'text-anchor="middle">{escape(x_label)}</text>')  # fmt: skip
+    mid = _r(top + ph / 2)
+    out.append(f'<text x="14" y="{mid}" class="axis y-axis" text-anchor="middle" '
+               f'transform="rotate(-90 14 {mid})">{escape(y_label)}</text>')  # fmt: skip
+    for label, value in lines:
+        ly = _r(Y(value))
+        out.append(f'<line x1="{left}" y1="{ly}" x2="{left + pw}" y2="{ly}" class="roof"/>')
+        out.append(f'<text x="{left + 4}" y="{ly}" dy="-4" class="roof-label">'
+                   f"{escape(label)}</text>")  # fmt: skip
+    palette = {s.label: PALETTE[i % len(PALETTE)] for i, s in enumerate(series)}
+    for s in series:
+        color = palette[s.label]
+        pts = [(x, y) for x, y in s.points if x > 0 and y > 0]
+        path = " ".join(f"{_r(X(x))},{_r(Y(y))}" for x, y in pts)
+        if s.joined:
+            out.append(f'<polyline points="{path}" fill="none" stroke="{color}" '
+                       f'class="series" data-series="{escape(s.label)}"/>')  # fmt: skip
+        for (x, y), filled in zip(s.points, s.marked, strict=True):
+            if x <= 0 or y <= 0:
+                continue
+            fill = color if filled else "white"
+            out.append(f'<circle cx="{_r(X(x))}" cy="{_r(Y(y))}" r="3" fill="{fill}" '
+                       f'stroke="{color}" class="pt{" marked" if filled else ""}">'
+                       f"<title>{escape(s.label)}: {si(x)} {escape(x_label)}, {si(y)} "
+                       f"{escape(y_label)}</title></circle>")  # fmt: skip
+    for i, s in enumerate(series):
+        ky = top + 8 + 14 * i
+        out.append(f'<rect x="{left + pw + 8}" y="{ky - 8}" width="9" height="9" '
+                   f'fill="{palette[s.label]}"/><text x="{left + pw + 21}" y="{ky}" '
+                   f'class="legend">{escape(s.label)}</text>')  # fmt: skip
+    out.append("</svg>")
+    return "\n".join(out)

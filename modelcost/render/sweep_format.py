@@ -1,5 +1,5 @@
-"""A sweep's rows as CSV, JSON or a Markdown table (the HTML with its charts is not
-built yet). Formatting only: every value comes from the rows."""
+"""A sweep's rows as CSV, JSON, a Markdown table, or an HTML page with its charts
+(render/sweep_view.py). Formatting only: every value comes from the rows."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ from .units import duration, fixed, pct, si
 
 
 def render_sweep(s: Sweep, fmt: str) -> str:
+    if fmt == "html":
+        from .env import render
+        from .sweep_view import build_sweep_view
+
+        return render("sweep.html.j2", view=build_sweep_view(s))
     if fmt == "json":
         return s.model_dump_json(indent=2) + "\n"
     if fmt == "csv":
