@@ -53,6 +53,10 @@ def main() -> None:
         cwd=ROOT,
         check=True,
     )
+    sweep = ["sweep", "specs/models/llama3-70b.model", "--hw", "h200", "--phase", "decode",
+             "--batch", "1..512", "--context", "4K,32K,128K", "--tp", "4,8", "--format",
+             "html", "-o", str(out / "sweep.html")]  # fmt: skip
+    subprocess.run([*run, *sweep], cwd=ROOT, check=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
         page = browser.new_page(viewport={"width": 1200, "height": 1500})
@@ -61,6 +65,10 @@ def main() -> None:
         page.goto((out / "site" / "index.html").as_uri())
         page.set_viewport_size({"width": 1200, "height": 900})
         page.screenshot(path=str(ROOT / "docs" / "site-screenshot.png"))
+        page.set_viewport_size({"width": 820, "height": 900})
+        page.goto((out / "sweep.html").as_uri())
+        chart = page.locator('svg[data-chart="throughput"]')
+        chart.screenshot(path=str(ROOT / "docs" / "sweep-screenshot.png"))
         browser.close()
     shutil.rmtree(out)
 
