@@ -82,6 +82,10 @@ def main() -> None:
             "import lark, pydantic, jinja2, tabulate; from pydantic import BaseModel"],
         "modelcost --help": [sys.executable, "-m", "modelcost", "--help"],
     }  # fmt: skip
+    commands["sweep llama3-70b, 64 decode points"] = [sys.executable, "-m", "modelcost",
+        "sweep", str(specs_dir() / "models" / "llama3-70b.model"), "--hw", "h200", "--phase",
+        "decode", "--batch", "1..128", "--context", "1K,4K,16K,64K", "--tp", "4,8",
+        "--format", "csv"]  # fmt: skip
     for name in ("deepseek-v3", "llama3.1-405b", "gpt2"):
         spec = Path(specs_dir() / "models" / f"{name}.model")
         commands[f"compile {name}"] = [sys.executable, "-m", "modelcost", "compile", str(spec),
@@ -95,6 +99,7 @@ def main() -> None:
     print()
     print(_scale())
     print(_layouts(args.repeat))
+    print(_sweep_rate())
 
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -130,6 +135,23 @@ def _layouts(repeat: int) -> str:
         f"DeepSeek-V3 decode, batch 64: one device {a:.2f} ms, tp 8 dp 8 ep 8 {b:.2f} ms "
         f"({b / a:.2f}×)"
     )
+
+
+def _sweep_rate() -> str:
+    """Llama 3 70B decode points per second in process, one process and two."""
+    from modelcost.sweeps import sweep
+
+    spec = load_spec(specs_dir() / "models" / "llama3-70b.model")
+    hw = load_hardware("h200")
+    rates = []
+    for jobs in (1, 2):
+        sweep([spec], [hw], "decode", [1], context=[1024])  # warm
+        t = time.perf_counter()
+        s = sweep([spec], [hw], "decode", list(range(1, 401)), context=[1024, 4096, 32768],
+                  jobs=jobs)  # fmt: skip
+        rates.append(len(s.rows) / (time.perf_counter() - t))
+    return (f"sweep: {rates[0]:,.0f} Llama 3 70B decode points/s in one process, "
+            f"{rates[1]:,.0f} with two workers")  # fmt: skip
 
 
 def _scale() -> str:
