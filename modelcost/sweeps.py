@@ -151,6 +151,9 @@ def sweep(
     targets = [h if isinstance(h, Hardware) else load_hardware(h) for h in _many(targets)]
     phases = [Phase(p) for p in _many(phases)]
     batch, seq, context = _many(batch), _many(seq), _many(context)
+    unknown = sorted(set(layout or {}) - set(LAYOUT_AXES))
+    if unknown:
+        raise ValueError(f"layout has no {', '.join(unknown)}; it takes {', '.join(LAYOUT_AXES)}")
     axes = {name: _many((layout or {}).get(name, getattr(Parallel(), name)))
             for name in LAYOUT_AXES}  # fmt: skip
     points: list[_Point] = []

@@ -147,3 +147,8 @@ def test_sweep_html_is_deterministic_and_escapes() -> None:
     assert html == render_sweep(sweep([spec], [H100], [Phase.decode], [1, 2], context=[1024]),
                                 "html")  # fmt: skip
     assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
+
+
+def test_a_misspelt_layout_axis_is_refused() -> None:
+    with pytest.raises(ValueError, match="layout has no tpp, sp; it takes tp, cp"):
+        sweep([LLAMA8], [H100], [Phase.decode], [1], layout={"tpp": [2], "sp": [True]})
