@@ -150,5 +150,5 @@ def test_sweep_html_is_deterministic_and_escapes() -> None:
 
 
 def test_a_misspelt_layout_axis_is_refused() -> None:
-    with pytest.raises(ValueError, match="layout has no tpp, sp; it takes tp, cp"):
+    with pytest.raises(ValueError, match="layout has no sp, tpp; it takes tp, cp"):
         sweep([LLAMA8], [H100], [Phase.decode], [1], layout={"tpp": [2], "sp": [True]})
