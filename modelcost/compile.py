@@ -8,15 +8,15 @@ from . import spec as ir
 from .bulk import in_bulk
 from .cost import cost
 from .errors import SpecError
-from .graph import Phase, Workload
+from .graph import OpGraph, Phase, Workload
 from .hardware import Hardware, load_hardware
 from .lower import lower
 from .options import DEFAULT_PEAK
 from .perfmodel import Conventions
 from .record import replace
-from .report import PeakMode, Report
+from .report import PeakMode, Report, Totals
 from .resolve import load_spec
-from .roofline import build_report, fits
+from .roofline import build_report, fits, time_nodes, totals
 
 
 @in_bulk
@@ -44,6 +44,22 @@ def compile_report(
     advice = None if not advise or fits(graph, hw) else fitting_tp(spec, hw, workload)
     costed = cost(graph, Conventions(conventions))
     return build_report(costed, hw, peak, bandwidth, only, advice)
+
+
+@in_bulk
+def compile_totals(
+    spec: ir.Spec,
+    hw: Hardware,
+    workload: Workload,
+    conventions: Conventions = Conventions.modelcost,
+    peak: PeakMode = DEFAULT_PEAK,
+    bandwidth: PeakMode = DEFAULT_PEAK,
+) -> tuple[OpGraph, Totals]:
+    """The same pipeline as `compile_report`, stopping at the totals: what a sweep row
+    or a serving figure reads, without the report's per-op, layer and kind entries
+    (the totals are the very ones `compile_report` puts in its report)."""
+    costed = cost(lower(spec, workload), conventions)
+    return costed.graph, totals(costed, time_nodes(costed, hw, peak, bandwidth), hw, peak)
 
 
 MAX_TP = 64

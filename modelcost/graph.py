@@ -207,6 +207,16 @@ class Shape(Record, frozen=True):
         return self.B * self.par.microbatches
 
     @property
+    def batch(self) -> int:
+        """The job's sequences per step (every replica's, every microbatch)."""
+        return self.B_device * self.par.dp
+
+    @property
+    def seq(self) -> int:
+        """Queries per sequence, over all its context-parallel chunks."""
+        return self.S * self.par.cp
+
+    @property
     def T_seq(self) -> int:
         """Tokens a norm or residual handles on one device: 1/tp of them under
         sequence parallelism."""

@@ -27,9 +27,10 @@ from .graph import (
     Shape,
     Workload,
 )
+from .memo import per_object
 from .memory import SSM_STATE, cache_elements_per_token, model_facts
 from .parallel import check_layout
-from .params import kv_heads, vocab_shard, walk
+from .params import kv_heads, residual_width, vocab_shard, walk
 from .perfmodel import (
     AdamStepOp,
     BinaryOp,
@@ -595,16 +596,51 @@ def _last_stage(spec: ir.Spec, plan, pp: int) -> range:
     return range(layers - size, layers) if pp > 1 else range(0, max(layers, 1))
 
 
-def _width(spec: ir.Spec) -> int:
-    """The residual stream's width: what a pipeline stage passes on per token."""
-    return next(op.dim for op, _ in walk(spec.body))
+class _Stage(Record, frozen=True):
+    """What this device's pipeline stage runs: each model-level op or layer group it
+    holds, with its layers here and its ops (with multiplicities), and everything it
+    holds, for its memory. The same for every batch and context."""
+
+    items: tuple[tuple[ir.Op | _Stack, tuple[int, ...], tuple[tuple[ir.Op, int], ...]], ...]
+    held: tuple[tuple[ir.Op, int], ...]
+    model_scopes: Counter  # every model-level op's scope, on any stage: names stay stable
+
+
+@per_object
+def _stage(spec: ir.Spec, pp: int) -> _Stage:
+    plan = _placed(_layer_plan(spec.body))
+    stage = _last_stage(spec, plan, pp)
+    items: list = []
+    held: list[tuple[ir.Op, int]] = []
+    for item, layers in plan:
+        if not isinstance(item, _Stack):
+            if layers and layers[0] < stage.start:  # before the layers: the first stage's
+                continue
+            items.append((item, layers, ((item, 1),)))
+            held.append((item, 1))
+            continue
+        layers = tuple(i for i in layers if i in stage)
+        if layers:
+            ops = tuple(walk(item.body))
+            items.append((item, layers, ops))
+            held.extend((op, times * len(layers)) for op, times in ops)
+    scopes = Counter(item.scope for item, _ in plan if not isinstance(item, _Stack))
+    return _Stage(tuple(items), tuple(held), scopes)
+
+
+@per_object
+def _input_facts(spec: ir.Spec) -> tuple[ir.PatchEmbed | None, ir.PositionEmbedding | None, bool]:
+    """(the patch embedding, the learned positions, whether any layer decodes)."""
+    ops = [op for op, _ in walk(spec.body)]
+    patch = next((op for op in ops if isinstance(op, ir.PatchEmbed)), None)
+    positions = next((op for op in ops if isinstance(op, ir.PositionEmbedding)), None)
+    return patch, positions, any(op.decodes for op in ops)
 
 
 def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     notes: list[str] = []
-    ops = [op for op, _ in walk(spec.body)]
-    patch = next((op for op in ops if isinstance(op, ir.PatchEmbed)), None)
-    if w.phase is Phase.decode and not any(op.decodes for op in ops):
+    patch, positions, decodes = _input_facts(spec)
+    if w.phase is Phase.decode and not decodes:
         raise SpecError(
             f"decode needs a causal decoder, and `{spec.name}` has no causal attention or SSM",
             filename="modelcost",
@@ -626,7 +662,6 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             + (" + 1 class token" if patch.cls_token else "")
         )
     context = w.context if w.context is not None else DEFAULT_CONTEXT
-    positions = next((op for op in ops if isinstance(op, ir.PositionEmbedding)), None)
     length = context if w.phase is Phase.decode else S
     if positions is not None and length > positions.positions:
         what = "context" if w.phase is Phase.decode else "sequence length"
@@ -711,34 +746,23 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     nodes: list[Node] = []
     groups: list[Group] = []
     stream, residual = "", ""
-    plan = _placed(_layer_plan(spec.body))
-    stage = _last_stage(spec, plan, shape.par.pp)
-    model_scope = Counter(item.scope for item, _ in plan if not isinstance(item, _Stack))
-    model_emit = _Emit("", "model", 1, stream, residual, totals=model_scope)
-    kept: list[tuple[ir.Op, int]] = []  # what this device holds, for its memory
+    st = _stage(spec, shape.par.pp)
+    model_emit = _Emit("", "model", 1, stream, residual, totals=st.model_scopes)
     if shape.par.pp > 1:  # the previous stage's activations arrive (gradients go back)
         a = spec.dtypes.activations
-        rec = CollectiveOp("p2p", shape.T_seq * _width(spec), 2, a, shape.par.pp_stride)
+        rec = CollectiveOp("p2p", shape.T_seq * residual_width(spec), 2, a, shape.par.pp_stride)
         stream = residual = "pipeline.recv"
-        nodes.append(Node(stream, "model", 1, rec, (), shape.T_seq * _width(spec) * bpe(a)))
-    for item, layers in plan:
+        nodes.append(Node(stream, "model", 1, rec, (), shape.T_seq * residual_width(spec) * bpe(a)))
+    for item, layers, ops in st.items:
         if not isinstance(item, _Stack):
-            if layers and layers[0] < stage.start:  # before the layers: the first stage's
-                continue
             model_emit.stream, model_emit.residual_from = stream, residual
             start = len(model_emit.nodes)
             lowerer.lower(model_emit, item, 1)
-            kept.append((item, 1))
             nodes.extend(model_emit.nodes[start:])
             _check_size(spec, len(nodes))
             stream, residual = model_emit.stream, model_emit.residual_from
             continue
-        layers = tuple(i for i in layers if i in stage)
-        if not layers:
-            continue
         label = f"layers.{layers[0]}"
-        ops = list(walk(item.body))
-        kept.extend((op, times * len(layers)) for op, times in ops)
         totals = Counter(op.scope for op, _ in ops)
         e = _Emit(f"{label}.", label, len(layers), stream, residual, totals=totals)
         for op, times in ops:
@@ -750,7 +774,7 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     m = shape.par.microbatches
     if m > 1:  # every op of the step runs once per microbatch
         nodes = [replace(n, count=n.count * m) for n in nodes]
-    facts = model_facts(spec, shape, kept)
+    facts = model_facts(spec, shape, st.held)
     if shape.train:
         nodes.extend(_step_nodes(spec, shape, facts))
     model_nodes = [n for n in nodes if n.group == "model"]

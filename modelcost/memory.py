@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 
 from . import spec as ir
 from .dtypes import DType
-from .params import count_params, device_params, kv_heads, walk
+from .memo import per_object
+from .params import count_params, device_params, kv_heads, residual_width, walk
 from .perfmodel import bpe
 
 if TYPE_CHECKING:
-    from .graph import ModelFacts, Shape
+    from .graph import ModelFacts, Parallel, Shape
 
 ADAM_STATE_BYTES = 8  # m and v in fp32
 MASTER_BYTES = 4  # an fp32 master copy when the weights are narrower
@@ -54,9 +55,7 @@ def cache_bytes(op: ir.Op, batch: int, length: int, tp: int = 1) -> float:
     return batch * (kept * per_token + state_bytes(op, tp))
 
 
-def model_facts(
-    spec: ir.Spec, shape: Shape, held: list[tuple[ir.Op, int]] | None = None
-) -> ModelFacts:
+def model_facts(spec: ir.Spec, shape: Shape, held: Held | None = None) -> ModelFacts:
     """Everything reporting needs of the spec, in one walk of its layers: the model's
     parameter counts, and what one device of the layout keeps (ZeRO shards weights at
     stage 3, gradients from 2, optimizer states from 1 over the ranks holding copies).
@@ -65,20 +64,13 @@ def model_facts(
     from .graph import ModelFacts
 
     par = shape.par
-    weights = grads = states = cache = 0.0
-    dense = experts = 0
-    for op, times in walk(spec.body) if held is None else held:
-        d, x = device_params(op, par.tp, par.ep)
-        dense, experts = dense + d * times, experts + x * times
-        for n, copies in ((d * times, par.weight_copies), (x * times, par.expert_copies)):
-            weights += n * bpe(op.dtypes.weights) / (copies if par.zero == 3 else 1)
-            if shape.train:
-                grads += n * bpe(op.dtypes.activations) / (copies if par.zero >= 2 else 1)
-                master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0
-                states += n * (ADAM_STATE_BYTES + master) / (copies if par.zero >= 1 else 1)
-        if not shape.train:
-            # a context-parallel rank keeps the keys of its own chunk
-            length = shape.n_kv if shape.decode else shape.n_kv // par.cp
+    held = tuple(walk(spec.body)) if held is None else held
+    dense, experts, weights, grads, states = _held(spec, held, par, shape.train)
+    cache = 0.0
+    if not shape.train:
+        # a context-parallel rank keeps the keys of its own chunk
+        length = shape.n_kv if shape.decode else shape.n_kv // par.cp
+        for op, times in held:
             cache += cache_bytes(op, shape.B_device, length, par.tp) * times
     params = count_params(spec)
     return ModelFacts(
@@ -88,10 +80,33 @@ def model_facts(
         params_active=params.active,
         device_dense=dense,
         device_experts=experts,
-        width=next((op.dim for op, _ in walk(spec.body)), 0),
+        width=residual_width(spec),
         activations=spec.dtypes.activations,
         weight_bytes=weights,
         cache_bytes=cache,
         gradient_bytes=grads,
         optimizer_bytes=states,
     )
+
+
+Held = tuple[tuple[ir.Op, int], ...]
+
+
+@per_object
+def _held(
+    spec: ir.Spec, held: Held, par: Parallel, train: bool
+) -> tuple[int, int, float, float, float]:
+    """(dense and expert parameters, weight, gradient and optimizer bytes) one device
+    holds: the same for every batch and context, so computed once per spec and layout."""
+    weights = grads = states = 0.0
+    dense = experts = 0
+    for op, times in held:
+        d, x = device_params(op, par.tp, par.ep)
+        dense, experts = dense + d * times, experts + x * times
+        for n, copies in ((d * times, par.weight_copies), (x * times, par.expert_copies)):
+            weights += n * bpe(op.dtypes.weights) / (copies if par.zero == 3 else 1)
+            if train:
+                grads += n * bpe(op.dtypes.activations) / (copies if par.zero >= 2 else 1)
+                master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0
+                states += n * (ADAM_STATE_BYTES + master) / (copies if par.zero >= 1 else 1)
+    return dense, experts, weights, grads, states

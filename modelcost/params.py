@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from . import spec as ir
 from .frozen import Frozen
+from .memo import per_object
 
 
 class Component(StrEnum):
@@ -155,7 +156,16 @@ def walk(nodes: tuple[ir.Statement, ...], multiplicity: int = 1) -> Iterator[tup
             yield node, multiplicity
 
 
+@per_object
+def residual_width(spec: ir.Spec) -> int:
+    """The residual stream's width: the first layer op's `dim`, what a layer takes in
+    per token and a pipeline stage passes on."""
+    return next((op.dim for op, _ in walk(spec.body)), 0)
+
+
+@per_object
 def count_params(spec: ir.Spec) -> ParamCount:
+    """The model's parameters by component, total and active (computed once per spec)."""
     total: dict[Component, int] = dict.fromkeys(Component, 0)
     active: dict[Component, int] = dict.fromkeys(Component, 0)
     for op, times in walk(spec.body):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Literal
 
-from .cost import CostedGraph
+from .cost import CostedGraph, CostedNode
 from .dtypes import DTYPES
 from .errors import SpecError
 from .graph import OpGraph
@@ -93,6 +93,196 @@ def _shape_params(op: OpRecord) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in op.shape().items()}
 
 
+class NodeTime(Record, frozen=True):
+    """One node's roofline: each pass's compute and memory (or link) time, and its
+    all-copies, both-passes sums that the totals, layers and kinds add up."""
+
+    costed: CostedNode
+    roof: Roof
+    compute_s: float
+    memory_s: float
+    time_s: float
+    link: str | None
+    back: tuple[float, float, float] | None  # backward (compute_s, memory_s, time_s)
+    total_s: float  # count × (forward + backward)
+    flops: float  # count × (forward + backward)
+    bytes: float
+    compute_bound_s: float  # the part of total_s in compute-bound passes
+
+
+def time_nodes(
+    costed: CostedGraph,
+    hw: Hardware,
+    peak: PeakMode = DEFAULT_PEAK,
+    bandwidth: PeakMode = DEFAULT_PEAK,
+    kept: frozenset[str] | None = None,
+) -> list[NodeTime]:
+    """The roofline of every node (of the kinds `kept`, when given)."""
+    roofs: dict[tuple[Unit, str], Roof] = {}  # a handful of distinct (unit, precision)
+    out = []
+    for cn in costed.nodes:
+        op = cn.node.op
+        if kept is not None and op.kind not in kept:
+            continue
+        precision = op.precision
+        r = roofs.get((op.unit, precision))
+        if r is None:
+            r = roofs[op.unit, precision] = roof(op.unit, precision, hw, peak, bandwidth)
+        f, b, count = cn.fwd, cn.bwd, cn.node.count
+        fc, fm = f.flops / r.peak_flops, f.bytes / r.bytes_per_s
+        lk = None
+        if isinstance(op, CollectiveOp):  # on the links the group spans (network.py)
+            fm, lk = collective_time(op, hw), link(op, hw)
+        tf = max(fc, fm)
+        flops, nbytes = float(f.flops), float(f.bytes)
+        bound_s = count * (tf if fc >= fm else 0)
+        back, tb = None, 0.0
+        if b is not None:
+            bc, bm = b.flops / r.peak_flops, b.bytes / r.bytes_per_s
+            if isinstance(op, CollectiveOp):
+                bm = collective_time(op.backward_op(), hw)
+            tb = max(bc, bm)
+            back = (bc, bm, tb)
+            flops, nbytes = flops + float(b.flops), nbytes + float(b.bytes)
+            bound_s += count * (tb if bc >= bm else 0)
+        out.append(
+            NodeTime(
+                costed=cn,
+                roof=r,
+                compute_s=fc,
+                memory_s=fm,
+                time_s=tf,
+                link=lk,
+                back=back,
+                total_s=count * (tf + tb),
+                flops=flops * count,
+                bytes=nbytes * count,
+                compute_bound_s=bound_s,
+            )
+        )
+    return out
+
+
+def totals(
+    costed: CostedGraph,
+    times: list[NodeTime],
+    hw: Hardware,
+    peak: PeakMode = DEFAULT_PEAK,
+    advice: str | None = None,
+) -> Totals:
+    """The step of one device: its time (overlap and bubble applied), FLOPs, bytes,
+    per-token figures, MFU bound and memory footprint. `advice` follows the warning
+    when the model does not fit."""
+    graph = costed.graph
+    busy = sum(t.total_s for t in times)  # every op's time, one after another
+    once = sum(t.total_s for t in times if t.costed.node.step)  # optimizer, gradient sync
+    comm = sum(t.total_s for t in times if t.costed.node.op.unit is Unit.network)
+    shape = graph.shape
+    par = shape.par
+    step, exposed, bubble = step_time(busy, once, comm, par.pp, par.microbatches, par.overlap)
+    flops = sum(t.flops for t in times)
+    # the model's FLOPs, for the MFU: a recomputed forward is work, not model progress
+    model_flops = flops - sum(
+        t.costed.node.count * t.costed.fwd.flops for t in times if t.costed.recomputed
+    )
+    nbytes = sum(t.bytes for t in times)
+    compute_bound = sum(t.compute_bound_s for t in times)
+    tokens = shape.T_job
+    per_token = PerToken.trusted(
+        tokens_per_step=tokens,
+        ms_per_step=step * 1e3,
+        ms_per_token=step * 1e3 if shape.decode else step * 1e3 / tokens,
+        tokens_per_s=tokens / step if step else 0.0,
+        tokens_per_s_device=tokens / step / par.devices if step else 0.0,
+    )
+    main_peak = matrix_peak(graph, hw, peak)[0]
+    mem = footprint(graph)
+    total_mem = sum(mem.values())
+    fits = total_mem <= hw.memory  # fits(graph, hw), with the parts kept for the report
+    warning = None
+    if not fits:
+        need = f"{total_mem / 1e9:,.1f} GB" + ("" if par.single else " per device")
+        warning = (
+            f"needs {need} but {hw.title} has {hw.memory / 1e9:,.0f} GB: it does not fit"
+            + (" on one device" if par.single else "")
+            + (f"; {advice}" if advice else "")
+        )
+    return Totals.trusted(
+        flops=flops,
+        bytes=nbytes,
+        intensity=_intensity(flops, nbytes),
+        time_s=step,
+        busy_s=busy,
+        compute_bound_s=compute_bound,
+        memory_bound_s=busy - compute_bound,
+        compute_share=compute_bound / busy if busy else 0.0,
+        comm_s=comm,
+        comm_exposed_s=exposed,
+        bubble_s=bubble,
+        bound="compute" if compute_bound >= busy - compute_bound else "memory",
+        per_token=per_token,
+        mfu_bound=model_flops / (step * main_peak) if step else 0.0,
+        memory=Memory.trusted(
+            **mem, total=total_mem, capacity=hw.memory, fits=fits, warning=warning
+        ),
+    )
+
+
+def matrix_peak(graph: OpGraph, hw: Hardware, peak: PeakMode) -> tuple[float, str]:
+    """The matrix peak at the model's activation precision: the MFU's denominator."""
+    flops, precision, _ = hw.peak("matrix", DTYPES[graph.facts.activations].precision, peak)
+    return flops, precision
+
+
+def _op_entry(t: NodeTime, groups: dict, hw: Hardware, busy: float) -> OpEntry:
+    cn, r = t.costed, t.roof
+    n, op = cn.node, cn.node.op
+    g = groups.get(n.group)
+    back = None
+    if t.back is not None and cn.bwd is not None:
+        bc, bm, tb = t.back
+        back = PassTiming.trusted(
+            flops=float(cn.bwd.flops),
+            bytes=float(cn.bwd.bytes),
+            intensity=_intensity(cn.bwd.flops, cn.bwd.bytes),
+            compute_s=bc,
+            memory_s=bm,
+            time_s=tb,
+            bound=_bound(bc, bm, op.unit),
+        )
+    return OpEntry.trusted(
+        name=n.name,
+        layer=g.layers[0] if g is not None and g.layers else None,
+        group=n.group,
+        layers=g.layer_label if g is not None else "",
+        kind=op.kind,
+        count=n.count,
+        shape=_shape_params(op),
+        shape_label=op.describe(),
+        dtype=op.precision,
+        dtypes={k: v.value for k, v in op.operand_dtypes().items()},
+        unit=op.unit.value,
+        link=t.link,
+        peak_flops=r.peak_flops,
+        peak_precision=r.peak_precision,
+        peak_source=r.peak_source,
+        flops=float(cn.fwd.flops),
+        bytes=float(cn.fwd.bytes),
+        intensity=_intensity(cn.fwd.flops, cn.fwd.bytes),
+        compute_s=t.compute_s,
+        memory_s=t.memory_s,
+        time_s=t.time_s,
+        bound=_bound(t.compute_s, t.memory_s, op.unit),
+        attained_flops=cn.fwd.flops / t.time_s if t.time_s else 0.0,
+        kernel=serve(op, hw.arch, hw.compute_units)
+        if isinstance(op, GemmOp | GroupedGemmOp)
+        else None,
+        backward=back,
+        total_time_s=t.total_s,
+        share=t.total_s / busy if busy else 0.0,
+    )
+
+
 def build_report(
     costed: CostedGraph,
     hw: Hardware,
@@ -105,124 +295,19 @@ def build_report(
     perf-model kinds (e.g. GEMM and SDPA, as TraceLens's notebook counts); `advice`
     follows the warning when the model does not fit (compile.py finds a layout)."""
     graph = costed.graph
-    w = graph.workload
+    w, shape, facts = graph.workload, graph.shape, graph.facts
+    par = shape.par
     groups = {g.name: g for g in graph.groups}
     kept = _only_kinds(costed, only) if only is not None else None
-    roofs: dict[tuple[Unit, str], Roof] = {}  # a handful of distinct (unit, precision)
-    rows = []
-    for cn in costed.nodes:
-        op = cn.node.op
-        if kept is not None and op.kind not in kept:
-            continue
-        dtypes = op.operand_dtypes()
-        precision = op.precision
-        r = roofs.get((op.unit, precision))
-        if r is None:
-            r = roofs[op.unit, precision] = roof(op.unit, precision, hw, peak, bandwidth)
-        f, b = cn.fwd, cn.bwd
-        fc, fm = f.flops / r.peak_flops, f.bytes / r.bytes_per_s
-        lk = None
-        if isinstance(op, CollectiveOp):  # on the links the group spans (network.py)
-            fm, lk = collective_time(op, hw), link(op, hw)
-        back = None
-        tb = 0.0
-        if b is not None:
-            bc, bm = b.flops / r.peak_flops, b.bytes / r.bytes_per_s
-            if isinstance(op, CollectiveOp):
-                bm = collective_time(op.backward_op(), hw)
-            tb = max(bc, bm)
-            back = PassTiming.trusted(
-                flops=float(b.flops),
-                bytes=float(b.bytes),
-                intensity=_intensity(b.flops, b.bytes),
-                compute_s=bc,
-                memory_s=bm,
-                time_s=tb,
-                bound=_bound(bc, bm, op.unit),
-            )
-        tf = max(fc, fm)
-        rows.append((cn, op, dtypes, precision, r, fc, fm, tf, lk, back, cn.node.count * (tf + tb)))
-    busy = sum(row[-1] for row in rows)  # every op's time, one after another
-    once = sum(row[-1] for row in rows if row[0].node.step)  # optimizer, gradient sync
-    comm = sum(row[-1] for row in rows if row[1].unit is Unit.network)
-    par = graph.shape.par
-    step, exposed, bubble = step_time(busy, once, comm, par.pp, par.microbatches, par.overlap)
+    times = time_nodes(costed, hw, peak, bandwidth, kept)
+    tot = totals(costed, times, hw, peak, advice)
+    busy = tot.busy_s
 
     def share(t: float) -> float:
         return t / busy if busy else 0.0
 
-    ops = []
-    for cn, op, dtypes, precision, r, fc, fm, tf, lk, back, total in rows:
-        n = cn.node
-        g = groups.get(n.group)
-        ops.append(
-            OpEntry.trusted(
-                name=n.name,
-                layer=g.layers[0] if g is not None and g.layers else None,
-                group=n.group,
-                layers=g.layer_label if g is not None else "",
-                kind=op.kind,
-                count=n.count,
-                shape=_shape_params(op),
-                shape_label=op.describe(),
-                dtype=precision,
-                dtypes={k: v.value for k, v in dtypes.items()},
-                unit=op.unit.value,
-                link=lk,
-                peak_flops=r.peak_flops,
-                peak_precision=r.peak_precision,
-                peak_source=r.peak_source,
-                flops=float(cn.fwd.flops),
-                bytes=float(cn.fwd.bytes),
-                intensity=_intensity(cn.fwd.flops, cn.fwd.bytes),
-                compute_s=fc,
-                memory_s=fm,
-                time_s=tf,
-                bound=_bound(fc, fm, op.unit),
-                attained_flops=cn.fwd.flops / tf if tf else 0.0,
-                kernel=serve(op, hw.arch, hw.compute_units)
-                if isinstance(op, GemmOp | GroupedGemmOp)
-                else None,
-                backward=back,
-                total_time_s=total,
-                share=share(total),
-            )
-        )
-    sums = [_step_sums(o) for o in ops]  # each op's all-copies, both-passes sums, once
-    flops = sum(s[0] for s in sums)
-    # the model's FLOPs, for the MFU: a recomputed forward is work, not model progress
-    again = [cn for cn in costed.nodes if cn.recomputed]
-    model_flops = flops - sum(
-        cn.node.count * cn.fwd.flops for cn in again if kept is None or cn.node.op.kind in kept
-    )
-    nbytes = sum(s[1] for s in sums)
-    compute_bound = sum(
-        o.count * (o.time_s if o.bound == "compute" else 0)
-        + o.count * (o.backward.time_s if o.backward and o.backward.bound == "compute" else 0)
-        for o in ops
-    )
-    shape = graph.shape
-    tokens = shape.T_job
-    per_token = PerToken.trusted(
-        tokens_per_step=tokens,
-        ms_per_step=step * 1e3,
-        ms_per_token=step * 1e3 if shape.decode else step * 1e3 / tokens,
-        tokens_per_s=tokens / step if step else 0.0,
-        tokens_per_s_device=tokens / step / par.devices if step else 0.0,
-    )
-    facts = graph.facts
-    main_peak, main_precision, _ = hw.peak("matrix", DTYPES[facts.activations].precision, peak)
-    mem = footprint(graph)
-    total_mem = sum(mem.values())
-    fits = total_mem <= hw.memory  # fits(graph, hw), with the parts kept for the report
-    warning = None
-    if not fits:
-        need = f"{total_mem / 1e9:,.1f} GB" + ("" if par.single else " per device")
-        warning = (
-            f"needs {need} but {hw.title} has {hw.memory / 1e9:,.0f} GB: it does not fit"
-            + (" on one device" if par.single else "")
-            + (f"; {advice}" if advice else "")
-        )
+    ops = [_op_entry(t, groups, hw, busy) for t in times]
+    main_peak, main_precision = matrix_peak(graph, hw, peak)
     return Report.trusted(
         model=ModelInfo.trusted(
             name=facts.name,
@@ -248,36 +333,18 @@ def build_report(
         ),
         workload=WorkloadInfo.trusted(
             phase=w.phase.value,
-            batch=shape.B_device * par.dp,
-            seq=shape.S * par.cp,
+            batch=shape.batch,
+            seq=shape.seq,
             context=shape.n_kv,
             logits=None if shape.decode else ("all" if shape.logits_all else "last"),
-            tokens=tokens,
+            tokens=shape.T_job,
             label=shape.label,
             conventions=costed.conventions.value,
             layout=LayoutInfo.trusted(**asdict(par), devices=par.devices, label=par.label),
         ),
-        totals=Totals.trusted(
-            flops=flops,
-            bytes=nbytes,
-            intensity=_intensity(flops, nbytes),
-            time_s=step,
-            busy_s=busy,
-            compute_bound_s=compute_bound,
-            memory_bound_s=busy - compute_bound,
-            compute_share=compute_bound / busy if busy else 0.0,
-            comm_s=comm,
-            comm_exposed_s=exposed,
-            bubble_s=bubble,
-            bound="compute" if compute_bound >= busy - compute_bound else "memory",
-            per_token=per_token,
-            mfu_bound=model_flops / (step * main_peak) if step else 0.0,
-            memory=Memory.trusted(
-                **mem, total=total_mem, capacity=hw.memory, fits=fits, warning=warning
-            ),
-        ),
-        layers=_layers(ops, sums, graph, share),
-        kinds=_kinds(ops, sums, share),
+        totals=tot,
+        layers=_layers(ops, times, graph, share),
+        kinds=_kinds(ops, times, share),
         kernels=_kernels(ops, share),
         ops=tuple(ops),
         notes=graph.notes,
@@ -312,14 +379,16 @@ def footprint(graph: OpGraph) -> dict[str, float]:
     """Memory by kind: the model's (sized by lowering) and the activations the graph
     keeps alive; docs/report.md says what each counts."""
     facts = graph.facts
-    produced = {n.name: n.out_bytes for n in graph.nodes}
     if graph.shape.train:
         activations = _training_activations(graph)
     else:  # the largest op's inputs and output alive at once
-        activations = max(
-            (n.out_bytes + sum(produced.get(i, 0) for i in set(n.inputs)) for n in graph.nodes),
-            default=0.0,
-        )
+        produced = {n.name: n.out_bytes for n in graph.nodes}
+        activations = 0.0
+        for n in graph.nodes:
+            inputs = 0.0
+            for i in set(n.inputs):
+                inputs += produced.get(i, 0)
+            activations = max(activations, n.out_bytes + inputs)
     return {
         "weights": float(facts.weight_bytes),
         "kv_cache": float(facts.cache_bytes),
@@ -393,33 +462,22 @@ def _only_kinds(costed: CostedGraph, only: frozenset[str]) -> frozenset[str]:
     return frozenset(by_folded[k.casefold()] for k in only)
 
 
-Sums = tuple[float, float]  # (FLOPs, bytes)
-
-
-def _step_sums(o: OpEntry) -> Sums:
-    """All copies of an op, both passes: (FLOPs, bytes)."""
-    b = o.backward
-    if b is None:
-        return o.flops * o.count, o.bytes * o.count
-    return (o.flops + b.flops) * o.count, (o.bytes + b.bytes) * o.count
-
-
-def _aggregate(ops: list[OpEntry], sums: list[Sums], key) -> dict[str, list[float]]:
+def _aggregate(ops: list[OpEntry], times: list[NodeTime], key) -> dict[str, list[float]]:
     """[FLOPs, bytes, time] summed by `key(op)`, in first-seen order."""
     acc: dict[str, list[float]] = {}
-    for o, (f, nb) in zip(ops, sums, strict=True):
+    for o, t in zip(ops, times, strict=True):
         a = acc.get(key(o))
         if a is None:
-            acc[key(o)] = [f, nb, o.total_time_s]
+            acc[key(o)] = [t.flops, t.bytes, t.total_s]
         else:
-            a[0] += f
-            a[1] += nb
-            a[2] += o.total_time_s
+            a[0] += t.flops
+            a[1] += t.bytes
+            a[2] += t.total_s
     return acc
 
 
-def _layers(ops: list[OpEntry], sums: list[Sums], graph, share) -> tuple[LayerEntry, ...]:
-    acc = _aggregate(ops, sums, lambda o: o.group)
+def _layers(ops: list[OpEntry], times: list[NodeTime], graph, share) -> tuple[LayerEntry, ...]:
+    acc = _aggregate(ops, times, lambda o: o.group)
     return tuple(
         LayerEntry.trusted(
             group=g.name,
@@ -437,9 +495,9 @@ def _layers(ops: list[OpEntry], sums: list[Sums], graph, share) -> tuple[LayerEn
     )
 
 
-def _kinds(ops: list[OpEntry], sums: list[Sums], share) -> tuple[KindEntry, ...]:
+def _kinds(ops: list[OpEntry], times: list[NodeTime], share) -> tuple[KindEntry, ...]:
     ranked = sorted(
-        _aggregate(ops, sums, lambda o: o.kind).items(), key=lambda kv: (-kv[1][2], kv[0])
+        _aggregate(ops, times, lambda o: o.kind).items(), key=lambda kv: (-kv[1][2], kv[0])
     )
     return tuple(
         KindEntry.trusted(kind=k, flops=f, bytes=nb, time_s=t, share=share(t))

@@ -13,19 +13,20 @@ replica serves its own requests):
 - throughput: continuous batching admits a batch's worth of prefills per osl decode
   steps: output tokens/s = N·osl / (prefill of N requests + osl × TPOT), per replica.
 
-Every figure is read off `compile_report`; targets (`tpot`, `ttft`) pick the largest
-concurrency meeting them, or say that none does.
+Every figure is read off `compile_totals` (the totals `compile_report` reports);
+targets (`tpot`, `ttft`) pick the largest concurrency meeting them, or say that none
+does.
 """
 
 from __future__ import annotations
 
 from . import spec as ir
-from .compile import compile_report
+from .compile import compile_totals
 from .errors import SpecError
 from .frozen import Frozen
 from .graph import ONE_DEVICE, Parallel, Phase, Workload
 from .hardware import Hardware
-from .report import Report
+from .report import Totals
 
 
 class Serving(Frozen):
@@ -51,19 +52,23 @@ class Serving(Frozen):
     why: str = ""  # when no concurrency meets the targets
 
 
-def _decode(spec, hw, par: Parallel, n: int, context: int) -> Report:
+def _decode(spec, hw, par: Parallel, n: int, context: int) -> Totals:
     w = Workload(Phase.decode, n * par.dp, context=context, parallel=par)
-    return compile_report(spec, hw, w, advise=False)
+    return compile_totals(spec, hw, w)[1]
+
+
+def _prefill(spec, hw, par: Parallel, n: int, isl: int) -> Totals:
+    return compile_totals(spec, hw, Workload(Phase.prefill, n * par.dp, isl, parallel=par))[1]
 
 
 def max_concurrency(spec: ir.Spec, hw: Hardware, par: Parallel, context: int) -> tuple[int, float]:
     """(the most sequences per replica whose cache at `context` fits each device, the KV
     bytes one sequence takes per device)."""
-    one = _decode(spec, hw, par, 1, context).totals.memory
+    one = _decode(spec, hw, par, 1, context).memory
     per_seq = one.kv_cache  # one sequence per replica: its cache, per device
     n = 1
     while True:  # activations grow with the batch: solve again until it holds
-        m = _decode(spec, hw, par, n, context).totals.memory
+        m = _decode(spec, hw, par, n, context).memory
         free = m.capacity - m.weights - m.activations - m.gradients - m.optimizer_states
         solved = int(free // per_seq) if per_seq else 0
         if solved <= n:
@@ -93,12 +98,10 @@ def serve(
             filename="modelcost",
             hint="split the model over more devices (--tp, --pp) or shorten the requests",
         )
-    first = compile_report(
-        spec, hw, Workload(Phase.prefill, parallel.dp, isl, parallel=parallel), advise=False
-    ).totals.time_s
+    first = _prefill(spec, hw, parallel, 1, isl).time_s
 
     def tpot_ok(n: int) -> bool:
-        return tpot is None or _decode(spec, hw, parallel, n, mean).totals.time_s <= tpot
+        return tpot is None or _decode(spec, hw, parallel, n, mean).time_s <= tpot
 
     why = ""
     if concurrency is not None:
@@ -133,12 +136,10 @@ def _largest(most: int, ok) -> int | None:
 def _figures(spec, hw, par, isl, osl, most, n, first, per_seq, met, why) -> Serving:
     mean = isl + osl // 2
     decode = _decode(spec, hw, par, n, mean)
-    tpot = decode.totals.time_s
-    prefills = compile_report(
-        spec, hw, Workload(Phase.prefill, n * par.dp, isl, parallel=par), advise=False
-    ).totals.time_s
+    tpot = decode.time_s
+    prefills = _prefill(spec, hw, par, n, isl).time_s
     out = n * par.dp * osl / (prefills + osl * tpot)
-    at_full = _decode(spec, hw, par, n, isl + osl).totals.memory
+    at_full = _decode(spec, hw, par, n, isl + osl).memory
     return Serving.trusted(
         model=spec.name,
         hardware=hw.name,

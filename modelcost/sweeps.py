@@ -3,8 +3,8 @@ one row per point, each row the rollup of that point's report.
 
 A point whose layout the spec cannot run (heads that do not split, a batch that does
 not divide) is left out and said why; a point that does not fit in memory is kept and
-marked. Rows are built from `compile_report` and nothing else, so a row is exactly what
-`modelcost compile` says of the same point.
+marked. Rows are built from `compile_totals`, the totals `compile_report` puts in its
+report, so a row is exactly what `modelcost compile` says of the same point.
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from typing import Any
 
 from . import spec as ir
 from .bulk import in_bulk
-from .compile import compile_report
+from .compile import compile_totals
 from .errors import SpecError
 from .frozen import Frozen
-from .graph import DEFAULT_BATCH, Parallel, Phase, Workload
+from .graph import DEFAULT_BATCH, OpGraph, Parallel, Phase, Workload
 from .hardware import Hardware, load_hardware
 from .options import DEFAULT_PEAK, PeakMode
 from .perfmodel import Conventions
-from .report import Bound, Report
+from .record import Record
+from .report import Bound, Report, Totals
 from .resolve import load_spec
 
 # the layout fields a sweep may vary (sp is a flag: one value for the whole sweep)
@@ -88,16 +89,29 @@ class Sweep(Frozen):
 
 def row(r: Report) -> SweepRow:
     """A point's row, read off its report."""
-    w, t = r.workload, r.totals
+    w, lay = r.workload, r.workload.layout
+    return _row(r.model.name, r.hardware.name, w.phase, w.batch, w.seq, w.context,
+                lay.label, lay.devices, r.totals)  # fmt: skip
+
+
+def point_row(graph: OpGraph, hw: Hardware, t: Totals) -> SweepRow:
+    """A point's row from its graph and totals (`compile_totals`): what `row` reads off
+    the report of the same point, without building the report."""
+    shape = graph.shape
+    return _row(graph.facts.name, hw.name, shape.phase.value, shape.batch, shape.seq,
+                shape.n_kv, shape.par.label, shape.par.devices, t)  # fmt: skip
+
+
+def _row(model, hardware, phase, batch, seq, context, layout, devices, t: Totals) -> SweepRow:
     return SweepRow.trusted(
-        model=r.model.name,
-        hardware=r.hardware.name,
-        phase=w.phase,
-        batch=w.batch,
-        seq=w.seq,
-        context=w.context,
-        layout=w.layout.label,
-        devices=w.layout.devices,
+        model=model,
+        hardware=hardware,
+        phase=phase,
+        batch=batch,
+        seq=seq,
+        context=context,
+        layout=layout,
+        devices=devices,
         step_ms=t.per_token.ms_per_step,
         ms_per_token=t.per_token.ms_per_token,
         tokens_per_s=t.per_token.tokens_per_s,
@@ -114,7 +128,7 @@ def _many(value) -> list:
     return list(value) if isinstance(value, list | tuple | range) else [value]
 
 
-class _Point(Frozen):
+class _Point(Record, frozen=True):
     """One point of a sweep, as a worker process receives it."""
 
     spec: int  # index into the sweep's specs
@@ -124,7 +138,16 @@ class _Point(Frozen):
     seq: int | None
     context: int | None
     layout: dict[str, Any]
-    varied: str  # the layout values worth naming when the point is skipped
+
+
+_DEFAULT_LAYOUT = Parallel()
+
+
+def _varied(layout: dict[str, Any], swept: frozenset[str]) -> str:
+    """The layout values worth naming when a point is skipped: those the sweep varies
+    or sets away from the default."""
+    return ", ".join(f"{k} {v}" for k, v in layout.items()
+                     if k in swept or v != getattr(_DEFAULT_LAYOUT, k))  # fmt: skip
 
 
 def sweep(
@@ -154,8 +177,9 @@ def sweep(
     unknown = sorted(set(layout or {}) - set(LAYOUT_AXES))
     if unknown:
         raise ValueError(f"layout has no {', '.join(unknown)}; it takes {', '.join(LAYOUT_AXES)}")
-    axes = {name: _many((layout or {}).get(name, getattr(Parallel(), name)))
+    axes = {name: _many((layout or {}).get(name, getattr(_DEFAULT_LAYOUT, name)))
             for name in LAYOUT_AXES}  # fmt: skip
+    swept = frozenset(k for k, values in axes.items() if len(values) > 1)
     points: list[_Point] = []
     for (i, _), (j, _), phase in itertools.product(enumerate(specs), enumerate(targets), phases):
         lengths = (
@@ -163,11 +187,8 @@ def sweep(
         )
         for b, (s, c), *values in itertools.product(batch, lengths, *axes.values()):
             point = dict(zip(LAYOUT_AXES, values, strict=True))
-            varied = ", ".join(f"{k} {v}" for k, v in point.items() if len(axes[k]) > 1
-                               or v != getattr(Parallel(), k))  # fmt: skip
-            points.append(_Point.trusted(spec=i, hw=j, phase=phase, batch=b, seq=s, context=c,
-                                         layout=point, varied=varied))  # fmt: skip
-    work = (specs, targets, sp, conventions, peak, bandwidth)
+            points.append(_Point(i, j, phase, b, s, c, point))
+    work = (specs, targets, sp, conventions, peak, bandwidth, swept)
     if jobs <= 1 or len(points) < 2 * jobs:
         results = _run(work, points)
     else:
@@ -185,15 +206,17 @@ def sweep(
 @in_bulk
 def _run(work, points: list[_Point]) -> list[SweepRow | str]:
     """Each point's row, or why it was skipped."""
-    specs, targets, sp, conventions, peak, bandwidth = work
+    specs, targets, sp, conventions, peak, bandwidth, swept = work
     out: list[SweepRow | str] = []
     for p in points:
         spec, hw = specs[p.spec], targets[p.hw]
         try:
             w = Workload(p.phase, p.batch, p.seq, p.context, parallel=Parallel(**p.layout, sp=sp))
-            out.append(row(compile_report(spec, hw, w, conventions, peak, bandwidth, advise=False)))
+            graph, t = compile_totals(spec, hw, w, conventions, peak, bandwidth)
+            out.append(point_row(graph, hw, t))
         except (SpecError, ValueError) as err:
             message = err.message if isinstance(err, SpecError) else str(err)
+            varied = _varied(p.layout, swept)
             out.append(f"{spec.name} on {hw.name}, {p.phase.value} batch {p.batch}"
-                       f"{', ' + p.varied if p.varied else ''}: {message}")  # fmt: skip
+                       f"{', ' + varied if varied else ''}: {message}")  # fmt: skip
     return out

@@ -44,6 +44,26 @@ def test_every_row_is_what_compile_says_of_the_point() -> None:
         assert r == row(compile_report(LLAMA8, H100, w))
 
 
+def test_rows_reuse_nothing_that_differs_between_layouts_and_phases() -> None:
+    # what a sweep computes once per spec (stage plan, held parameters) must not leak
+    # between pipeline sizes, ZeRO stages, phases or specs: each row against compile
+    mixtral = load_spec(MODELS / "mixtral-8x7b.model")
+    layout = {"tp": [2], "dp": [2], "ep": [1, 2], "pp": [1, 4], "zero": [0, 3],
+              "microbatches": [4]}  # fmt: skip
+    s = sweep([mixtral, LLAMA8], [H100], [Phase.train, Phase.prefill], [8], seq=[1024],
+              layout=layout)  # fmt: skip
+    # 2 phases × 2 ep × 2 pp × 2 zero for Mixtral; Llama has no experts to split by ep 2
+    assert len(s.rows) == 16 + 8 and len(s.skipped) == 8
+    for r in s.rows:
+        spec = mixtral if r.model == mixtral.name else LLAMA8
+        par = Parallel(tp=2, dp=2, ep=2 if "ep 2" in r.layout else 1, microbatches=4,
+                       pp=4 if "pp 4" in r.layout else 1,
+                       zero=3 if "zero 3" in r.layout else 0)  # fmt: skip
+        w = Workload(r.phase, 8, seq=1024, parallel=par)
+        assert r.layout == par.label
+        assert r == row(compile_report(spec, H100, w))
+
+
 def test_decode_tokens_per_second_grow_with_batch_while_memory_bound() -> None:
     s = sweep([LLAMA8], [H100], [Phase.decode], counts("1..512"), context=[4096])
     bound = [r for r in s.rows if r.bound == "memory"]

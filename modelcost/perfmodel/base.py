@@ -120,7 +120,7 @@ class OpRecord(Record, frozen=True):
 
     def dtypes(self) -> tuple[DType, ...]:
         """The dtypes of the operands the math runs on."""
-        return tuple(self.operand_dtypes().values())
+        return tuple([getattr(self, name) for name in _fields(type(self))[1]])
 
     def operand_dtypes(self) -> dict[str, DType]:
         """Every operand's dtype by field name."""
