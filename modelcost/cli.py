@@ -145,6 +145,13 @@ def _percent(text: str) -> float:
     return value
 
 
+def _share(text: str) -> float:
+    value = _percent(text.removesuffix("%"))
+    if value >= 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage below 100, got {text!r}")
+    return value
+
+
 def _kinds(text: str) -> frozenset[str]:
     return frozenset(k.strip() for k in text.split(",") if k.strip())
 
@@ -240,22 +247,41 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .hardware import load_hardware
-    from .render.serving_format import render_serving
+    from .render.serving_format import render_mix, render_search, render_serving
     from .resolve import load_spec
-    from .serving import serve
+    from .serving import Engine, load_mix, search, serve, serve_mix
 
     try:
-        result = serve(
-            load_spec(args.spec, args.model), load_hardware(args.hw), args.isl, args.osl,
-            _layout(args, SITE_LAYOUT), args.concurrency, args.tpot, args.ttft,
-        )  # fmt: skip
+        spec, hw = load_spec(args.spec, args.model), load_hardware(args.hw)
+        engine = Engine(args.budget or 0, args.prefix_hit / 100)
+        layout = _layout(args, SITE_LAYOUT)
+        if args.mix is not None:
+            if args.isl or args.osl or args.search or args.concurrency:
+                raise SpecError("--mix gives the requests: leave out --isl, --osl, "
+                                "--concurrency and --search", filename="modelcost")  # fmt: skip
+            mix = serve_mix(spec, hw, load_mix(args.mix), layout, args.tpot, args.ttft, engine)
+            met, why = mix.meets_targets, "a request class misses them"
+            text = render_mix(mix, args.format)
+        else:
+            if not (args.isl and args.osl):
+                raise SpecError("give --isl and --osl (or a --mix file)", filename="modelcost")
+            if args.search:
+                if args.concurrency:
+                    raise SpecError("--search chooses the concurrency too: leave out "
+                                    "--concurrency", filename="modelcost")  # fmt: skip
+                found = search(spec, hw, args.isl, args.osl, args.tpot, args.ttft, engine, layout)
+                met, why = found.chosen is not None, found.why
+                text = render_search(found, args.format)
+            else:
+                one = serve(spec, hw, args.isl, args.osl, layout, args.concurrency, args.tpot,
+                            args.ttft, engine)  # fmt: skip
+                met, why, text = one.meets_targets, one.why, render_serving(one, args.format)
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
-    status = _emit(render_serving(result, args.format), args.output)
-    if status == EXIT_OK and not result.meets_targets and (args.tpot or args.ttft):
-        print(terminal(f"modelcost: no concurrency meets the targets: {result.why}"),
-              file=sys.stderr)  # fmt: skip
+    status = _emit(text, args.output)
+    if status == EXIT_OK and not met and (args.tpot or args.ttft):
+        print(terminal(f"modelcost: the targets are not met: {why}"), file=sys.stderr)
         return EXIT_CHECK_FAILED
     return status
 
@@ -449,12 +475,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", metavar="SPEC")
     p.add_argument("--model", help="which model, when a file defines several")
     p.add_argument("--hw", required=True, help="a shipped target or a .hw file")
-    p.add_argument("--isl", type=positive, required=True, help="input tokens per request")
-    p.add_argument("--osl", type=positive, required=True, help="output tokens per request")
+    p.add_argument("--isl", type=positive, help="input tokens per request")
+    p.add_argument("--osl", type=positive, help="output tokens per request")
+    p.add_argument("--mix", metavar="FILE", help="several request classes: `ISL OSL [SHARE]` "
+                   "a line")  # fmt: skip
     p.add_argument("--concurrency", type=positive, help="sequences per replica (default: "
                    "the most that fit and meet the targets)")  # fmt: skip
     p.add_argument("--tpot", type=seconds, help="time-per-output-token target, e.g. 50ms")
     p.add_argument("--ttft", type=seconds, help="time-to-first-token target, e.g. 500ms")
+    p.add_argument("--budget", type=positive, help="chunked prefill: tokens a step (decodes "
+                   "and a prompt chunk together); default: static batches")  # fmt: skip
+    p.add_argument(
+        "--prefix-hit",
+        type=_share,
+        default=0.0,
+        metavar="PCT",
+        help="percent of each prompt already in a prefix cache (default 0)",
+    )
+    p.add_argument("--search", action="store_true", help="try tp = 1, 2, 4, … and choose the "
+                   "fewest devices meeting the targets")  # fmt: skip
     add_options(p, SITE_LAYOUT)
     p.add_argument("--format", choices=("text", "md", "json"), default="text")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")

@@ -148,6 +148,13 @@ class Workload(Record, frozen=True):
     defaults too), or the length a model fixes itself (a vision model's patch count).
     `phase` may be given as its name (`Workload("decode", 8)`). `batch` is the whole
     job's; `parallel` says how it is split over devices (one by default).
+
+    What serving engines do: `prefix` cached prompt tokens (a prefix-cache hit) precede
+    each prefill sequence's `seq` queries, which attend to them too. A decode step may
+    carry a prefill `chunk` (chunked prefill, as vLLM and TensorRT-LLM schedule): that
+    many prompt tokens per replica, from prompts of `prompt` new tokens (default: one
+    whole prompt of `chunk`) after their `prefix`, through the same GEMMs as the
+    decode tokens.
     """
 
     phase: Phase
@@ -156,6 +163,9 @@ class Workload(Record, frozen=True):
     context: int | None = None
     logits: Literal["all", "last"] = DEFAULT_LOGITS
     parallel: Parallel = ONE_DEVICE
+    prefix: int = 0
+    chunk: int = 0
+    prompt: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.phase, Phase):
@@ -171,6 +181,10 @@ class Workload(Record, frozen=True):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value <= 0):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("prefix", "chunk", "prompt"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a whole number, got {value!r}")
 
 
 class Shape(Record, frozen=True):
@@ -189,11 +203,16 @@ class Shape(Record, frozen=True):
     n_kv: int
     logits_all: bool
     par: Parallel = ONE_DEVICE
+    # a decode step's prefill chunk: `chunk` tokens from prompts of `prompt` new tokens
+    # after `prefix` cached ones (whole prompts, then the rest of one)
+    chunk: int = 0
+    prompt: int = 0
+    prefix: int = 0
 
     @property
     def T(self) -> int:
         """Tokens through every layer of one device in one step."""
-        return self.B * self.S
+        return self.B * self.S + self.chunk
 
     @property
     def T_job(self) -> int:
@@ -223,6 +242,11 @@ class Shape(Record, frozen=True):
         return self.T // self.par.tp if self.par.sp else self.T
 
     @property
+    def chunk_sequences(self) -> int:
+        """Prompts a decode step's chunk touches: its whole ones and a partial one."""
+        return -(-self.chunk // self.prompt) if self.chunk else 0
+
+    @property
     def decode(self) -> bool:
         """One new query per sequence over a cache that is read, not written in full."""
         return self.phase is Phase.decode
@@ -235,7 +259,16 @@ class Shape(Record, frozen=True):
     @property
     def label(self) -> str:
         """`context 2048` for decode, `seq 197` otherwise; then the layout, if any."""
-        length = f"context {self.n_kv}" if self.decode else f"seq {self.n_kv}"
+        if self.decode:
+            length = f"context {self.n_kv}"
+        else:
+            length = f"seq {self.S * self.par.cp}" + (
+                f" after {self.prefix}" if self.prefix else ""
+            )
+        if self.chunk:
+            length += f", chunk {self.chunk} of {self.prompt}-token prompts" + (
+                f" after {self.prefix}" if self.prefix else ""
+            )
         return f"{length}, {self.par.label}" if self.par.label else length
 
 

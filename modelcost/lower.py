@@ -283,9 +283,30 @@ class _Lowerer:
             act=a,
             kv=cache_dtype,
         )
-        att = e.add(f"{name}.sdpa", sdpa, (q, k, v), out=s.T * H * hd * bpe(a))
-        o = self._linear(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d), (att,), w)
+        att = e.add(f"{name}.sdpa", sdpa, (q, k, v), out=s.B * s.S * H * hd * bpe(a))
+        parts = (att, *self._chunk_attention(e, name, op, H, KV, (q, k, v)))
+        o = self._linear(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d), parts, w)
         e.stream = self._exit(e, name, op.dim, a, o)
+
+    def _chunk_attention(self, e: _Emit, name: str, op: ir.Attention, H: int, KV: int, qkv):
+        """A decode step's prefill chunk attends apart from the decode tokens: its whole
+        prompts causally over their own tokens (after any cached prefix), and a partial
+        prompt's tokens as a chunk from the middle of a prompt, which attends exactly
+        the mean (query, key) pairs of all the chunks a prompt is cut into."""
+        s, a, kv, hd = self.s, op.dtypes.activations, op.dtypes.kv_cache, op.head_dim
+        if not s.chunk:
+            return ()
+        whole, rest = divmod(s.chunk, s.prompt)
+        out = []
+        for label, B, S, keys in (
+            ("sdpa_prompts", whole, s.prompt, s.prefix + s.prompt),
+            ("sdpa_chunk", 1 if rest else 0, rest, s.prefix + (s.prompt + rest) // 2),
+        ):
+            if B:
+                rec = SdpaOp(B, S, H, keys, KV, hd, hd, causal=op.causal, window=op.window,
+                             act=a, kv=kv)  # fmt: skip
+                out.append(e.add(f"{name}.{label}", rec, qkv, out=B * S * H * hd * bpe(a)))
+        return tuple(out)
 
     def _kv_write(self, e: _Emit, name: str, op: ir.Attention | ir.MLA, inputs) -> None:
         """The copy of this step's keys and values into the cache (memory.py sizes it)."""
@@ -686,7 +707,8 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
                 filename="modelcost",
                 hint=f"use a sequence length that is a multiple of {par.cp}",
             )
-    tokens = B * (1 if w.phase is Phase.decode else S // par.cp)
+    prompt = _serving_extras(spec, w)
+    tokens = B * (1 if w.phase is Phase.decode else S // par.cp) + w.chunk
     if par.sp and tokens % par.tp:
         raise SpecError(
             f"sequence parallelism splits {tokens} tokens over tp = {par.tp} ranks unevenly",
@@ -694,8 +716,52 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             hint=f"use a batch and length whose tokens per replica divide by {par.tp}",
         )
     if w.phase is Phase.decode:
-        return Shape(w.phase, B, 1, context, False, par), notes
-    return Shape(w.phase, B, S // par.cp, S, w.logits == "all", par), notes
+        return Shape(w.phase, B, 1, context, False, par, w.chunk, prompt, w.prefix), notes
+    shape = Shape(w.phase, B, S // par.cp, S + w.prefix, w.logits == "all", par, prefix=w.prefix)
+    return shape, notes
+
+
+def _serving_extras(spec: ir.Spec, w: Workload) -> int:
+    """Check a workload's prefix-cache hit and prefill chunk against the phase and the
+    layers; the chunk's prompt length (its new tokens) when there is one."""
+    if w.chunk and w.phase is not Phase.decode:
+        raise SpecError(
+            "a prefill chunk rides on a decode step: use --phase decode with --chunk",
+            filename="modelcost",
+            hint="for a plain prefill of the prompt use --phase prefill --seq",
+        )
+    if w.prefix and w.phase is Phase.train:
+        raise SpecError("training has no prefix cache", filename="modelcost",
+                        hint="--prefix is for prefill (and a decode step's chunk)")  # fmt: skip
+    if w.prefix and w.phase is Phase.decode and not w.chunk:
+        raise SpecError(
+            "--prefix counts cached prompt tokens before a prefill: decode's cache is --context",
+            filename="modelcost",
+            hint="give --chunk too, or use --phase prefill",
+        )
+    if w.prompt and not w.chunk:
+        raise SpecError("--prompt is the length of a chunk's prompts: give --chunk",
+                        filename="modelcost")  # fmt: skip
+    if (w.prefix or w.chunk) and w.parallel.cp > 1:
+        raise SpecError(
+            "context parallelism with a prefix cache or a prefill chunk is not modelled",
+            filename="modelcost",
+            hint="drop --cp",
+        )
+    if w.prefix or w.chunk:
+        # a latent or recurrent layer would take prefix and chunk otherwise than
+        # grouped-query attention does (MLA up-projects cached latents; an SSM carries
+        # its state through a chunk): say so rather than cost them as attention
+        other = next((op for op, _ in walk(spec.body) if isinstance(op, ir.MLA | ir.Mamba2)), None)
+        if other is not None:
+            what = "a prefill chunk" if w.chunk else "a prefix cache"
+            raise SpecError(
+                f"{what} is modelled for attention layers; `{spec.name}` has a "
+                f"{type(other).__name__} layer",
+                filename="modelcost",
+                hint="leave out --chunk and --prefix for this model",
+            )
+    return w.prompt or w.chunk
 
 
 def _check_size(spec: ir.Spec, nodes: int) -> None:

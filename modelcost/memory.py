@@ -72,6 +72,9 @@ def model_facts(spec: ir.Spec, shape: Shape, held: Held | None = None) -> ModelF
         length = shape.n_kv if shape.decode else shape.n_kv // par.cp
         for op, times in held:
             cache += cache_bytes(op, shape.B_device, length, par.tp) * times
+            if shape.chunk:  # the chunk's prompts, at their full length
+                full = shape.prefix + shape.prompt
+                cache += cache_bytes(op, shape.chunk_sequences, full, par.tp) * times
     params = count_params(spec)
     return ModelFacts(
         name=spec.name,

@@ -1,32 +1,73 @@
-"""Serving one request mix: the largest concurrency that fits the KV cache, time to first
-token, time per output token, request latency and throughput, from compiled reports.
+"""Serving a request mix: the largest concurrency that fits the KV cache, time to first
+token, time per output token, request latency and throughput, from compiled totals.
 
 For requests of `isl` input and `osl` output tokens on a layout (each data-parallel
-replica serves its own requests):
+replica serves its own requests), of whose input a `prefix_hit` share is already cached
+(a prefix-cache hit: only the rest is prefilled, attending to the cached part too):
 
 - concurrency: sequences per replica whose KV cache, at the full isl + osl, fits each
   device beside the weights and activations: floor((capacity − weights − activations) /
   KV per sequence), solved (activations are those of the batch solved for);
-- TTFT: the prefill of one request, isl tokens (no queueing, no batching with others);
-- TPOT: one decode step of the whole batch at the mean context isl + osl/2;
-- request latency: TTFT + osl × TPOT;
-- throughput: continuous batching admits a batch's worth of prefills per osl decode
-  steps: output tokens/s = N·osl / (prefill of N requests + osl × TPOT), per replica.
+- TPOT: one decode step of the whole batch at the mean context isl + osl/2.
+
+How prefills and decodes share the device is the engine's scheduling:
+
+- `static` (no token budget): a batch of N requests is prefilled, then decoded for osl
+  steps. TTFT is the prefill of one request (no queueing); output tokens/s =
+  N·osl / (prefill of N requests + osl × TPOT), per replica.
+- `chunked` (a token budget per step, as vLLM's max_num_batched_tokens and
+  TensorRT-LLM's max_num_tokens): every step decodes the N running sequences and
+  prefills a chunk of c new prompt tokens in the same GEMMs. In the steady state as
+  many requests start as finish, N/osl = c/new, so c = ⌈N·new/osl⌉ and N + c must fit
+  the budget. TPOT is that mixed step; output tokens/s = N / step per replica; TTFT is
+  the ⌈new/c⌉ steps a prompt's chunks take.
 
 Every figure is read off `compile_totals` (the totals `compile_report` reports);
 targets (`tpot`, `ttft`) pick the largest concurrency meeting them, or say that none
-does.
+does; `search` tries tensor-parallel sizes and picks the fewest devices that meet them.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
 from . import spec as ir
 from .compile import compile_totals
 from .errors import SpecError
+from .files import read_text
 from .frozen import Frozen
 from .graph import ONE_DEVICE, Parallel, Phase, Workload
 from .hardware import Hardware
+from .record import Record, replace
 from .report import Totals
+
+MAX_SEARCH_TP = 64  # tensor-parallel sizes `search` tries: powers of two up to this
+
+
+class Engine(Record, frozen=True):
+    """What the serving engine does: `budget` tokens per step for chunked prefill (0:
+    static batches), and the share of each prompt a prefix cache already holds."""
+
+    budget: int = 0
+    prefix_hit: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.prefix_hit < 1:
+            raise ValueError(f"prefix_hit must be in [0, 1), got {self.prefix_hit!r}")
+        if self.budget < 0:
+            raise ValueError(f"budget must be a whole number, got {self.budget!r}")
+
+    @property
+    def label(self) -> str:
+        what = f"chunked prefill, {self.budget:,} tokens a step" if self.budget else "static"
+        return what + (f", {self.prefix_hit:.0%} prefix hits" if self.prefix_hit else "")
+
+
+STATIC = Engine()
 
 
 class Serving(Frozen):
@@ -36,7 +77,10 @@ class Serving(Frozen):
     devices: int
     isl: int
     osl: int
-    max_concurrency: int  # sequences per replica the memory holds
+    engine: str  # the scheduling, as `Engine.label` says it
+    cached: int  # prompt tokens a prefix-cache hit saves per request
+    chunk: int  # prompt tokens prefilled per step beside the decodes (chunked)
+    max_concurrency: int  # sequences per replica the memory (and budget) holds
     concurrency: int  # the one chosen (the largest meeting the targets)
     ttft_s: float
     tpot_s: float
@@ -52,28 +96,71 @@ class Serving(Frozen):
     why: str = ""  # when no concurrency meets the targets
 
 
-def _decode(spec, hw, par: Parallel, n: int, context: int) -> Totals:
-    w = Workload(Phase.decode, n * par.dp, context=context, parallel=par)
-    return compile_totals(spec, hw, w)[1]
+class _Scenario:
+    """One request class on one layout under one engine: each figure as a function of
+    the concurrency n (sequences per replica), each compile done once."""
 
+    def __init__(self, spec, hw, par: Parallel, isl: int, osl: int, engine: Engine) -> None:
+        self.spec, self.hw, self.par, self.isl, self.osl = spec, hw, par, isl, osl
+        self.engine = engine
+        self.cached = math.floor(isl * engine.prefix_hit)
+        self.new = isl - self.cached  # prompt tokens each request prefills
+        self.mean = isl + osl // 2
+        self._totals: dict[Workload, Totals] = {}
 
-def _prefill(spec, hw, par: Parallel, n: int, isl: int) -> Totals:
-    return compile_totals(spec, hw, Workload(Phase.prefill, n * par.dp, isl, parallel=par))[1]
+    def totals(self, w: Workload) -> Totals:
+        t = self._totals.get(w)
+        if t is None:
+            t = self._totals[w] = compile_totals(self.spec, self.hw, w)[1]
+        return t
 
+    def decode(self, n: int, context: int, chunk: int = 0) -> Totals:
+        w = Workload(Phase.decode, n * self.par.dp, context=context, parallel=self.par,
+                     chunk=chunk, prompt=self.new if chunk else 0,
+                     prefix=self.cached if chunk else 0)  # fmt: skip
+        return self.totals(w)
 
-def max_concurrency(spec: ir.Spec, hw: Hardware, par: Parallel, context: int) -> tuple[int, float]:
-    """(the most sequences per replica whose cache at `context` fits each device, the KV
-    bytes one sequence takes per device)."""
-    one = _decode(spec, hw, par, 1, context).memory
-    per_seq = one.kv_cache  # one sequence per replica: its cache, per device
-    n = 1
-    while True:  # activations grow with the batch: solve again until it holds
-        m = _decode(spec, hw, par, n, context).memory
-        free = m.capacity - m.weights - m.activations - m.gradients - m.optimizer_states
-        solved = int(free // per_seq) if per_seq else 0
-        if solved <= n:
-            return (solved if solved >= 1 else 0), per_seq
-        n = solved
+    def prefill(self, n: int) -> Totals:
+        w = Workload(Phase.prefill, n * self.par.dp, self.new, parallel=self.par,
+                     prefix=self.cached)  # fmt: skip
+        return self.totals(w)
+
+    def chunk(self, n: int) -> int:
+        """Prompt tokens per step that start requests as fast as n decodes finish them."""
+        return -(-n * self.new // self.osl) if self.engine.budget else 0
+
+    def tpot(self, n: int) -> float:
+        return self.decode(n, self.mean, self.chunk(n)).time_s
+
+    def ttft(self, n: int) -> float:
+        if not self.engine.budget:
+            return self.prefill(1).time_s
+        return -(-self.new // self.chunk(n)) * self.tpot(n)
+
+    def output_rate(self, n: int) -> float:
+        """Output tokens/s of the whole job."""
+        if self.engine.budget:
+            return n * self.par.dp / self.tpot(n)
+        return n * self.par.dp * self.osl / (self.prefill(n).time_s + self.osl * self.tpot(n))
+
+    def most(self) -> tuple[int, float]:
+        """(the most sequences per replica that fit, the KV bytes of one per device)."""
+        full = self.isl + self.osl
+        per_seq = self.decode(1, full).memory.kv_cache  # one sequence per replica
+        n = 1
+        while True:  # activations grow with the batch: solve again until it holds
+            m = self.decode(n, full).memory
+            free = m.capacity - m.weights - m.activations - m.gradients - m.optimizer_states
+            solved = int(free // per_seq) if per_seq else 0
+            if solved <= n:
+                break
+            n = solved
+        most = max(solved, 0)
+        if self.engine.budget:  # the decodes, the chunk and its prompts must all fit
+            while most and (most + self.chunk(most) > self.engine.budget
+                            or most + -(-self.chunk(most) // self.new) > solved):  # fmt: skip
+                most -= 1
+        return most, per_seq
 
 
 def serve(
@@ -85,68 +172,92 @@ def serve(
     concurrency: int | None = None,
     tpot: float | None = None,
     ttft: float | None = None,
+    engine: Engine = STATIC,
 ) -> Serving:
     """The serving figures of `isl`/`osl` requests; `concurrency` fixes the batch (else
     the largest that fits and meets `tpot`, `ttft` in seconds)."""
     if isl <= 0 or osl <= 0:
         raise SpecError("--isl and --osl must be positive", filename="modelcost")
-    full, mean = isl + osl, isl + osl // 2
-    most, per_seq = max_concurrency(spec, hw, parallel, full)
+    sc = _Scenario(spec, hw, parallel, isl, osl, engine)
+    most, per_seq = sc.most()
     if most == 0:
+        full = isl + osl
+        if engine.budget and engine.budget < 1 + sc.chunk(1):
+            raise SpecError(
+                f"a {engine.budget}-token budget cannot hold one decode and its chunk of "
+                f"{sc.chunk(1)} prompt tokens",
+                filename="modelcost",
+                hint=f"use a budget of at least {1 + sc.chunk(1)}",
+            )
         raise SpecError(
             f"not one {full}-token sequence fits beside the weights on {hw.title}",
             filename="modelcost",
             hint="split the model over more devices (--tp, --pp) or shorten the requests",
         )
-    first = _prefill(spec, hw, parallel, 1, isl).time_s
 
-    def tpot_ok(n: int) -> bool:
-        return tpot is None or _decode(spec, hw, parallel, n, mean).time_s <= tpot
+    def ok(n: int) -> bool:
+        return (tpot is None or sc.tpot(n) <= tpot) and (ttft is None or sc.ttft(n) <= ttft)
 
     why = ""
     if concurrency is not None:
-        n, met = concurrency, tpot_ok(concurrency) and (ttft is None or first <= ttft)
-    elif ttft is not None and first > ttft:
-        n, met = most, False
-        why = f"TTFT is {first * 1e3:.1f} ms at any batch, over the {ttft * 1e3:g} ms target"
+        n, met = concurrency, ok(concurrency)
+        if not met:
+            why = _why(sc, concurrency, tpot, ttft)
     else:
-        best = _largest(most, tpot_ok)
+        best = _largest(most, (lambda n: sc.tpot(n) <= tpot) if tpot is not None else None, ok)
         n, met = best or 1, best is not None
         if best is None:
-            assert tpot is not None  # only a TPOT target can rule out every batch
-            why = f"one sequence per replica already takes over {tpot * 1e3:g} ms a token"
-    return _figures(spec, hw, parallel, isl, osl, most, n, first, per_seq, met, why)
+            why = _why(sc, 1, tpot, ttft)
+    return _figures(sc, most, n, per_seq, met, why)
 
 
-def _largest(most: int, ok) -> int | None:
-    """The largest n in 1..most with ok(n), ok being true up to some n and false after
-    (TPOT grows with the batch): a binary search, a dozen compiles at most."""
-    if not ok(1):
-        return None
-    lo, hi = 1, most
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+def _why(sc: _Scenario, n: int, tpot: float | None, ttft: float | None) -> str:
+    """Why concurrency n (the smallest tried) misses the targets."""
+    if tpot is not None and sc.tpot(n) > tpot:
+        return (
+            f"{'one sequence' if n == 1 else f'{n} sequences'} per replica already "
+            f"take{'s' if n == 1 else ''} over {tpot * 1e3:g} ms a token"
+        )
+    assert ttft is not None  # only the two targets rule a concurrency out
+    return f"TTFT is {sc.ttft(n) * 1e3:.1f} ms, over the {ttft * 1e3:g} ms target"
 
 
-def _figures(spec, hw, par, isl, osl, most, n, first, per_seq, met, why) -> Serving:
-    mean = isl + osl // 2
-    decode = _decode(spec, hw, par, n, mean)
-    tpot = decode.time_s
-    prefills = _prefill(spec, hw, par, n, isl).time_s
-    out = n * par.dp * osl / (prefills + osl * tpot)
-    at_full = _decode(spec, hw, par, n, isl + osl).memory
+def _largest(most: int, rising: Callable[[int], bool] | None, ok: Callable[[int], bool]):
+    """The largest n in 1..most with ok(n). `rising` (TPOT within target: true up to some
+    n, false after) bounds it by a binary search; below that bound ok is tried from the
+    top down (TTFT need not be monotone under chunked prefill)."""
+    hi = most
+    if rising is not None:
+        if not rising(1):
+            return None
+        lo = 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if rising(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+    for n in range(hi, 0, -1):
+        if ok(n):
+            return n
+    return None
+
+
+def _figures(sc: _Scenario, most: int, n: int, per_seq: float, met: bool, why: str) -> Serving:
+    par, isl, osl = sc.par, sc.isl, sc.osl
+    tpot, first = sc.tpot(n), sc.ttft(n)
+    out = sc.output_rate(n)
+    at_full = sc.decode(n, isl + osl).memory
     return Serving.trusted(
-        model=spec.name,
-        hardware=hw.name,
+        model=sc.spec.name,
+        hardware=sc.hw.name,
         layout=par.label,
         devices=par.devices,
         isl=isl,
         osl=osl,
+        engine=sc.engine.label,
+        cached=sc.cached,
+        chunk=sc.chunk(n),
         max_concurrency=most,
         concurrency=n,
         ttft_s=first,
@@ -162,3 +273,145 @@ def _figures(spec, hw, par, isl, osl, most, n, first, per_seq, met, why) -> Serv
         meets_targets=met,
         why=why,
     )
+
+
+# ---- choosing the layout
+
+
+class Search(Frozen):
+    """The layouts tried for a request class, and the one chosen: the fewest devices
+    meeting the targets, then the most output tokens/s per device."""
+
+    tried: tuple[Serving, ...]
+    refused: tuple[str, ...]  # layouts that cannot run the model or hold one sequence
+    chosen: Serving | None
+    why: str = ""
+
+
+def search(
+    spec: ir.Spec,
+    hw: Hardware,
+    isl: int,
+    osl: int,
+    tpot: float | None = None,
+    ttft: float | None = None,
+    engine: Engine = STATIC,
+    base: Parallel = ONE_DEVICE,
+) -> Search:
+    """Serve on tp = 1, 2, 4, … (the rest of `base` as given) and choose: up to the
+    scale-up domain, and beyond it only until a layout meets the targets. Pipeline
+    stages are not tried: a decode pipeline is costed as a training step's fill and
+    drain, which overstates its TPOT."""
+    tried: list[Serving] = []
+    refused: list[str] = []
+    tp = 1
+    while tp <= MAX_SEARCH_TP:
+        if tp > hw.scaleup_domain and any(s.meets_targets for s in tried):
+            break
+        par = replace(base, tp=tp, sp=False)
+        try:
+            tried.append(serve(spec, hw, isl, osl, par, None, tpot, ttft, engine))
+        except SpecError as err:
+            refused.append(f"tp {tp}: {err.message}")
+        tp *= 2
+    meeting = [s for s in tried if s.meets_targets]
+    if not meeting:
+        why = f"no tensor-parallel size up to {MAX_SEARCH_TP} meets the targets"
+        return Search.trusted(tried=tuple(tried), refused=tuple(refused), chosen=None, why=why)
+    chosen = min(meeting, key=lambda s: (s.devices, -s.output_tokens_per_s_device))
+    return Search.trusted(tried=tuple(tried), refused=tuple(refused), chosen=chosen)
+
+
+# ---- request mixes
+
+
+class RequestClass(Record, frozen=True):
+    isl: int
+    osl: int
+    share: float  # of the requests
+
+
+class MixServing(Frozen):
+    """Each request class served on its own, and the mix: the classes taking turns on
+    the devices in proportion to their share of requests, so output tokens/s of the mix
+    = Σ shareᵢ·oslᵢ / Σ shareᵢ·oslᵢ/rateᵢ."""
+
+    classes: tuple[Serving, ...]
+    shares: tuple[float, ...]
+    output_tokens_per_s: float
+    output_tokens_per_s_device: float
+    meets_targets: bool
+
+
+def serve_mix(
+    spec: ir.Spec,
+    hw: Hardware,
+    mix: list[RequestClass],
+    parallel: Parallel = ONE_DEVICE,
+    tpot: float | None = None,
+    ttft: float | None = None,
+    engine: Engine = STATIC,
+) -> MixServing:
+    total = sum(c.share for c in mix)
+    shares = tuple(c.share / total for c in mix)
+    classes = tuple(serve(spec, hw, c.isl, c.osl, parallel, None, tpot, ttft, engine)
+                    for c in mix)  # fmt: skip
+    tokens = sum(w * s.osl for w, s in zip(shares, classes, strict=True))
+    seconds = sum(w * s.osl / s.output_tokens_per_s for w, s in zip(shares, classes, strict=True))
+    rate = tokens / seconds
+    return MixServing.trusted(
+        classes=classes,
+        shares=shares,
+        output_tokens_per_s=rate,
+        output_tokens_per_s_device=rate / parallel.devices,
+        meets_targets=all(s.meets_targets for s in classes),
+    )
+
+
+def load_mix(path: str | Path) -> list[RequestClass]:
+    """A mix file: one request class a line, `ISL OSL [SHARE]` (counts take K/M; the
+    share defaults to 1 and is normalized over the file); `#` starts a comment."""
+    name = str(path)
+    lines = enumerate(read_text(path).splitlines(), 1)
+    out = [c for number, raw in lines if (c := _mix_line(name, number, raw)) is not None]
+    if not out:
+        raise SpecError(f"{name} names no request class", filename=name,
+                        hint="one `ISL OSL [SHARE]` a line")  # fmt: skip
+    return out
+
+
+def _mix_line(name: str, number: int, raw: str) -> RequestClass | None:
+    from .options import positive
+
+    line = raw.split("#", 1)[0]
+    found = list(re.finditer(r"\S+", line))
+    fields = [m.group() for m in found]
+    if not fields:
+        return None
+
+    def bad(message: str, index: int, hint: str) -> SpecError:
+        column = found[index].start() + 1 if index < len(found) else len(line) + 1
+        width = len(fields[index]) if index < len(fields) else 1
+        return SpecError(message, filename=name, line=number, column=column, hint=hint,
+                         source_line=raw, width=width)  # fmt: skip
+
+    if len(fields) not in (2, 3):
+        raise bad(f"expected ISL OSL [SHARE], got {len(fields)} fields",
+                  min(len(fields) - 1, 3), "e.g. `2048 128 0.5`")  # fmt: skip
+    values = []
+    for i, what in enumerate(("ISL", "OSL")):
+        try:
+            values.append(positive(fields[i]))
+        except argparse.ArgumentTypeError:
+            hint = "a whole number of tokens, K/M suffixes allowed"
+            raise bad(f"{what} must be a positive count, got {fields[i]!r}", i, hint) from None
+    share = 1.0
+    if len(fields) == 3:
+        try:
+            share = float(fields[2])
+        except ValueError:
+            share = -1.0
+        if not (0 < share < float("inf")):
+            raise bad(f"SHARE must be a positive number, got {fields[2]!r}", 2,
+                      "a weight such as 0.25 or 3")  # fmt: skip
+    return RequestClass(values[0], values[1], share)

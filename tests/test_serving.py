@@ -2,6 +2,7 @@
 figure against the compile of the same point."""
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import MODELS, run_cli
@@ -76,3 +77,102 @@ def test_a_model_that_cannot_hold_one_sequence_is_refused() -> None:
     r = run_cli("serve", str(MODELS / "llama3.1-405b.model"), "--hw", "h100", "--isl", "128",
                 "--osl", "128")  # fmt: skip
     assert r.returncode == 2 and "fits beside the weights" in r.stderr
+
+
+def test_chunked_prefill_figures_are_its_mixed_steps() -> None:
+    from modelcost.serving import Engine
+
+    engine = Engine(budget=8192, prefix_hit=0.5)
+    s = serve(LLAMA70, H200, 2048, 256, TP4, concurrency=100, engine=engine)
+    # half of each prompt is cached: 1,024 new tokens; as many requests start as finish,
+    # so 100 decodes a step admit ⌈100 · 1024 / 256⌉ = 400 prompt tokens a step
+    assert (s.cached, s.chunk) == (1024, 400)
+    w = Workload(Phase.decode, 100, context=2048 + 128, parallel=TP4, chunk=400, prompt=1024,
+                 prefix=1024)  # fmt: skip
+    step = compile_report(LLAMA70, H200, w).totals.time_s
+    assert s.tpot_s == step
+    assert s.ttft_s == 3 * step  # ⌈1024 / 400⌉ steps of a prompt's chunks
+    assert s.output_tokens_per_s == 100 / step
+    # the budget bounds the concurrency: n + ⌈n·1024/256⌉ ≤ 8192 gives n ≤ 1638; the
+    # memory holds fewer
+    assert s.max_concurrency <= 1638
+
+
+def test_the_budget_bounds_the_concurrency() -> None:
+    from modelcost.serving import Engine
+
+    s = serve(LLAMA70, H200, 2048, 128, Parallel(tp=8), engine=Engine(budget=4096))
+    # n + ⌈n · 2048/128⌉ ≤ 4096: 17·n ≤ 4096, n = 240 (240 + 3,840 = 4,080; 241 needs 4,097)
+    assert s.max_concurrency == 240 and s.chunk == 3840
+
+
+def test_search_picks_the_fewest_devices_meeting_the_targets() -> None:
+    # the README's question: Llama 3.1 405B in FP8 on H200s, 2048 in, 256 out, TPOT
+    # under 50 ms. FP8 weights are 406 GB: tp 1 and 2 cannot hold them with a cache
+    # (141 GB each), tp 4 meets the target
+    from modelcost.serving import search
+
+    spec = load_spec(MODELS / "llama3.1-405b-fp8.model")
+    found = search(spec, H200, 2048, 256, tpot=0.050)
+    assert found.chosen is not None and found.chosen.layout == "tp 4"
+    assert found.chosen.tpot_s <= 0.050
+    assert [s.layout for s in found.tried] == ["tp 4", "tp 8"]  # up to the NVLink domain
+    assert [r.split(":")[0] for r in found.refused] == ["tp 1", "tp 2"]
+
+
+def test_a_mix_is_its_classes_taking_turns(tmp_path) -> None:
+    from modelcost.serving import load_mix, serve_mix
+
+    path = tmp_path / "mix.txt"
+    path.write_text("# isl osl share\n128 2K 3\n2048 128 1  # long prompts\n")
+    mix = load_mix(path)
+    m = serve_mix(LLAMA70, H200, mix, TP4)
+    a, b = m.classes
+    assert (a.isl, a.osl, b.isl, b.osl) == (128, 2048, 2048, 128) and m.shares == (0.75, 0.25)
+    tokens = 0.75 * 2048 + 0.25 * 128
+    seconds = 0.75 * 2048 / a.output_tokens_per_s + 0.25 * 128 / b.output_tokens_per_s
+    assert m.output_tokens_per_s == tokens / seconds
+
+
+@pytest.mark.parametrize(("text", "where", "message"), [
+    ("128 2048\n2048 x\n", ":2:6:", "OSL must be a positive count, got 'x'"),
+    ("128 2048 0\n", ":1:10:", "SHARE must be a positive number"),
+    ("128\n", ":1:", "expected ISL OSL [SHARE], got 1 fields"),
+    ("# nothing\n", "mix.txt", "names no request class"),
+])  # fmt: skip
+def test_a_bad_mix_file_is_a_positioned_error(tmp_path, text, where, message) -> None:
+    path = tmp_path / "mix.txt"
+    path.write_text(text)
+    r = run_cli("serve", str(MODELS / "llama3-70b.model"), "--hw", "h200", "--tp", "4",
+                "--mix", str(path))  # fmt: skip
+    assert r.returncode == 2 and message in r.stderr and where in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+TRT = json.loads((Path(__file__).parent / "data" / "measured-tp-serving.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "point", TRT["points"], ids=lambda p: f"{p['spec']}-{p['hardware']}-{p['isl']}-{p['osl']}"
+)
+def test_published_serving_tables_are_one_command_each_and_stay_under_the_bound(
+    tmp_path, point
+) -> None:
+    # TensorRT-LLM's max-throughput table (tests/data/measured-tp-serving.json): the
+    # same model in its format, the same tp, ISL and OSL, through `modelcost serve`
+    # (static batches of the most requests that fit). Its output tokens/s is an upper
+    # bound: no published figure may beat it
+    path = MODELS / f"{point['spec']}.model"
+    if point["dtype"] != "fp8" or point["spec"] != "llama3.1-405b":  # shipped: 405B FP8
+        base = load_spec(path).name
+        path = tmp_path / "q.model"
+        path.write_text(f'import "{MODELS / (point["spec"] + ".model")}"\n'
+                        f"model q extends {base} {{ dtype = {point['dtype']} }}\n")  # fmt: skip
+    else:
+        path = MODELS / "llama3.1-405b-fp8.model"
+    r = run_cli("serve", str(path), "--hw", point["hardware"], "--tp", str(point["tp"]),
+                "--isl", str(point["isl"]), "--osl", str(point["osl"]),
+                "--format", "json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    bound = json.loads(r.stdout)["output_tokens_per_s"]
+    assert bound >= point["output_tokens_per_s"]

@@ -1,21 +1,31 @@
-"""A serving answer as a terminal table, Markdown or JSON. Formatting only."""
+"""Serving answers (one request class, a layout search, a request mix) as a terminal
+table, Markdown or JSON. Formatting only."""
 
 from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..serving import Serving
+from ..serving import MixServing, Search, Serving
 from .escape import md, terminal
 from .units import duration, fixed, si
+
+
+def _plural(n: int, what: str) -> str:
+    return f"{n:,} {what}{'s' if n != 1 else ''}"
+
+
+def _layout(s: Serving) -> str:
+    return _plural(s.devices, "device") + (f" ({s.layout})" if s.layout else "")
 
 
 def render_serving(s: Serving, fmt: str) -> str:
     if fmt == "json":
         return s.model_dump_json(indent=2) + "\n"
     rows = [
-        ("requests", f"{s.isl:,} in, {s.osl:,} out"),
-        ("layout", f"{s.devices} device{'s' if s.devices > 1 else ''}"
-                   + (f" ({s.layout})" if s.layout else "")),
+        ("requests", f"{s.isl:,} in, {s.osl:,} out"
+                     + (f" ({s.cached:,} of the input cached)" if s.cached else "")),
+        ("layout", _layout(s)),
+        ("engine", s.engine + (f": {s.chunk:,} prompt tokens a step" if s.chunk else "")),
         ("concurrency", f"{s.concurrency:,} per replica (at most {s.max_concurrency:,} fit)"),
         ("TTFT", duration(s.ttft_s)),
         ("TPOT", duration(s.tpot_s)),
@@ -34,3 +44,66 @@ def render_serving(s: Serving, fmt: str) -> str:
         body = "\n".join(f"| {md(k)} | {md(v)} |" for k, v in rows)
         return f"# {md(head)}\n\n|  | value |\n|---|---|\n{body}\n"
     return terminal(head + "\n\n" + tabulate(rows, tablefmt="plain") + "\n")
+
+
+_COLUMNS = ("layout", "concurrency", "TTFT", "TPOT", "output tok/s", "per device", "targets")
+
+
+def _row(s: Serving) -> tuple[str, ...]:
+    return (
+        _layout(s),
+        f"{s.concurrency:,}",
+        duration(s.ttft_s),
+        duration(s.tpot_s),
+        fixed(s.output_tokens_per_s, 1),
+        fixed(s.output_tokens_per_s_device, 1),
+        "met" if s.meets_targets else s.why,
+    )
+
+
+def _table(rows: list[tuple[str, ...]], columns, fmt: str) -> str:
+    if fmt == "md":
+        head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+        return head + "".join("| " + " | ".join(md(c) for c in r) + " |\n" for r in rows)
+    return tabulate(rows, headers=columns, tablefmt="simple", disable_numparse=True) + "\n"
+
+
+def render_search(found: Search, fmt: str) -> str:
+    if fmt == "json":
+        return found.model_dump_json(indent=2) + "\n"
+    first = found.chosen or (found.tried[0] if found.tried else None)
+    what = f"{first.model} on {first.hardware}, " if first else ""
+    req = f"{first.isl:,} in, {first.osl:,} out" if first else ""
+    head = f"{what}{req}: the layouts tried"
+    out = [f"# {md(head)}\n\n" if fmt == "md" else head + "\n\n"]
+    out.append(_table([_row(s) for s in found.tried], _COLUMNS, fmt))
+    for why in found.refused:
+        out.append(f"\n- not tried: {md(why) if fmt == 'md' else why}")
+    if found.refused:
+        out.append("\n")
+    if found.chosen is not None:
+        c = found.chosen
+        out.append(f"\nchosen: {_layout(c)}, concurrency {c.concurrency:,}: TTFT "
+                   f"{duration(c.ttft_s)}, TPOT {duration(c.tpot_s)}, "
+                   f"{fixed(c.output_tokens_per_s, 1)} output tokens/s\n")  # fmt: skip
+    else:
+        out.append(f"\nnone chosen: {found.why}\n")
+    text = "".join(out)
+    return text if fmt == "md" else terminal(text)
+
+
+def render_mix(mix: MixServing, fmt: str) -> str:
+    if fmt == "json":
+        return mix.model_dump_json(indent=2) + "\n"
+    first = mix.classes[0]
+    head = f"{first.model} on {first.hardware}, {_layout(first)}: a request mix"
+    columns = ("requests", "share", *_COLUMNS[1:])
+    rows = [(f"{s.isl:,} / {s.osl:,}", f"{w:.0%}", *_row(s)[1:])
+            for s, w in zip(mix.classes, mix.shares, strict=True)]  # fmt: skip
+    body = _table(rows, columns, fmt)
+    rate, device = fixed(mix.output_tokens_per_s, 1), fixed(mix.output_tokens_per_s_device, 1)
+    total = (f"\nthe mix, classes taking turns by share: {rate} output tokens/s "
+             f"({device} per device)\n")  # fmt: skip
+    if fmt == "md":
+        return f"# {md(head)}\n\n{body}{total}"
+    return terminal(f"{head}\n\n{body}{total}")
