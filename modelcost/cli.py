@@ -17,7 +17,16 @@ from pathlib import Path
 from . import __version__
 from .errors import SpecError
 from .files import read_text, write_text
-from .options import LAYOUT, ROOFLINE, SITE_LAYOUT, WORKLOAD, add_options, positive, seconds
+from .options import (
+    ENGINE,
+    LAYOUT,
+    ROOFLINE,
+    SITE_LAYOUT,
+    WORKLOAD,
+    add_options,
+    positive,
+    seconds,
+)
 from .render import FORMATS, SWEEP_FORMATS
 from .render.escape import terminal
 from .render.units import count, fixed
@@ -195,7 +204,15 @@ def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
         compile_report(
             spec,
             hw,
-            Workload(phase, pick("batch"), pick("seq"), pick("context"), args.logits, layout),
+            Workload(
+                phase,
+                pick("batch"),
+                pick("seq"),
+                pick("context"),
+                args.logits,
+                layout,
+                *(getattr(args, name, 0) for name in ENGINE),
+            ),
             Conventions(args.conventions),
             args.peak,
             args.bandwidth,
@@ -455,7 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", metavar="SPEC")
     p.add_argument("--model", help="which model, when a file defines several")
     p.add_argument("--hw", required=True, help="a shipped target (modelcost hw list) or a .hw file")
-    add_options(p, WORKLOAD + LAYOUT + ROOFLINE)
+    add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE)
     p.add_argument("--only", type=_kinds, default=None, metavar="KINDS",
                    help="count only these op kinds, e.g. GEMM,SDPA")  # fmt: skip
     p.add_argument("--format", choices=list(FORMATS), default="text")
@@ -503,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b", metavar="B.model")
     p.add_argument("--hw", required=True, help="target of A (and of B unless --hw-b)")
     p.add_argument("--hw-b", help="target of B")
-    add_options(p, WORKLOAD + LAYOUT + ROOFLINE, sides=True)
+    add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE, sides=True)
     p.add_argument("--format", choices=list(FORMATS), default="text")
     p.add_argument("--fail-above", type=_percent, metavar="PCT",
                    help="exit 1 when the total time grows by more than PCT percent")  # fmt: skip

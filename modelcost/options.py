@@ -135,6 +135,11 @@ class Option(Record, frozen=True):
     flag: bool = False  # takes no value: present means on
 
 
+def whole(text: str) -> int:
+    """A count that may be 0: `0`, `512`, `2K`."""
+    return 0 if text.strip() == "0" else positive(text)
+
+
 def zero_stage(text: str) -> int:
     """A ZeRO stage: 0, 1, 2 or 3."""
     if text not in ("0", "1", "2", "3"):
@@ -152,6 +157,12 @@ OPTIONS: dict[str, Option] = {
                "vision model's is its image's token count)", sided=True),
         Option("context", positive, None,
                f"decode: cached positions per sequence (default {DEFAULT_CONTEXT})", sided=True),
+        Option("prefix", whole, 0, "prefill: prompt tokens already cached before each "
+               "sequence (a prefix-cache hit); decode: before each prompt of --chunk"),
+        Option("chunk", whole, 0, "decode: prompt tokens prefilled in the same step "
+               "(chunked prefill), per replica"),
+        Option("prompt", whole, 0, "decode: new tokens in each prompt the chunk comes from "
+               "(default: one prompt of --chunk)"),
         Option("logits", None, DEFAULT_LOGITS,
                "prefill: logits for every position or each sequence's last", ("all", "last")),
         Option("conventions", None, Conventions.modelcost.value,
@@ -226,6 +237,7 @@ def add_options(
 
 
 WORKLOAD = ("phase", "batch", "seq", "context", "logits")
+ENGINE = ("prefix", "chunk", "prompt")  # what serving engines do to a step
 LAYOUT = ("tp", "sp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
 # a site shows prefill and decode: no context parallelism (decode has no sequence to
 # split) and nothing that only training reads

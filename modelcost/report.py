@@ -14,7 +14,7 @@ from pydantic import Field
 from .frozen import Frozen
 from .options import PeakMode
 
-REPORT_SCHEMA_VERSION = 3  # 3: device layouts (per-device figures, collectives, links)
+REPORT_SCHEMA_VERSION = 4  # 3: device layouts; 4: workload prefix, chunk, prompt
 
 Bound = Literal["compute", "memory", "network"]
 
@@ -70,8 +70,14 @@ class WorkloadInfo(Frozen):
         "null for decode, which computes one token's logits per sequence"
     )
     tokens: int = Field(description="tokens per step through every layer, the whole job's")
+    prefix: int = Field(
+        0, description="prompt tokens cached before each prefill sequence (or chunk prompt)"
+    )
+    chunk: int = Field(0, description="decode: prompt tokens prefilled in the step, per replica")
+    prompt: int = Field(0, description="decode: new tokens of each prompt the chunk comes from")
     label: str = Field(
-        description="`seq S` (prefill, train) or `context C` (decode), then the layout"
+        description="`seq S` (prefill, train) or `context C` (decode), any prefix and "
+        "chunk, then the layout"
     )
     conventions: Literal["modelcost", "tracelens"]
     layout: LayoutInfo
