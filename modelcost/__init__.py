@@ -3,7 +3,8 @@
 Public API: `load_spec`, `load_specs`, `parse_spec`, `SpecError`, the `Spec` IR,
 `count_params`; and for reports `load_hardware`, `Workload`, `Phase`, `Parallel` (a
 device layout), `compile_report`, `render` (a report as text, md, html or json), `sweep`
-(rows over lists of values).
+(rows over lists of values), `serve`, `search` and `serve_mix` (serving figures, with
+an `Engine`'s scheduling).
 """
 
 from .errors import SpecError
@@ -27,6 +28,10 @@ _LAZY = {
     "Parallel": ("graph", "Parallel"),
     "sweep": ("sweeps", "sweep"),
     "Sweep": ("sweeps", "Sweep"),
+    "serve": ("serving", "serve"),
+    "search": ("serving", "search"),
+    "serve_mix": ("serving", "serve_mix"),
+    "Engine": ("serving", "Engine"),
 }
 
 
@@ -44,6 +49,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "Engine",
     "Parallel",
     "ParamCount",
     "Phase",
@@ -59,5 +65,8 @@ __all__ = [
     "load_specs",
     "parse_spec",
     "render",
+    "search",
+    "serve",
+    "serve_mix",
     "sweep",
 ]

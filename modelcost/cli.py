@@ -512,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--search", action="store_true", help="try tp = 1, 2, 4, … and choose the "
                    "fewest devices meeting the targets")  # fmt: skip
     add_options(p, SITE_LAYOUT)
-    p.add_argument("--format", choices=("text", "md", "json"), default="text")
+    p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
 
     p = add("diff", cmd_diff, "compare two specs (or one on two targets or workloads)")

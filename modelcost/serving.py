@@ -44,6 +44,7 @@ from .graph import ONE_DEVICE, Parallel, Phase, Workload
 from .hardware import Hardware
 from .record import Record, replace
 from .report import Totals
+from .tabular import Tabular
 
 MAX_SEARCH_TP = 64  # tensor-parallel sizes `search` tries: powers of two up to this
 
@@ -70,7 +71,21 @@ class Engine(Record, frozen=True):
 STATIC = Engine()
 
 
-class Serving(Frozen):
+class CurvePoint(Frozen):
+    """One concurrency on a layout's latency-throughput curve."""
+
+    concurrency: int
+    ttft_s: float
+    tpot_s: float
+    output_tokens_per_s: float  # the whole job's
+    output_tokens_per_s_device: float
+
+
+class Serving(Tabular, Frozen):
+    """The serving figures of one request class on one layout; `curve` holds the same
+    figures at concurrency 1, 2, 4, … up to the most that fit. In a notebook it shows
+    itself as a page with the curve's chart."""
+
     model: str
     hardware: str
     layout: str
@@ -94,6 +109,17 @@ class Serving(Frozen):
     kv_per_sequence: float  # bytes per device at isl + osl
     meets_targets: bool
     why: str = ""  # when no concurrency meets the targets
+    tpot_target_s: float | None = None
+    ttft_target_s: float | None = None
+    curve: tuple[CurvePoint, ...] = ()
+
+    def records(self) -> list[dict]:
+        return [self.model_dump(exclude={"curve"})]
+
+    def _repr_html_(self) -> str:
+        from .render.serving_format import render_serving
+
+        return render_serving(self, "html")
 
 
 class _Scenario:
@@ -208,7 +234,7 @@ def serve(
         n, met = best or 1, best is not None
         if best is None:
             why = _why(sc, 1, tpot, ttft)
-    return _figures(sc, most, n, per_seq, met, why)
+    return _figures(sc, most, n, per_seq, met, why, tpot, ttft)
 
 
 def _why(sc: _Scenario, n: int, tpot: float | None, ttft: float | None) -> str:
@@ -243,7 +269,31 @@ def _largest(most: int, rising: Callable[[int], bool] | None, ok: Callable[[int]
     return None
 
 
-def _figures(sc: _Scenario, most: int, n: int, per_seq: float, met: bool, why: str) -> Serving:
+def _curve(sc: _Scenario, most: int) -> tuple[CurvePoint, ...]:
+    """The figures at concurrency 1, 2, 4, … and at the most that fit."""
+    ns = sorted({*(2**k for k in range(most.bit_length()) if 2**k <= most), most})
+    return tuple(
+        CurvePoint.trusted(
+            concurrency=n,
+            ttft_s=sc.ttft(n),
+            tpot_s=sc.tpot(n),
+            output_tokens_per_s=sc.output_rate(n),
+            output_tokens_per_s_device=sc.output_rate(n) / sc.par.devices,
+        )
+        for n in ns
+    )
+
+
+def _figures(
+    sc: _Scenario,
+    most: int,
+    n: int,
+    per_seq: float,
+    met: bool,
+    why: str,
+    tpot_target: float | None,
+    ttft_target: float | None,
+) -> Serving:
     par, isl, osl = sc.par, sc.isl, sc.osl
     tpot, first = sc.tpot(n), sc.ttft(n)
     out = sc.output_rate(n)
@@ -272,13 +322,16 @@ def _figures(sc: _Scenario, most: int, n: int, per_seq: float, met: bool, why: s
         kv_per_sequence=per_seq,
         meets_targets=met,
         why=why,
+        tpot_target_s=tpot_target,
+        ttft_target_s=ttft_target,
+        curve=_curve(sc, most),
     )
 
 
 # ---- choosing the layout
 
 
-class Search(Frozen):
+class Search(Tabular, Frozen):
     """The layouts tried for a request class, and the one chosen: the fewest devices
     meeting the targets, then the most output tokens/s per device."""
 
@@ -286,6 +339,15 @@ class Search(Frozen):
     refused: tuple[str, ...]  # layouts that cannot run the model or hold one sequence
     chosen: Serving | None
     why: str = ""
+
+    def records(self) -> list[dict]:
+        return [s.model_dump(exclude={"curve"}) | {"chosen": s == self.chosen}
+                for s in self.tried]  # fmt: skip
+
+    def _repr_html_(self) -> str:
+        from .render.serving_format import render_search
+
+        return render_search(self, "html")
 
 
 def search(
@@ -331,7 +393,7 @@ class RequestClass(Record, frozen=True):
     share: float  # of the requests
 
 
-class MixServing(Frozen):
+class MixServing(Tabular, Frozen):
     """Each request class served on its own, and the mix: the classes taking turns on
     the devices in proportion to their share of requests, so output tokens/s of the mix
     = Σ shareᵢ·oslᵢ / Σ shareᵢ·oslᵢ/rateᵢ."""
@@ -341,6 +403,15 @@ class MixServing(Frozen):
     output_tokens_per_s: float
     output_tokens_per_s_device: float
     meets_targets: bool
+
+    def records(self) -> list[dict]:
+        return [{"share": w} | s.model_dump(exclude={"curve"})
+                for w, s in zip(self.shares, self.classes, strict=True)]  # fmt: skip
+
+    def _repr_html_(self) -> str:
+        from .render.serving_format import render_mix
+
+        return render_mix(self, "html")
 
 
 def serve_mix(

@@ -25,6 +25,7 @@ from .perfmodel import Conventions
 from .record import Record
 from .report import Bound, Report, Totals
 from .resolve import load_spec
+from .tabular import Tabular
 
 # the layout fields a sweep may vary (sp is a flag: one value for the whole sweep)
 LAYOUT_AXES = ("tp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
@@ -52,29 +53,16 @@ class SweepRow(Frozen):
     fits: bool
 
 
-class Sweep(Frozen):
+class Sweep(Tabular, Frozen):
     """A sweep's rows, and the points left out with why. In a notebook it shows itself
-    as its HTML page (charts and table)."""
+    as its HTML page (charts and table); `to_records`, `to_csv`, `to_dataframe` give
+    the rows."""
 
     rows: tuple[SweepRow, ...]
     skipped: tuple[str, ...] = ()  # points left out, and why
 
-    def to_records(self) -> list[dict]:
-        """One plain dict per row, fields in order."""
+    def records(self) -> list[dict]:
         return [r.model_dump() for r in self.rows]
-
-    def to_csv(self) -> str:
-        from .render.sweep_format import render_sweep
-
-        return render_sweep(self, "csv")
-
-    def to_dataframe(self):  # -> pandas.DataFrame; pandas is optional
-        """The rows as a pandas DataFrame (needs pandas, which modelcost does not)."""
-        try:
-            import pandas as pd  # type: ignore[import-untyped,import-not-found,unused-ignore]
-        except ImportError:
-            raise ImportError("to_dataframe needs pandas: pip install pandas") from None
-        return pd.DataFrame.from_records(self.to_records(), columns=list(SweepRow.model_fields))
 
     def _repr_html_(self) -> str:
         from .render.sweep_format import render_sweep

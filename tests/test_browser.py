@@ -132,3 +132,29 @@ def test_sweep_charts_render_with_their_series_and_axes(browser, tmp_path: Path)
     assert "141 GB" in memory.locator("text.roof-label").text_content()
     assert page.locator("table.sweep tbody tr").count() == len(s.rows) == 16
     assert errors == []
+
+
+def test_serving_search_page_charts_each_layouts_curve(browser, tmp_path: Path) -> None:
+    from modelcost.render.serving_format import render_search
+    from modelcost.serving import search
+
+    spec = load_spec(MODELS / "llama3.1-405b-fp8.model")
+    found = search(spec, load_hardware("h200"), 2048, 256, tpot=0.050)
+    path = tmp_path / "serve.html"
+    path.write_text(render_search(found, "html"), encoding="utf-8")
+    page, errors = open_page(browser, path)
+    charts = page.locator("svg.line-chart")
+    assert [charts.nth(i).get_attribute("data-chart") for i in range(charts.count())] == [
+        "tpot",
+        "ttft",
+    ]
+    tpot = page.locator('svg[data-chart="tpot"]')
+    # one line per layout tried (tp 4, tp 8), one point per concurrency on its curve
+    assert tpot.locator("polyline.series").count() == 2
+    points = sum(len(s.curve) for s in found.tried)
+    assert tpot.locator("circle.pt").count() == points
+    assert tpot.locator("text.x-axis").text_content() == "output tokens/s per device"
+    assert tpot.locator("text.roof-label").text_content() == "TPOT target 50 ms"
+    assert page.locator("table.sweep tbody tr").count() == 2
+    assert "chosen" in page.locator("table.sweep tbody tr").first.text_content()
+    assert errors == []

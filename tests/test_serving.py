@@ -176,3 +176,25 @@ def test_published_serving_tables_are_one_command_each_and_stay_under_the_bound(
     assert r.returncode == 0, r.stderr
     bound = json.loads(r.stdout)["output_tokens_per_s"]
     assert bound >= point["output_tokens_per_s"]
+
+
+def test_serving_results_are_rows_for_scripts_and_pages_for_notebooks() -> None:
+    import csv
+    import io
+
+    import modelcost as mc
+
+    s = mc.serve(LLAMA70, H200, 2048, 256, TP4, tpot=0.020)
+    (record,) = s.to_records()
+    assert record["concurrency"] == s.concurrency and "curve" not in record
+    (row,) = list(csv.DictReader(io.StringIO(s.to_csv())))
+    assert float(row["tpot_s"]) == s.tpot_s and row["meets_targets"] == "True"
+    # the curve: concurrency 1, 2, 4, … and the most that fit (559)
+    assert [p.concurrency for p in s.curve] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 559]
+    assert s.curve[6].tpot_s == decode(64, 2048 + 128).totals.time_s
+    html = s._repr_html_()
+    assert html.count('class="line-chart"') == 2 and "TPOT target 20 ms" in html
+    found = mc.search(load_spec(MODELS / "llama3.1-405b-fp8.model"), H200, 2048, 256,
+                      tpot=0.050)  # fmt: skip
+    assert [r["chosen"] for r in found.to_records()] == [True, False]
+    assert "Not tried" in found._repr_html_()

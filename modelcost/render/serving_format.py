@@ -7,24 +7,38 @@ from tabulate import tabulate
 
 from ..serving import MixServing, Search, Serving
 from .escape import md, terminal
+from .serving_view import layout_label
 from .units import duration, fixed, si
 
 
-def _plural(n: int, what: str) -> str:
-    return f"{n:,} {what}{'s' if n != 1 else ''}"
+def _html(page) -> str:
+    from .env import render
 
-
-def _layout(s: Serving) -> str:
-    return _plural(s.devices, "device") + (f" ({s.layout})" if s.layout else "")
+    return render("table_page.html.j2", view=page)
 
 
 def render_serving(s: Serving, fmt: str) -> str:
     if fmt == "json":
         return s.model_dump_json(indent=2) + "\n"
+    if fmt == "csv":
+        return s.to_csv()
+    rows = _facts(s)
+    if fmt == "html":
+        from .serving_view import serving_page
+
+        return _html(serving_page(s, rows))
+    head = f"{s.model} on {s.hardware}"
+    if fmt == "md":
+        body = "\n".join(f"| {md(k)} | {md(v)} |" for k, v in rows)
+        return f"# {md(head)}\n\n|  | value |\n|---|---|\n{body}\n"
+    return terminal(head + "\n\n" + tabulate(rows, tablefmt="plain") + "\n")
+
+
+def _facts(s: Serving) -> list[tuple[str, str]]:
     rows = [
         ("requests", f"{s.isl:,} in, {s.osl:,} out"
                      + (f" ({s.cached:,} of the input cached)" if s.cached else "")),
-        ("layout", _layout(s)),
+        ("layout", layout_label(s)),
         ("engine", s.engine + (f": {s.chunk:,} prompt tokens a step" if s.chunk else "")),
         ("concurrency", f"{s.concurrency:,} per replica (at most {s.max_concurrency:,} fit)"),
         ("TTFT", duration(s.ttft_s)),
@@ -39,11 +53,7 @@ def render_serving(s: Serving, fmt: str) -> str:
     ]  # fmt: skip
     if s.why:
         rows.append(("targets", f"not met: {s.why}"))
-    head = f"{s.model} on {s.hardware}"
-    if fmt == "md":
-        body = "\n".join(f"| {md(k)} | {md(v)} |" for k, v in rows)
-        return f"# {md(head)}\n\n|  | value |\n|---|---|\n{body}\n"
-    return terminal(head + "\n\n" + tabulate(rows, tablefmt="plain") + "\n")
+    return rows
 
 
 _COLUMNS = ("layout", "concurrency", "TTFT", "TPOT", "output tok/s", "per device", "targets")
@@ -51,7 +61,7 @@ _COLUMNS = ("layout", "concurrency", "TTFT", "TPOT", "output tok/s", "per device
 
 def _row(s: Serving) -> tuple[str, ...]:
     return (
-        _layout(s),
+        layout_label(s),
         f"{s.concurrency:,}",
         duration(s.ttft_s),
         duration(s.tpot_s),
@@ -71,10 +81,18 @@ def _table(rows: list[tuple[str, ...]], columns, fmt: str) -> str:
 def render_search(found: Search, fmt: str) -> str:
     if fmt == "json":
         return found.model_dump_json(indent=2) + "\n"
+    if fmt == "csv":
+        return found.to_csv()
     first = found.chosen or (found.tried[0] if found.tried else None)
     what = f"{first.model} on {first.hardware}, " if first else ""
     req = f"{first.isl:,} in, {first.osl:,} out" if first else ""
     head = f"{what}{req}: the layouts tried"
+    if fmt == "html":
+        from .serving_view import search_page
+
+        rows = [(*_row(s), "chosen" if s == found.chosen else "") for s in found.tried]
+        title = head + (f"; chosen: {layout_label(found.chosen)}" if found.chosen else "")
+        return _html(search_page(found, title, (*_COLUMNS, ""), rows))
     out = [f"# {md(head)}\n\n" if fmt == "md" else head + "\n\n"]
     out.append(_table([_row(s) for s in found.tried], _COLUMNS, fmt))
     for why in found.refused:
@@ -83,7 +101,7 @@ def render_search(found: Search, fmt: str) -> str:
         out.append("\n")
     if found.chosen is not None:
         c = found.chosen
-        out.append(f"\nchosen: {_layout(c)}, concurrency {c.concurrency:,}: TTFT "
+        out.append(f"\nchosen: {layout_label(c)}, concurrency {c.concurrency:,}: TTFT "
                    f"{duration(c.ttft_s)}, TPOT {duration(c.tpot_s)}, "
                    f"{fixed(c.output_tokens_per_s, 1)} output tokens/s\n")  # fmt: skip
     else:
@@ -95,15 +113,21 @@ def render_search(found: Search, fmt: str) -> str:
 def render_mix(mix: MixServing, fmt: str) -> str:
     if fmt == "json":
         return mix.model_dump_json(indent=2) + "\n"
+    if fmt == "csv":
+        return mix.to_csv()
     first = mix.classes[0]
-    head = f"{first.model} on {first.hardware}, {_layout(first)}: a request mix"
+    head = f"{first.model} on {first.hardware}, {layout_label(first)}: a request mix"
     columns = ("requests", "share", *_COLUMNS[1:])
     rows = [(f"{s.isl:,} / {s.osl:,}", f"{w:.0%}", *_row(s)[1:])
             for s, w in zip(mix.classes, mix.shares, strict=True)]  # fmt: skip
-    body = _table(rows, columns, fmt)
     rate, device = fixed(mix.output_tokens_per_s, 1), fixed(mix.output_tokens_per_s_device, 1)
     total = (f"\nthe mix, classes taking turns by share: {rate} output tokens/s "
              f"({device} per device)\n")  # fmt: skip
+    if fmt == "html":
+        from .serving_view import mix_page
+
+        return _html(mix_page(mix, f"{head}: {total.strip()}", columns, rows))
+    body = _table(rows, columns, fmt)
     if fmt == "md":
         return f"# {md(head)}\n\n{body}{total}"
     return terminal(f"{head}\n\n{body}{total}")

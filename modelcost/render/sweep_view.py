@@ -11,12 +11,16 @@ from .charts import Series, line_svg
 from .units import duration, fixed, pct, si
 
 
-class SweepView(Record, frozen=True):
+class TablePage(Record, frozen=True):
+    """A page of charts above a table (templates/table_page.html.j2)."""
+
     title: str
     headers: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     charts: tuple[tuple[str, str], ...]  # (heading, svg)
     skipped: tuple[str, ...]
+    table_heading: str = "Points"
+    skipped_heading: str = "Skipped"
 
 
 HEADERS = ("model", "hardware", "phase", "batch", "seq / context", "layout", "step",
@@ -55,7 +59,7 @@ def pareto(rows: list[SweepRow]) -> set[int]:
     return front
 
 
-def build_sweep_view(s: Sweep) -> SweepView:
+def build_sweep_view(s: Sweep) -> TablePage:
     decode = [r for r in s.rows if r.phase == "decode"]
     charts = []
     if decode:
@@ -87,7 +91,7 @@ def build_sweep_view(s: Sweep) -> SweepView:
                                    for r in decode}))  # fmt: skip
         chart = line_svg(series, "context", "bytes per device", "memory", capacities)
         charts.append(("Memory per device against context (filled: fits)", chart))
-    return SweepView(
+    return TablePage(
         title=f"Sweep: {len(s.rows):,} points",
         headers=HEADERS,
         rows=tuple(cells(r) for r in s.rows),

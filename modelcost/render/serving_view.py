@@ -1,0 +1,74 @@
+"""The serving pages' view-models: the latency-throughput charts from each layout's
+curve and the tables' cells (the template only formats)."""
+
+from __future__ import annotations
+
+from ..serving import MixServing, Search, Serving
+from .charts import Series, line_svg
+from .sweep_view import TablePage
+
+
+def _meets(s: Serving, tpot: float, ttft: float) -> bool:
+    return (s.tpot_target_s is None or tpot <= s.tpot_target_s) and (
+        s.ttft_target_s is None or ttft <= s.ttft_target_s
+    )
+
+
+def charts(labelled: list[tuple[str, Serving]]) -> tuple[tuple[str, str], ...]:
+    """TPOT and TTFT against output tokens/s per device along each curve (concurrency
+    doubling), filled where the targets are met, with the targets as lines."""
+    first = labelled[0][1]
+    out = []
+    for name, figure, target in (("tpot", "tpot_s", first.tpot_target_s),
+                                 ("ttft", "ttft_s", first.ttft_target_s)):  # fmt: skip
+        series = [
+            Series(
+                label=label,
+                points=tuple((p.output_tokens_per_s_device, getattr(p, figure) * 1e3)
+                             for p in s.curve),
+                marked=tuple(_meets(s, p.tpot_s, p.ttft_s) for p in s.curve),
+            )
+            for label, s in labelled
+        ]  # fmt: skip
+        lines = ((f"{name.upper()} target {target * 1e3:g} ms", target * 1e3),) if target else ()
+        svg = line_svg(series, "output tokens/s per device", f"{name.upper()} ms", name, lines)
+        out.append((f"{name.upper()} against throughput as concurrency doubles"
+                    + (" (filled: meets the targets)" if first.tpot_target_s or
+                       first.ttft_target_s else ""), svg))  # fmt: skip
+    return tuple(out)
+
+
+def layout_label(s: Serving) -> str:
+    """`4 devices (tp 4)`."""
+    devices = f"{s.devices:,} device{'s' if s.devices != 1 else ''}"
+    return devices + (f" ({s.layout})" if s.layout else "")
+
+
+def serving_page(s: Serving, facts: list[tuple[str, str]]) -> TablePage:
+    return TablePage(
+        title=f"{s.model} on {s.hardware}: {s.isl:,} in, {s.osl:,} out",
+        headers=("", "value"),
+        rows=tuple(facts),
+        charts=charts([(layout_label(s), s)]),
+        skipped=(),
+        table_heading="Figures",
+    )
+
+
+def search_page(found: Search, title: str, headers, rows) -> TablePage:
+    return TablePage(
+        title=title,
+        headers=tuple(headers),
+        rows=tuple(rows),
+        charts=charts([(layout_label(s), s) for s in found.tried]) if found.tried else (),
+        skipped=found.refused,
+        table_heading="Layouts tried",
+        skipped_heading="Not tried",
+    )
+
+
+def mix_page(mix: MixServing, title: str, headers, rows) -> TablePage:
+    labelled = [(f"{s.isl:,} / {s.osl:,}", s) for s in mix.classes]
+    return TablePage(title=title, headers=tuple(headers), rows=tuple(rows),
+                     charts=charts(labelled), skipped=(),
+                     table_heading="Request classes")  # fmt: skip
