@@ -238,7 +238,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .perfmodel import Conventions
     from .render.sweep_format import render_sweep
     from .resolve import load_specs
-    from .sweeps import LAYOUT_AXES, sweep
+    from .sweeps import ENGINE_AXES, LAYOUT_AXES, sweep
 
     try:
         specs = [spec for path in args.specs for spec in load_specs(path)]
@@ -249,6 +249,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         result = sweep(
             specs, targets, args.phase, args.batch, args.seq, args.context,
             {name: getattr(args, name) for name in LAYOUT_AXES}, args.sp,
+            {name: getattr(args, name) for name in ENGINE_AXES},
             Conventions(args.conventions), args.peak, args.bandwidth, args.jobs,
         )  # fmt: skip
     except SpecError as err:
@@ -481,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("sweep", cmd_sweep, "one row per combination of specs, targets and option values")
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--hw", required=True, help="targets, separated by commas")
-    add_options(p, ("phase", "batch", "seq", "context", *LAYOUT), lists=True)
+    add_options(p, ("phase", "batch", "seq", "context", *ENGINE, *LAYOUT), lists=True)
     add_options(p, ROOFLINE)
     p.add_argument("--jobs", type=positive, default=1,
                    help="worker processes sharing the points (default 1)")  # fmt: skip

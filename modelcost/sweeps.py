@@ -29,6 +29,7 @@ from .tabular import Tabular
 
 # the layout fields a sweep may vary (sp is a flag: one value for the whole sweep)
 LAYOUT_AXES = ("tp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
+ENGINE_AXES = ("prefix", "chunk", "prompt")  # what a serving engine does to a step
 
 
 class SweepRow(Frozen):
@@ -40,6 +41,9 @@ class SweepRow(Frozen):
     batch: int
     seq: int
     context: int
+    prefix: int
+    chunk: int
+    prompt: int
     layout: str
     devices: int
     step_ms: float
@@ -79,7 +83,7 @@ def row(r: Report) -> SweepRow:
     """A point's row, read off its report."""
     w, lay = r.workload, r.workload.layout
     return _row(r.model.name, r.hardware.name, w.phase, w.batch, w.seq, w.context,
-                lay.label, lay.devices, r.totals)  # fmt: skip
+                (w.prefix, w.chunk, w.prompt), lay.label, lay.devices, r.totals)  # fmt: skip
 
 
 def point_row(graph: OpGraph, hw: Hardware, t: Totals) -> SweepRow:
@@ -87,10 +91,11 @@ def point_row(graph: OpGraph, hw: Hardware, t: Totals) -> SweepRow:
     the report of the same point, without building the report."""
     shape = graph.shape
     return _row(graph.facts.name, hw.name, shape.phase.value, shape.batch, shape.seq,
-                shape.n_kv, shape.par.label, shape.par.devices, t)  # fmt: skip
+                shape.n_kv, (shape.prefix, shape.chunk, shape.prompt), shape.par.label,
+                shape.par.devices, t)  # fmt: skip
 
 
-def _row(model, hardware, phase, batch, seq, context, layout, devices, t: Totals) -> SweepRow:
+def _row(model, hardware, phase, batch, seq, context, engine, layout, devices, t) -> SweepRow:
     return SweepRow.trusted(
         model=model,
         hardware=hardware,
@@ -98,6 +103,9 @@ def _row(model, hardware, phase, batch, seq, context, layout, devices, t: Totals
         batch=batch,
         seq=seq,
         context=context,
+        prefix=engine[0],
+        chunk=engine[1],
+        prompt=engine[2],
         layout=layout,
         devices=devices,
         step_ms=t.per_token.ms_per_step,
@@ -126,6 +134,7 @@ class _Point(Record, frozen=True):
     seq: int | None
     context: int | None
     layout: dict[str, Any]
+    engine: tuple[int, int, int]  # prefix, chunk, prompt
 
 
 _DEFAULT_LAYOUT = Parallel()
@@ -147,6 +156,7 @@ def sweep(
     context=None,
     layout: dict[str, Sequence] | None = None,
     sp: bool = False,
+    engine: dict[str, Sequence] | None = None,
     conventions: Conventions = Conventions.modelcost,
     peak: PeakMode = DEFAULT_PEAK,
     bandwidth: PeakMode = DEFAULT_PEAK,
@@ -155,7 +165,8 @@ def sweep(
     """Every combination, in the order the values were given (specs outermost). Each of
     specs (Spec objects or `.model` paths), targets (Hardware or names), phases, batch,
     seq and context is one value or a list; `layout` maps tp, cp, dp, ep, zero, pp,
-    microbatches, overlap and recompute to values; `jobs` worker processes share the
+    microbatches, overlap and recompute to values, `engine` prefix, chunk and prompt
+    (what a serving engine does to a step: graph.Workload); `jobs` worker processes share the
     points (the rows come back in the same order). `modelcost.sweep([...], "h200",
     batch=range(1, 65))` from Python; `modelcost sweep` from the shell."""
     specs = [s if isinstance(s, ir.Spec) else load_spec(s) for s in _many(specs)]
@@ -168,14 +179,22 @@ def sweep(
     axes = {name: _many((layout or {}).get(name, getattr(_DEFAULT_LAYOUT, name)))
             for name in LAYOUT_AXES}  # fmt: skip
     swept = frozenset(k for k, values in axes.items() if len(values) > 1)
+    unknown = sorted(set(engine or {}) - set(ENGINE_AXES))
+    if unknown:
+        raise ValueError(f"engine has no {', '.join(unknown)}; it takes {', '.join(ENGINE_AXES)}")
+    # a prompt length belongs to a chunk: the points without one take none
+    engines = list(dict.fromkeys(
+        (prefix, chunk, prompt if chunk else 0) for prefix, chunk, prompt
+        in itertools.product(*(_many((engine or {}).get(k, 0)) for k in ENGINE_AXES))
+    ))  # fmt: skip
     points: list[_Point] = []
     for (i, _), (j, _), phase in itertools.product(enumerate(specs), enumerate(targets), phases):
         lengths = (
             [(None, c) for c in context] if phase is Phase.decode else [(s, None) for s in seq]
         )
-        for b, (s, c), *values in itertools.product(batch, lengths, *axes.values()):
+        for b, (s, c), e, *values in itertools.product(batch, lengths, engines, *axes.values()):
             point = dict(zip(LAYOUT_AXES, values, strict=True))
-            points.append(_Point(i, j, phase, b, s, c, point))
+            points.append(_Point(i, j, phase, b, s, c, point, e))
     work = (specs, targets, sp, conventions, peak, bandwidth, swept)
     if jobs <= 1 or len(points) < 2 * jobs:
         results = _run(work, points)
@@ -199,12 +218,16 @@ def _run(work, points: list[_Point]) -> list[SweepRow | str]:
     for p in points:
         spec, hw = specs[p.spec], targets[p.hw]
         try:
-            w = Workload(p.phase, p.batch, p.seq, p.context, parallel=Parallel(**p.layout, sp=sp))
+            par = Parallel(**p.layout, sp=sp)
+            w = Workload(p.phase, p.batch, p.seq, p.context, parallel=par, prefix=p.engine[0],
+                         chunk=p.engine[1], prompt=p.engine[2])  # fmt: skip
             graph, t = compile_totals(spec, hw, w, conventions, peak, bandwidth)
             out.append(point_row(graph, hw, t))
         except (SpecError, ValueError) as err:
             message = err.message if isinstance(err, SpecError) else str(err)
             varied = _varied(p.layout, swept)
+            extra = ", ".join(f"{k} {v}" for k, v in zip(ENGINE_AXES, p.engine, strict=True) if v)
+            varied = ", ".join(x for x in (extra, varied) if x)
             out.append(f"{spec.name} on {hw.name}, {p.phase.value} batch {p.batch}"
                        f"{', ' + varied if varied else ''}: {message}")  # fmt: skip
     return out

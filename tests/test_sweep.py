@@ -172,3 +172,16 @@ def test_sweep_html_is_deterministic_and_escapes() -> None:
 def test_a_misspelt_layout_axis_is_refused() -> None:
     with pytest.raises(ValueError, match="layout has no sp, tpp; it takes tp, cp"):
         sweep([LLAMA8], [H100], [Phase.decode], [1], layout={"tpp": [2], "sp": [True]})
+
+
+def test_engine_options_sweep_like_any_workload_option() -> None:
+    # a prompt length belongs to a chunk: the point without one takes none
+    s = sweep([LLAMA8], [H100], [Phase.decode], [64], context=[4096],
+              engine={"chunk": [0, 512, 2048], "prompt": [2048]})  # fmt: skip
+    assert [(r.chunk, r.prompt) for r in s.rows] == [(0, 0), (512, 2048), (2048, 2048)]
+    assert not s.skipped
+    for r in s.rows:
+        w = Workload("decode", 64, context=4096, chunk=r.chunk, prompt=r.prompt)
+        assert r == row(compile_report(LLAMA8, H100, w))
+    hit = sweep([LLAMA8], [H100], [Phase.prefill], [4], seq=[1024], engine={"prefix": [0, 3072]})
+    assert [r.context for r in hit.rows] == [1024, 4096]  # keys: the prefix and the queries

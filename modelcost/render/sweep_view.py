@@ -30,6 +30,12 @@ HEADERS = ("model", "hardware", "phase", "batch", "seq / context", "layout", "st
 
 def cells(r: SweepRow) -> tuple[str, ...]:
     length = f"context {r.context:,}" if r.phase == "decode" else f"seq {r.seq:,}"
+    if r.prefix and not r.chunk:
+        length += f" after {r.prefix:,}"
+    if r.chunk:
+        length += f", chunk {r.chunk:,} of {r.prompt:,}" + (
+            f" after {r.prefix:,}" if r.prefix else ""
+        )
     return (r.model, r.hardware, r.phase, f"{r.batch:,}", length, r.layout or "-",
             duration(r.step_ms / 1e3), duration(r.ms_per_token / 1e3),
             fixed(r.tokens_per_s, 1), fixed(r.tokens_per_s_device, 1), r.bound,
