@@ -86,6 +86,13 @@ def main() -> None:
         "sweep", str(specs_dir() / "models" / "llama3-70b.model"), "--hw", "h200", "--phase",
         "decode", "--batch", "1..128", "--context", "1K,4K,16K,64K", "--tp", "4,8",
         "--format", "csv"]  # fmt: skip
+    commands["serve llama3.1-405b-fp8 --search --tpot 50ms"] = [sys.executable, "-m",
+        "modelcost", "serve", str(specs_dir() / "models" / "llama3.1-405b-fp8.model"), "--hw",
+        "h200", "--isl", "2048", "--osl", "256", "--search", "--tpot", "50ms"]  # fmt: skip
+    commands["serve llama3-70b --budget 8192 --tpot 30ms"] = [sys.executable, "-m",
+        "modelcost", "serve", str(specs_dir() / "models" / "llama3-70b.model"), "--hw",
+        "h200", "--tp", "4", "--isl", "2048", "--osl", "256", "--budget", "8192",
+        "--tpot", "30ms"]  # fmt: skip
     for name in ("deepseek-v3", "llama3.1-405b", "gpt2"):
         spec = Path(specs_dir() / "models" / f"{name}.model")
         commands[f"compile {name}"] = [sys.executable, "-m", "modelcost", "compile", str(spec),

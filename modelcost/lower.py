@@ -28,7 +28,7 @@ from .graph import (
     Workload,
 )
 from .memo import per_object
-from .memory import SSM_STATE, cache_elements_per_token, model_facts
+from .memory import SSM_STATE, Held, cache_elements_per_token, model_facts
 from .parallel import check_layout
 from .params import kv_heads, residual_width, vocab_shard, walk
 from .perfmodel import (
@@ -623,7 +623,7 @@ class _Stage(Record, frozen=True):
     holds, for its memory. The same for every batch and context."""
 
     items: tuple[tuple[ir.Op | _Stack, tuple[int, ...], tuple[tuple[ir.Op, int], ...]], ...]
-    held: tuple[tuple[ir.Op, int], ...]
+    held: Held
     model_scopes: Counter  # every model-level op's scope, on any stage: names stay stable
 
 
@@ -646,7 +646,7 @@ def _stage(spec: ir.Spec, pp: int) -> _Stage:
             items.append((item, layers, ops))
             held.extend((op, times * len(layers)) for op, times in ops)
     scopes = Counter(item.scope for item, _ in plan if not isinstance(item, _Stack))
-    return _Stage(tuple(items), tuple(held), scopes)
+    return _Stage(tuple(items), Held(tuple(held)), scopes)
 
 
 @per_object

@@ -16,6 +16,7 @@ from .dtypes import DType
 from .memo import per_object
 from .params import count_params, device_params, kv_heads, residual_width, walk
 from .perfmodel import bpe
+from .record import Record
 
 if TYPE_CHECKING:
     from .graph import ModelFacts, Parallel, Shape
@@ -55,22 +56,29 @@ def cache_bytes(op: ir.Op, batch: int, length: int, tp: int = 1) -> float:
     return batch * (kept * per_token + state_bytes(op, tp))
 
 
+class Held(Record, frozen=True, weakref=True):
+    """The layer ops (with multiplicities) one device holds: its pipeline stage's.
+    Lowering makes one per spec and stage, so what follows from it alone is computed
+    once (memo.per_object)."""
+
+    ops: tuple[tuple[ir.Op, int], ...]
+
+
 def model_facts(spec: ir.Spec, shape: Shape, held: Held | None = None) -> ModelFacts:
     """Everything reporting needs of the spec, in one walk of its layers: the model's
     parameter counts, and what one device of the layout keeps (ZeRO shards weights at
     stage 3, gradients from 2, optimizer states from 1 over the ranks holding copies).
-    `held`: the ops (with multiplicities) of this device's pipeline stage; all of them
-    when None."""
+    `held`: the ops of this device's pipeline stage; all of them when None."""
     from .graph import ModelFacts
 
     par = shape.par
-    held = tuple(walk(spec.body)) if held is None else held
-    dense, experts, weights, grads, states = _held(spec, held, par, shape.train)
+    held = Held(tuple(walk(spec.body))) if held is None else held
+    dense, experts, weights, grads, states = _held(held, par, shape.train)
     cache = 0.0
     if not shape.train:
         # a context-parallel rank keeps the keys of its own chunk
         length = shape.n_kv if shape.decode else shape.n_kv // par.cp
-        for op, times in held:
+        for op, times in _caching(held, par.tp):
             cache += cache_bytes(op, shape.B_device, length, par.tp) * times
             if shape.chunk:  # the chunk's prompts, at their full length
                 full = shape.prefix + shape.prompt
@@ -92,18 +100,20 @@ def model_facts(spec: ir.Spec, shape: Shape, held: Held | None = None) -> ModelF
     )
 
 
-Held = tuple[tuple[ir.Op, int], ...]
+@per_object
+def _caching(held: Held, tp: int) -> tuple[tuple[ir.Op, int], ...]:
+    """The held ops that keep anything per sequence (a KV cache, an SSM state)."""
+    return tuple((op, times) for op, times in held.ops
+                 if cache_elements_per_token(op, tp) or state_bytes(op, tp))  # fmt: skip
 
 
 @per_object
-def _held(
-    spec: ir.Spec, held: Held, par: Parallel, train: bool
-) -> tuple[int, int, float, float, float]:
+def _held(held: Held, par: Parallel, train: bool) -> tuple[int, int, float, float, float]:
     """(dense and expert parameters, weight, gradient and optimizer bytes) one device
-    holds: the same for every batch and context, so computed once per spec and layout."""
+    holds: the same for every batch and context, so computed once per stage and layout."""
     weights = grads = states = 0.0
     dense = experts = 0
-    for op, times in held:
+    for op, times in held.ops:
         d, x = device_params(op, par.tp, par.ep)
         dense, experts = dense + d * times, experts + x * times
         for n, copies in ((d * times, par.weight_copies), (x * times, par.expert_copies)):

@@ -389,9 +389,11 @@ def footprint(graph: OpGraph) -> dict[str, float]:
         activations = 0.0
         for n in graph.nodes:
             inputs = 0.0
-            for i in set(n.inputs):
+            for i in set(n.inputs) if len(n.inputs) > 1 else n.inputs:
                 inputs += produced.get(i, 0)
-            activations = max(activations, n.out_bytes + inputs)
+            alive = n.out_bytes + inputs
+            if alive > activations:
+                activations = alive
     return {
         "weights": float(facts.weight_bytes),
         "kv_cache": float(facts.cache_bytes),
