@@ -46,15 +46,18 @@ from .perfmodel import (
     MoERoutingOp,
     NormOp,
     OpRecord,
+    QuantizeOp,
     RopeOp,
     SdpaOp,
     UnaryOp,
     bpe,
     expected_experts_hit,
 )
+from .perfmodel.base import Number
 from .perfmodel.collectives import CollectiveKind
 from .perfmodel.misc import LOSS_BYTES
 from .perfmodel.moe import ROUTER_INDEX_BYTES, ROUTER_PROB_BYTES
+from .recipes import NO_RECIPE, RECIPES, Recipe
 from .record import Record, replace
 
 ROUTE_BYTES = ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES  # a routing decision: weight and id
@@ -86,6 +89,7 @@ class _Emit(Struct):
     nodes: list[Node] = field(default_factory=list)
     used: Counter = field(default_factory=Counter)
     totals: Counter = field(default_factory=Counter)
+    quantized: dict[tuple[str, DType], str] = field(default_factory=dict)  # (x, dtype) → node
 
     def scope(self, base: str) -> str:
         """`attn`, or `norm.0`, `norm.1`, ... when a kind occurs more than once."""
@@ -111,9 +115,29 @@ def _gemm(
     d: ir.DtypePolicy,
     weight: DType | None = None,
     batch: int = 1,
+    quantized: bool = True,
 ) -> GemmOp:
+    """A linear layer's GEMM; under a precision recipe (unless `quantized` is off, or
+    the weight dtype is given) it takes its activations as the recipe quantizes them
+    and reads both operands' scales."""
     a, w = d.activations, weight or d.weights
-    return GemmOp(M, N, K, bias, batch, a=a, b=w, out=a, bias_dtype=a)
+    recipe = RECIPES[d.recipe] if quantized and weight is None else NO_RECIPE
+    x = recipe.activations or a
+    scales = batch * _scale_bytes(recipe, M, N, K)
+    return GemmOp(M, N, K, bias, batch, a=x, b=w, out=a, bias_dtype=a, scale_bytes=scales)
+
+
+def _scale_bytes(recipe: Recipe, M: int, N: int, K: int, experts: Number = 1) -> Number:
+    """Bytes of the scales a GEMM reads: the weights' (N×K per expert) and the
+    activations' (M×K)."""
+    total: Number = 0
+    if recipe.weight_scales is not None:
+        sc = recipe.weight_scales
+        total += experts * sc.count(N, K) * bpe(sc.dtype)
+    if recipe.activation_scales is not None:
+        sc = recipe.activation_scales
+        total += sc.count(M, K) * bpe(sc.dtype)
+    return total
 
 
 class _Lowerer:
@@ -121,6 +145,7 @@ class _Lowerer:
         self.spec, self.s = spec, shape
         self.par, self.tp = shape.par, shape.par.tp
         self.notes: list[str] = []
+        self.recipe = NO_RECIPE
 
     # ---- tensor parallelism: the collectives around a column-/row-parallel pair
     def _collective(
@@ -182,6 +207,7 @@ class _Lowerer:
         emit = getattr(self, f"_{op.kind}")
         count_before = e.count
         e.count = count_before * times
+        self.recipe = RECIPES[op.dtypes.recipe]  # the precision recipe its GEMMs follow
         try:
             emit(e, op, e.scope(op.scope))
         finally:
@@ -235,9 +261,39 @@ class _Lowerer:
         return e.add(name, rec, (x,), out=elems * bpe(a))
 
     def _linear(self, e, name, rec: GemmOp, inputs, w: DType) -> str:
-        """A GEMM node: weights K·N per batch entry; output M·N."""
+        """A GEMM node: weights K·N per batch entry; output M·N. Activations the recipe
+        quantizes pass through a Quantize node first (one per tensor, shared by the
+        GEMMs that read it)."""
+        if rec.a != rec.out:
+            x = self._quantize(e, name, inputs[0], rec.B * rec.M, rec.K, rec.out, rec.a)
+            inputs = (x, *inputs[1:])
         out = rec.B * rec.M * rec.N * bpe(rec.out)
         return e.add(name, rec, inputs, out=out)
+
+    def _experts(self, e, name: str, rows: int, K: int, N: int, hit, d, x: str) -> str:
+        """The experts' grouped GEMM over `rows` routed rows, under the op's recipe."""
+        a, xq = d.activations, self.recipe.activations or d.activations
+        if xq != a:
+            x = self._quantize(e, name, x, rows, K, a, xq)
+        scales = _scale_bytes(self.recipe, rows, N, K, experts=hit)
+        rec = GroupedGemmOp(rows, K, N, hit, xq, d.weights, a, scale_bytes=scales)
+        return e.add(name, rec, (x,), out=rows * N * bpe(a))
+
+    def _quantize(self, e, name: str, x: str, rows: int, cols: int, src: DType, dst: DType):
+        """The node that quantizes tensor `x` (rows × cols) to `dst` under the op's
+        recipe, added by its first consumer `name`."""
+        done = e.quantized.get((x, dst))
+        if done is not None:
+            return done
+        scales = self.recipe.activation_scales
+        block, written = 0, 0.0
+        if scales is not None and scales.granularity != "tensor":  # computed as it goes
+            block = cols if scales.granularity == "token" else scales.cols
+            written = scales.count(rows, cols) * bpe(scales.dtype)
+        rec = QuantizeOp(rows * cols, src, dst, written, block)
+        node = e.add(f"{name}.quantize", rec, (x,), out=rows * cols * bpe(dst) + written)
+        e.quantized[x, dst] = node
+        return node
 
     def _attention(self, e: _Emit, op: ir.Attention, name: str) -> None:
         s, d = self.s, op.dtypes
@@ -264,10 +320,14 @@ class _Lowerer:
             q = k = e.add(
                 f"{name}.rope", RopeOp(s.T, H + KV, hd, a), (q, k), out=s.T * (H + KV) * hd * bpe(a)
             )
-        cache_dtype = a
+        cache_dtype, qa = a, a
+        fp8 = self.recipe.attention and not s.train  # FP8 attention (FlashAttention-3)
         if not s.train and op.causal:  # bidirectional attention keeps no cache
             self._kv_write(e, name, op, (k, v))
-            cache_dtype = kv if s.decode else a
+            cache_dtype = kv if s.decode or fp8 else a
+        if fp8:  # the queries too: QKᵀ and PV at the FP8 peak
+            qa = DType.fp8_e4m3
+            q = self._quantize(e, f"{name}.sdpa", q, s.T, H * hd, a, qa)
         if self.par.cp > 1:
             k = v = self._ring(e, name, 2 * KV * hd, a, (k, v))
         sdpa = SdpaOp(
@@ -280,15 +340,17 @@ class _Lowerer:
             hd,
             causal=op.causal and not s.decode,  # one new query sees every cached key
             window=op.window,
-            act=a,
+            act=qa,
             kv=cache_dtype,
         )
         att = e.add(f"{name}.sdpa", sdpa, (q, k, v), out=s.B * s.S * H * hd * bpe(a))
-        parts = (att, *self._chunk_attention(e, name, op, H, KV, (q, k, v)))
+        parts = (att, *self._chunk_attention(e, name, op, H, KV, (q, k, v), qa))
         o = self._linear(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d), parts, w)
         e.stream = self._exit(e, name, op.dim, a, o)
 
-    def _chunk_attention(self, e: _Emit, name: str, op: ir.Attention, H: int, KV: int, qkv):
+    def _chunk_attention(
+        self, e: _Emit, name: str, op: ir.Attention, H: int, KV: int, qkv, qa: DType
+    ):
         """A decode step's prefill chunk attends apart from the decode tokens: its whole
         prompts causally over their own tokens (after any cached prefix), and a partial
         prompt's tokens as a chunk from the middle of a prompt, which attends exactly
@@ -304,7 +366,7 @@ class _Lowerer:
         ):
             if B:
                 rec = SdpaOp(B, S, H, keys, KV, hd, hd, causal=op.causal, window=op.window,
-                             act=a, kv=kv)  # fmt: skip
+                             act=qa, kv=kv)  # fmt: skip
                 out.append(e.add(f"{name}.{label}", rec, qkv, out=B * S * H * hd * bpe(a)))
         return tuple(out)
 
@@ -353,12 +415,20 @@ class _Lowerer:
             if MLA_DECODE_NOTE not in self.notes:
                 self.notes.append(MLA_DECODE_NOTE)
             ql = self._linear(
-                e, f"{name}.q_absorb", _gemm(s.T, r, nope, False, d, batch=H), (q,), w
+                e,
+                f"{name}.q_absorb",
+                _gemm(s.T, r, nope, False, d, batch=H, quantized=False),
+                (q,),
+                w,
             )
             sdpa = SdpaOp(s.B, 1, H, s.n_kv, 1, r + rope, r, causal=False, act=a, kv=kv)
             att = e.add(f"{name}.sdpa", sdpa, (ql, c), out=s.T * H * r * bpe(a))
             att = self._linear(
-                e, f"{name}.o_absorb", _gemm(s.T, vd, r, False, d, batch=H), (att,), w
+                e,
+                f"{name}.o_absorb",
+                _gemm(s.T, vd, r, False, d, batch=H, quantized=False),
+                (att,),
+                w,
             )
         else:
             kvb = self._linear(
@@ -414,7 +484,7 @@ class _Lowerer:
 
     def _moe(self, e: _Emit, op: ir.MoE, name: str) -> None:
         s, d = self.s, op.dtypes
-        a, w = d.activations, d.weights
+        a = d.activations
         T, E, k = s.T, op.experts, op.top_k
         ep, d_ff = self.par.ep, op.d_ff // self.tp
         x = self._enter(e, name, op.dim, a)
@@ -441,12 +511,7 @@ class _Lowerer:
         hit = expected_experts_hit(E, k, T * ep) / ep
         hit = int(hit) if float(hit).is_integer() else hit
         up_n = (2 if op.act.gated else 1) * d_ff
-        gu = e.add(
-            f"{name}.experts.gate_up",
-            GroupedGemmOp(rows, op.dim, up_n, hit, a, w, a),
-            (disp,),
-            out=rows * up_n * bpe(a),
-        )
+        gu = self._experts(e, f"{name}.experts.gate_up", rows, op.dim, up_n, hit, d, disp)
         h_bytes = rows * d_ff * bpe(a)
         h = e.add(
             f"{name}.experts.act",
@@ -461,12 +526,7 @@ class _Lowerer:
                 (h,),
                 out=h_bytes,
             )
-        dn = e.add(
-            f"{name}.experts.down",
-            GroupedGemmOp(rows, d_ff, op.dim, hit, a, w, a),
-            (h,),
-            out=rows * op.dim * bpe(a),
-        )
+        dn = self._experts(e, f"{name}.experts.down", rows, d_ff, op.dim, hit, d, h)
         if ep > 1:  # and back to the token's own rank
             dn = self._collective(
                 e, f"{name}.combine.all_to_all", "all_to_all", rows * op.dim, a, dn, "ep"

@@ -16,6 +16,7 @@ from .dtypes import DType
 from .memo import per_object
 from .params import count_params, device_params, kv_heads, residual_width, walk
 from .perfmodel import bpe
+from .recipes import RECIPES
 from .record import Record
 
 if TYPE_CHECKING:
@@ -116,8 +117,9 @@ def _held(held: Held, par: Parallel, train: bool) -> tuple[int, int, float, floa
     for op, times in held.ops:
         d, x = device_params(op, par.tp, par.ep)
         dense, experts = dense + d * times, experts + x * times
+        stored = bpe(op.dtypes.weights) + RECIPES[op.dtypes.recipe].scale_bytes_per_weight
         for n, copies in ((d * times, par.weight_copies), (x * times, par.expert_copies)):
-            weights += n * bpe(op.dtypes.weights) / (copies if par.zero == 3 else 1)
+            weights += n * stored / (copies if par.zero == 3 else 1)
             if train:
                 grads += n * bpe(op.dtypes.activations) / (copies if par.zero >= 2 else 1)
                 master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0

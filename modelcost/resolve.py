@@ -23,6 +23,7 @@ from .dtypes import DType, dtype_names, lookup_dtype
 from .errors import SpecError, did_you_mean
 from .files import read_text
 from .parse import parse
+from .recipes import RECIPES, RecipeName
 from .record import Record
 from .vocabulary import (
     REQUIRED,
@@ -69,6 +70,7 @@ Value = bool | int | float | str | Symbol
 ENUM_ARGS: dict[ArgType, tuple[str, type[StrEnum]]] = {
     ArgType.ACT: ("activation", ir.Activation),
     ArgType.ROUTER: ("router function", ir.Router),
+    ArgType.RECIPE: ("precision recipe", RecipeName),
 }
 SYMBOLS = frozenset(dtype_names()).union(
     *({m.value for m in enum} for _, enum in ENUM_ARGS.values())
@@ -554,6 +556,8 @@ class _Resolver:
         what = f"`{sig.name}`"
         accepted = argument_names(sig)
         kinds = dict.fromkeys(accepted, ArgType.DTYPE) | {a.name: a.type for a in sig.args}
+        if sig.recipe:
+            kinds["recipe"] = ArgType.RECIPE
         bound = _bind(stmt, accepted, [a.name for a in sig.args], what, scope, src, kinds)
         values: dict[str, object] = {}
         # Derived defaults read other arguments, so they are filled in last.
@@ -608,11 +612,22 @@ class _Resolver:
                 return None
             return _coerce(ArgSpec(name, ArgType.DTYPE), bound[name], what)  # type: ignore[return-value]
 
-        chosen = {}
+        chosen: dict[str, object] = {}
         for role, names in ROLE_CHAIN.items():
             explicit = next((d for d in map(arg, names) if d is not None), None)
             chosen[role] = explicit or role_dtype(scope, role, src)
-        return ir.DtypePolicy.trusted(**chosen)
+        if not sig.recipe:
+            return ir.DtypePolicy.trusted(**chosen)
+        if "recipe" in bound:
+            name = str(_coerce(ArgSpec("recipe", ArgType.RECIPE), bound["recipe"], what))
+        else:
+            name = role_recipe(scope, src)
+        recipe = RECIPES[name]
+        if recipe.weights is not None:  # the recipe stores the linear layers' weights
+            chosen["weights"] = recipe.weights
+        if recipe.attention and sig.kv_cache and arg("kv_dtype") is None:
+            chosen["kv_cache"] = DType.fp8_e4m3  # FP8 attention reads an FP8 cache
+        return ir.DtypePolicy.trusted(**chosen, recipe=name)
 
     def expand_block(self, stmt: s.OpCall, caller: Scope, unit: LoadedFile) -> ir.Block:
         bdef, bunit = unit.blocks[stmt.name]
@@ -648,6 +663,24 @@ class _Resolver:
         finally:
             self.blocks.pop()
         return ir.Block.trusted(name=bdef.name, body=tuple(body))
+
+
+def role_recipe(scope: Scope, src: Source) -> str:
+    """The precision recipe from the innermost scope that sets `recipe` (else none)."""
+    current: Scope | None = scope
+    while current is not None:
+        if current.defines("recipe"):
+            value = current._value("recipe", src, s.NOWHERE)
+            if isinstance(value, Symbol) and value.name in RECIPES:
+                return value.name
+            d = current.defs.get("recipe")
+            raise (d.unit.src if d else src).error(
+                f"`recipe` must be a precision recipe, got {_show(value)}",
+                d.expr.pos if d else s.NOWHERE,
+                did_you_mean(str(value), RECIPES) or f"recipes: {', '.join(RECIPES)}",
+            )
+        current = current.parent
+    return "none"
 
 
 def role_dtype(scope: Scope, role: str, src: Source) -> DType:
@@ -721,7 +754,10 @@ def resolve_model(unit: LoadedFile, name: str) -> ir.Spec:
     scope = Scope(defs)
     resolver = _Resolver(scope)
     body = resolver.body(owner[0].body, scope, owner[1], top=True)
-    policy = ir.DtypePolicy.trusted(**{r: role_dtype(scope, r, leaf_unit.src) for r in ROLE_CHAIN})
+    policy = ir.DtypePolicy.trusted(
+        **{r: role_dtype(scope, r, leaf_unit.src) for r in ROLE_CHAIN},
+        recipe=role_recipe(scope, leaf_unit.src),
+    )
     # a title names one model: a child that sets none is labelled by its own name,
     # never with its parent's title
     own_title = any(isinstance(st, s.Assign) and st.name == "title" for st in leaf.body)
@@ -758,7 +794,9 @@ def _check_unused_overrides(leaf: s.ModelDef, unit: LoadedFile, scope: Scope, in
             )
 
 
-METADATA_AND_ROLES = frozenset(METADATA) | {n for names in ROLE_CHAIN.values() for n in names}
+METADATA_AND_ROLES = (
+    frozenset(METADATA) | {n for names in ROLE_CHAIN.values() for n in names} | {"recipe"}
+)
 
 
 def pick_model(unit: LoadedFile, model: str | None) -> str:

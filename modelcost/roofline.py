@@ -1,7 +1,9 @@
 """Stage 5, roofline: a costed graph on a hardware target → the report model.
 
 time(op) = max(flops / peak(unit, precision), bytes / bandwidth); the op is compute-bound
-when the compute time is at least the memory time (TraceLens's rule). Collectives move
+when the compute time is at least the memory time (TraceLens's rule). A weight-only GEMM
+also dequantizes its weights on the vector units: its compute time is the larger of its
+matrix math and that work. Collectives move
 their bytes at the scale-up bandwidth. Totals, layer groups, op kinds, per-token
 figures, the MFU bound and the memory footprint are all computed here.
 """
@@ -130,6 +132,14 @@ def time_nodes(
             r = roofs[op.unit, precision] = roof(op.unit, precision, hw, peak, bandwidth)
         f, b, count = cn.fwd, cn.bwd, cn.node.count
         fc, fm = f.flops / r.peak_flops, f.bytes / r.bytes_per_s
+        dequant = op.vector_flops()
+        if dequant:  # a third roof: the vector units' work beside the matrix math
+            v = roofs.get((Unit.vector, precision))
+            if v is None:
+                v = roofs[Unit.vector, precision] = roof(
+                    Unit.vector, precision, hw, peak, bandwidth
+                )
+            fc = max(fc, dequant / v.peak_flops)
         lk = None
         if isinstance(op, CollectiveOp):  # on the links the group spans (network.py)
             fm, lk = collective_time(op, hw), link(op, hw)

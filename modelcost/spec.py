@@ -45,11 +45,13 @@ class Router(StrEnum):
 
 
 class DtypePolicy(IR):
-    """Dtypes by role: weights, activations, and the KV cache."""
+    """Dtypes by role: weights, activations, and the KV cache; and the precision recipe
+    its linear layers follow (recipes.py; the weights are the recipe's already)."""
 
     weights: DType
     activations: DType
     kv_cache: DType
+    recipe: str = "none"
 
 
 # ---------------------------------------------------------------- layer kinds
@@ -154,6 +156,7 @@ class _Op(IR):
 
     scope: ClassVar[str]
     takes_kv_dtype: ClassVar[bool] = False
+    quantized: ClassVar[bool] = False  # its linear layers follow the precision recipe
     check: ClassVar[Callable[[dict], None] | None] = None
 
     @property
@@ -235,6 +238,7 @@ class Attention(_Op):
     causal: Annotated[bool, Arg(T.BOOL, True)]
     scope: ClassVar[str] = "attn"
     takes_kv_dtype: ClassVar[bool] = True
+    quantized: ClassVar[bool] = True
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_attention)
 
     @property
@@ -257,6 +261,7 @@ class MLA(_Op):
     causal: Annotated[bool, Arg(T.BOOL, True)]
     scope: ClassVar[str] = "attn"
     takes_kv_dtype: ClassVar[bool] = True
+    quantized: ClassVar[bool] = True
 
     @property
     def decodes(self) -> bool:
@@ -265,6 +270,7 @@ class MLA(_Op):
 
 class MLP(_Op):
     kind: Literal["mlp"] = "mlp"
+    quantized: ClassVar[bool] = True
     d_ff: Annotated[int, Arg(T.DIM)]
     act: Annotated[Activation, Arg(T.ACT, Activation.swiglu)]
     bias: Annotated[bool, Arg(T.BOOL, False)]
@@ -281,6 +287,7 @@ class MoE(_Op):
     """Mixture of experts: a router, `experts` routed experts (top_k per token), shared experts."""
 
     kind: Literal["moe"] = "moe"
+    quantized: ClassVar[bool] = True
     experts: Annotated[int, Arg(T.DIM)]
     top_k: Annotated[int, Arg(T.DIM)]
     d_ff: Annotated[int, Arg(T.DIM)]
@@ -324,6 +331,7 @@ class Mamba2(_Op):
     """Mamba-2 SSD mixer: in_proj, causal conv1d, SSD scan, gated RMSNorm, out_proj."""
 
     kind: Literal["mamba2"] = "mamba2"
+    quantized: ClassVar[bool] = True
     d_state: Annotated[int, Arg(T.DIM, 128)]
     d_conv: Annotated[int, Arg(T.DIM, 4)]
     expand: Annotated[int, Arg(T.DIM, 2)]

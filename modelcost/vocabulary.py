@@ -26,6 +26,7 @@ class ArgType(Enum):
     DTYPE = "a dtype"
     ACT = "an activation"
     ROUTER = "a router function"
+    RECIPE = "a precision recipe"
 
 
 class Ref(Record, frozen=True):
@@ -71,6 +72,7 @@ class OpSignature(Record, frozen=True):
     ir_type: type[Frozen]  # the layer kind's IR class
     args: tuple[ArgSpec, ...]
     kv_cache: bool = False  # takes a kv_dtype override
+    recipe: bool = False  # its linear layers follow a precision recipe (takes `recipe`)
     check: Callable[[dict], None] | None = None
 
     def arg(self, name: str) -> ArgSpec | None:
@@ -95,6 +97,7 @@ def _signature(cls: type) -> OpSignature:
         ir_type=cls,
         args=tuple(args),
         kv_cache=getattr(cls, "takes_kv_dtype", False),
+        recipe=getattr(cls, "quantized", False),
         check=getattr(cls, "check", None),
     )
 
@@ -110,4 +113,5 @@ def signatures() -> dict[str, OpSignature]:
 def argument_names(sig: OpSignature) -> list[str]:
     """Every keyword the statement accepts, dtype overrides included."""
     names = [a.name for a in sig.args] + list(DTYPE_ARGS)
-    return [*names, "kv_dtype"] if sig.kv_cache else names
+    names += ["kv_dtype"] if sig.kv_cache else []
+    return [*names, "recipe"] if sig.recipe else names

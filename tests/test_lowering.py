@@ -146,9 +146,25 @@ def test_deepseek_v3_prefill() -> None:
     assert gemms(g, "model") == {"lm_head": (2048, 129280, 7168)}
     sdpa = node(g, "layers.3.attn.sdpa").op
     assert (sdpa.H_Q, sdpa.H_KV, sdpa.d_h_qk, sdpa.d_h_v) == (128, 128, 192, 128)
-    # fp8 weights, bf16 activations
-    q = node(g, "layers.3.attn.q_a_proj").op
-    assert (q.a, q.b) == (DType.bf16, DType.fp8_e4m3)
+    # recipe fp8_block (DeepSeek-V3 report, section 3.3): fp8 weights in 128×128 blocks,
+    # activations quantized to fp8 in 1×128 blocks first, so the GEMM runs at fp8
+    q = node(g, "layers.3.attn.q_a_proj")
+    assert (q.op.a, q.op.b, q.op.precision) == (DType.fp8_e4m3, DType.fp8_e4m3, "fp8")
+    # it reads fp32 scales: ⌈1536/128⌉·⌈7168/128⌉ = 12·56 of the weights', 2048·56 of
+    # the activations': (672 + 114,688) · 4 bytes
+    assert q.op.scale_bytes == (12 * 56 + 2048 * 56) * 4 == 461_440
+    (x,) = q.inputs
+    quant = node(g, x).op
+    assert (quant.kind, quant.elements, quant.dst, quant.block) == (
+        "Quantize",
+        2048 * 7168,
+        DType.fp8_e4m3,
+        128,
+    )
+    assert quant.scale_bytes == 2048 * 56 * 4
+    # the router and the LM head stay bf16
+    assert node(g, "layers.3.moe.router").op.a == DType.bf16
+    assert node(g, "lm_head").op.b == DType.bf16
 
 
 def test_deepseek_v3_decode_is_absorbed() -> None:

@@ -107,6 +107,11 @@ class OpRecord(Record, frozen=True):
     def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
         raise NotImplementedError
 
+    def vector_flops(self) -> Number:
+        """Work a matrix op does on the vector units beside its matrix math (the
+        dequantization of narrow weights in a weight-only GEMM): a third roof."""
+        return 0
+
     def cost(self, conventions: Conventions = MODELCOST) -> Cost:
         return Cost(self.flops(conventions), self.bytes(conventions))
 

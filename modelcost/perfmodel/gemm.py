@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..dtypes import DType
+from ..dtypes import DTYPES, DType
 from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe, compute_precision
+
+
+def narrower(weights: DType, activations: DType) -> bool:
+    """Whether weights are stored narrower than the activations they multiply."""
+    return DTYPES[weights].bits < DTYPES[activations].bits
 
 
 class GEMM:
@@ -64,6 +69,7 @@ class GemmOp(OpRecord, frozen=True):
     b: DType = DType.bf16
     out: DType = DType.bf16
     bias_dtype: DType = DType.bf16
+    scale_bytes: Number = 0  # the quantization scales of A and B it reads (recipes.py)
 
     def dtypes(self) -> tuple[DType, ...]:
         return (self.a, self.b)
@@ -71,6 +77,17 @@ class GemmOp(OpRecord, frozen=True):
     @property
     def precision(self) -> str:
         return compute_precision(self.a, self.b)
+
+    def shape(self) -> dict[str, object]:
+        shape = super().shape()
+        if not self.scale_bytes:
+            del shape["scale_bytes"]
+        return shape
+
+    def vector_flops(self) -> Number:
+        """Weights narrower than the activations they meet (weight-only W8A16, W4A16) are
+        dequantized in registers: one multiply by the scale per weight element."""
+        return self.B * self.N * self.K if narrower(self.b, self.a) else 0
 
     def describe(self) -> str:
         batch = f" ×{self.B}" if self.B != 1 else ""
@@ -84,7 +101,9 @@ class GemmOp(OpRecord, frozen=True):
             self.M, self.N, self.K, self.bias,
             bpe(self.a), bpe(self.b), bpe(self.bias_dtype), bpe(self.out),
         )  # fmt: skip
-        return self.B * one
+        if conventions is Conventions.tracelens:
+            return self.B * one
+        return self.B * one + self.scale_bytes
 
     def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
         return self.B * GEMM.flops_bwd_func(self.M, self.N, self.K, self.bias)
@@ -138,6 +157,7 @@ class GroupedGemmOp(OpRecord, frozen=True):
     x: DType = DType.bf16
     w: DType = DType.bf16
     out: DType = DType.bf16
+    scale_bytes: Number = 0  # the quantization scales of X and W it reads (recipes.py)
 
     def dtypes(self) -> tuple[DType, ...]:
         return (self.x, self.w)
@@ -145,6 +165,16 @@ class GroupedGemmOp(OpRecord, frozen=True):
     @property
     def precision(self) -> str:
         return compute_precision(self.x, self.w)
+
+    def shape(self) -> dict[str, object]:
+        shape = super().shape()
+        if not self.scale_bytes:
+            del shape["scale_bytes"]
+        return shape
+
+    def vector_flops(self) -> Number:
+        """Dequantizing narrow expert weights (weight-only), one multiply an element."""
+        return self.G * self.K * self.N if narrower(self.w, self.x) else 0
 
     def describe(self) -> str:
         g = f"{self.G:g}" if isinstance(self.G, float) else str(self.G)
@@ -159,7 +189,8 @@ class GroupedGemmOp(OpRecord, frozen=True):
                 self.M, self.K, self.N, self.G, bpe(self.x), bpe(self.out)
             )
         M, K, N = self.M, self.K, self.N
-        return M * K * bpe(self.x) + self.G * K * N * bpe(self.w) + M * N * bpe(self.out)
+        moved = M * K * bpe(self.x) + self.G * K * N * bpe(self.w) + M * N * bpe(self.out)
+        return moved + self.scale_bytes
 
     def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
         return GroupedGemm.flops_bwd_func(self.M, self.K, self.N)

@@ -9,10 +9,11 @@ from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
 
 
 class QuantizeOp(OpRecord, frozen=True):
-    """Convert `elements` values from `src` to the narrower `dst`.
+    """Convert `elements` values from `src` to the narrower `dst` (an activation at a
+    GEMM's input, under a precision recipe).
 
     FLOPs per element: scale and convert (2), plus the block's absolute maximum (1) when
-    `dst` carries block scales. Bytes: src read, dst (with its scales) written.
+    each block computes its own scale. Bytes: src read, dst (with its scales) written.
     """
 
     kind: ClassVar[str] = "Quantize"
@@ -21,12 +22,18 @@ class QuantizeOp(OpRecord, frozen=True):
     elements: int
     src: DType = DType.bf16
     dst: DType = DType.fp8_e4m3
+    scale_bytes: Number = 0  # the scales it writes, when `dst` does not carry them
+    block: int = 0  # elements a scale covers (0: one scale for the tensor, kept static)
 
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
-        return (3 if DTYPES[self.dst].block else 2) * self.elements
+        return (3 if DTYPES[self.dst].block or self.block else 2) * self.elements
 
     def bytes(self, conventions: Conventions = MODELCOST) -> Number:
-        return self.elements * (bpe(self.src) + bpe(self.dst))
+        return self.elements * (bpe(self.src) + bpe(self.dst)) + self.scale_bytes
+
+    def describe(self) -> str:
+        scales = f", a scale per {self.block}" if self.block else ""
+        return f"{self.elements:,} {self.src} → {self.dst}{scales}"
 
     # the gradient passes straight through the cast: the same traffic back
     flops_bwd = flops
