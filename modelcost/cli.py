@@ -19,6 +19,7 @@ from .errors import SpecError
 from .files import read_text, write_text
 from .options import (
     ENGINE,
+    ESTIMATE,
     LAYOUT,
     ROOFLINE,
     SITE_LAYOUT,
@@ -217,6 +218,7 @@ def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
             args.peak,
             args.bandwidth,
             getattr(args, "only", None),
+            kernels=getattr(args, "estimate", "roofline") == "kernels",
         )
         for phase in pick("phase")
     ]
@@ -473,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", metavar="SPEC")
     p.add_argument("--model", help="which model, when a file defines several")
     p.add_argument("--hw", required=True, help="a shipped target (modelcost hw list) or a .hw file")
-    add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE)
+    add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE + ESTIMATE)
     p.add_argument("--only", type=_kinds, default=None, metavar="KINDS",
                    help="count only these op kinds, e.g. GEMM,SDPA")  # fmt: skip
     p.add_argument("--format", choices=list(FORMATS), default="text")
@@ -521,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b", metavar="B.model")
     p.add_argument("--hw", required=True, help="target of A (and of B unless --hw-b)")
     p.add_argument("--hw-b", help="target of B")
-    add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE, sides=True)
+    add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE + ESTIMATE, sides=True)
     p.add_argument("--format", choices=list(FORMATS), default="text")
     p.add_argument("--fail-above", type=_percent, metavar="PCT",
                    help="exit 1 when the total time grows by more than PCT percent")  # fmt: skip

@@ -29,11 +29,13 @@ def compile_report(
     bandwidth: PeakMode = DEFAULT_PEAK,
     only: frozenset[str] | None = None,
     advise: bool = True,
+    kernels: bool = False,
 ) -> Report:
     """The report of `spec` (a Spec, or the path of a `.model` file) on `hw` (a Hardware,
     a shipped target's name such as `"h100"`, or a `.hw` file) for `workload` (a
     Workload, or a phase name for its defaults: `"decode"` is batch 1, context 2048).
-    With `advise`, a model that does not fit is told the smallest --tp that would."""
+    With `advise`, a model that does not fit is told the smallest --tp that would;
+    `kernels` adds the kernel-aware estimate beside the roofline."""
     if not isinstance(spec, ir.Spec):
         spec = load_spec(spec)
     if not isinstance(hw, Hardware):
@@ -43,7 +45,7 @@ def compile_report(
     graph = lower(spec, workload)
     advice = None if not advise or fits(graph, hw) else fitting_tp(spec, hw, workload)
     costed = cost(graph, Conventions(conventions))
-    return build_report(costed, hw, peak, bandwidth, only, advice)
+    return build_report(costed, hw, peak, bandwidth, only, advice, kernels)
 
 
 @in_bulk

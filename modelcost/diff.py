@@ -86,12 +86,21 @@ TOTALS: tuple[tuple[str, Callable[[Report], float]], ...] = (
 )
 
 
+# with --estimate kernels: the step as the kernels run it
+ESTIMATED: tuple[tuple[str, Callable[[Report], float | None]], ...] = (
+    ("estimate_s", lambda r: r.totals.estimate_s),
+)
+
+
 def diff_reports(a: Report, b: Report) -> PhaseDiff:
     """Layer groups are matched by name and block; ops by name."""
     return PhaseDiff(
         a=_side(a),
         b=_side(b),
-        totals=tuple(change(k, f(a), f(b)) for k, f in TOTALS),
+        totals=tuple(change(k, f(a), f(b)) for k, f in TOTALS)
+        + tuple(
+            change(k, f(a), f(b)) for k, f in ESTIMATED if f(a) is not None or f(b) is not None
+        ),
         kinds=_matched({k.kind: k.time_s for k in a.kinds}, {k.kind: k.time_s for k in b.kinds}),
         layers=_matched(
             {f"{g.group} ({g.block})": g.time_s for g in a.layers},

@@ -324,7 +324,9 @@ class ModelFacts(Record, frozen=True):
     device_dense: int  # parameters one device holds outside the experts (before ZeRO-3)
     device_experts: int  # and of the experts
     width: int  # the residual stream's: what a layer takes in per token
-    activations: DType  # the model's activation dtype: the precision of the MFU and knee
+    activations: DType  # the model's activation dtype
+    compute: DType  # what its GEMMs are fed (a recipe's quantized activations): the MFU's
+    # and the knee's precision
     weight_bytes: float
     cache_bytes: float  # KV cache and SSM state of the workload's sequences (inference)
     gradient_bytes: float  # training

@@ -94,6 +94,7 @@ def model_facts(spec: ir.Spec, shape: Shape, held: Held | None = None) -> ModelF
         device_experts=experts,
         width=residual_width(spec),
         activations=spec.dtypes.activations,
+        compute=RECIPES[spec.dtypes.recipe].activations or spec.dtypes.activations,
         weight_bytes=weights,
         cache_bytes=cache,
         gradient_bytes=grads,

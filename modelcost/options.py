@@ -135,6 +135,9 @@ class Option(Record, frozen=True):
     flag: bool = False  # takes no value: present means on
 
 
+ESTIMATES = ("roofline", "kernels")
+
+
 def whole(text: str) -> int:
     """A count that may be 0: `0`, `512`, `2K`."""
     return 0 if text.strip() == "0" else positive(text)
@@ -172,6 +175,8 @@ OPTIONS: dict[str, Option] = {
                "compute peaks: the datasheet's, or the best published measurement", PEAK_MODES),
         Option("bandwidth", None, DEFAULT_PEAK,
                "HBM bandwidth: the datasheet's, or the best published measurement", PEAK_MODES),
+        Option("estimate", None, "roofline",
+               "the roofline alone, or the kernel-aware estimate beside it", ESTIMATES),
         Option("tp", positive, ONE_DEVICE.tp, "tensor-parallel ranks (Megatron)", sided=True),
         Option("sp", None, ONE_DEVICE.sp,
                "sequence parallelism with tp: reduce-scatter/all-gather instead of "
@@ -243,3 +248,4 @@ LAYOUT = ("tp", "sp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap",
 # split) and nothing that only training reads
 SITE_LAYOUT = ("tp", "sp", "dp", "ep", "pp", "microbatches", "overlap")
 ROOFLINE = ("conventions", "peak", "bandwidth")
+ESTIMATE = ("estimate",)

@@ -14,7 +14,7 @@ from pydantic import Field
 from .frozen import Frozen
 from .options import PeakMode
 
-REPORT_SCHEMA_VERSION = 4  # 3: device layouts; 4: workload prefix, chunk, prompt
+REPORT_SCHEMA_VERSION = 5  # 3: layouts; 4: prefix, chunk, prompt; 5: kernel estimates
 
 Bound = Literal["compute", "memory", "network"]
 
@@ -93,6 +93,9 @@ class PassTiming(Frozen):
     memory_s: float
     time_s: float
     bound: Bound
+    estimate_s: float | None = Field(
+        default=None, description="--estimate kernels: what the serving kernel does"
+    )
 
 
 class KernelChoice(Frozen):
@@ -151,6 +154,18 @@ class OpEntry(Frozen):
     backward: PassTiming | None = None
     total_time_s: float = Field(description="count × (forward + backward) time")
     share: float = Field(description="fraction of the step's time")
+    estimate_s: float | None = Field(
+        default=None,
+        description="--estimate kernels: the forward pass as the kernel that would serve "
+        "it runs (never below time_s)",
+    )
+    efficiency: float | None = Field(
+        default=None, description="time_s / estimate_s: the share of its roofline reached"
+    )
+    estimate_reason: str | None = Field(default=None, description="why, in words")
+    total_estimate_s: float | None = Field(
+        default=None, description="count × (forward + backward) estimate"
+    )
 
 
 class LayerEntry(Frozen):
@@ -213,6 +228,15 @@ class Totals(Frozen):
     per_token: PerToken
     mfu_bound: float = Field(description="FLOPs / (time × matrix peak): the best MFU possible")
     memory: Memory
+    estimate_s: float | None = Field(
+        default=None, description="--estimate kernels: the step as the kernels run it"
+    )
+    efficiency: float | None = Field(
+        default=None, description="time_s / estimate_s: the share of the roofline reached"
+    )
+    mfu_estimate: float | None = Field(
+        default=None, description="model FLOPs / (estimate × matrix peak)"
+    )
 
 
 class Report(Frozen):

@@ -16,6 +16,7 @@ from typing import Literal
 from .cost import CostedGraph, CostedNode
 from .dtypes import DTYPES
 from .errors import SpecError
+from .estimate import Estimate, estimate
 from .graph import OpGraph
 from .hardware import Hardware
 from .kernels import serve
@@ -238,13 +239,64 @@ def totals(
     )
 
 
+def _with_estimate(
+    tot: Totals, graph: OpGraph, times: list[NodeTime], estimates: list[NodeEstimate]
+) -> Totals:
+    """The totals with the step as the kernels run it: the same composition as the
+    roofline's step (overlap, bubble), from the estimated times."""
+    busy = sum(e.total_s for e in estimates)
+    once = sum(e.total_s for t, e in zip(times, estimates, strict=True) if t.costed.node.step)
+    comm = sum(
+        e.total_s
+        for t, e in zip(times, estimates, strict=True)
+        if t.costed.node.op.unit is Unit.network
+    )
+    par = graph.shape.par
+    step = step_time(busy, once, comm, par.pp, par.microbatches, par.overlap)[0]
+    efficiency = tot.time_s / step if step else None
+    return tot.model_copy(
+        update={
+            "estimate_s": step,
+            "efficiency": efficiency,
+            # the same model FLOPs in the longer time
+            "mfu_estimate": tot.mfu_bound * efficiency if efficiency is not None else None,
+        }
+    )
+
+
 def matrix_peak(graph: OpGraph, hw: Hardware, peak: PeakMode) -> tuple[float, str]:
-    """The matrix peak at the model's activation precision: the MFU's denominator."""
-    flops, precision, _ = hw.peak("matrix", DTYPES[graph.facts.activations].precision, peak)
+    """The matrix peak at the precision the model's GEMMs are fed (its activations', or
+    its recipe's): the MFU's denominator and the knee's."""
+    flops, precision, _ = hw.peak("matrix", DTYPES[graph.facts.compute].precision, peak)
     return flops, precision
 
 
-def _op_entry(t: NodeTime, groups: dict, hw: Hardware, busy: float) -> OpEntry:
+class NodeEstimate(Record, frozen=True):
+    """A node's kernel-aware estimate (estimate.py): each pass, and all copies."""
+
+    forward: Estimate
+    backward: Estimate | None
+    total_s: float  # count × (forward + backward)
+
+
+def estimate_nodes(times: list[NodeTime], hw: Hardware) -> list[NodeEstimate]:
+    """Every node's estimate, pass by pass, never below its roofline time."""
+    out = []
+    for t in times:
+        cn = t.costed
+        op, f, b = cn.node.op, cn.fwd, cn.bwd
+        fwd = estimate(op, f.flops, f.bytes, t.time_s, hw, "fwd")
+        bwd = None
+        if t.back is not None and b is not None:
+            bwd = estimate(op, b.flops, b.bytes, t.back[2], hw, "bwd")
+        both = fwd.time_s + (bwd.time_s if bwd is not None else 0.0)
+        out.append(NodeEstimate(fwd, bwd, cn.node.count * both))
+    return out
+
+
+def _op_entry(
+    t: NodeTime, groups: dict, hw: Hardware, busy: float, e: NodeEstimate | None = None
+) -> OpEntry:
     cn, r = t.costed, t.roof
     n, op = cn.node, cn.node.op
     g = groups.get(n.group)
@@ -259,6 +311,7 @@ def _op_entry(t: NodeTime, groups: dict, hw: Hardware, busy: float) -> OpEntry:
             memory_s=bm,
             time_s=tb,
             bound=_bound(bc, bm, op.unit),
+            estimate_s=e.backward.time_s if e is not None and e.backward is not None else None,
         )
     return OpEntry.trusted(
         name=n.name,
@@ -290,6 +343,10 @@ def _op_entry(t: NodeTime, groups: dict, hw: Hardware, busy: float) -> OpEntry:
         backward=back,
         total_time_s=t.total_s,
         share=t.total_s / busy if busy else 0.0,
+        estimate_s=e.forward.time_s if e is not None else None,
+        efficiency=t.time_s / e.forward.time_s if e is not None else None,
+        estimate_reason=e.forward.reason if e is not None else None,
+        total_estimate_s=e.total_s if e is not None else None,
     )
 
 
@@ -300,10 +357,12 @@ def build_report(
     bandwidth: PeakMode = DEFAULT_PEAK,
     only: frozenset[str] | None = None,
     advice: str | None = None,
+    kernels: bool = False,
 ) -> Report:
     """The report model of one workload on one target. `only` keeps the ops of these
     perf-model kinds (e.g. GEMM and SDPA, as TraceLens's notebook counts); `advice`
-    follows the warning when the model does not fit (compile.py finds a layout)."""
+    follows the warning when the model does not fit (compile.py finds a layout);
+    `kernels` adds the kernel-aware estimate beside the roofline (estimate.py)."""
     graph = costed.graph
     w, shape, facts = graph.workload, graph.shape, graph.facts
     par = shape.par
@@ -316,7 +375,12 @@ def build_report(
     def share(t: float) -> float:
         return t / busy if busy else 0.0
 
-    ops = [_op_entry(t, groups, hw, busy) for t in times]
+    if kernels:
+        estimates = estimate_nodes(times, hw)
+        tot = _with_estimate(tot, graph, times, estimates)
+        ops = [_op_entry(t, groups, hw, busy, e) for t, e in zip(times, estimates, strict=True)]
+    else:
+        ops = [_op_entry(t, groups, hw, busy) for t in times]
     main_peak, main_precision = matrix_peak(graph, hw, peak)
     return Report.trusted(
         model=ModelInfo.trusted(

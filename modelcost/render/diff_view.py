@@ -16,6 +16,7 @@ _TOTAL_LABELS = {
     "flops": ("FLOPs", si),
     "bytes": ("bytes", si),
     "mfu_bound": ("MFU bound", pct),
+    "estimate_s": ("estimate (ms)", lambda v: fixed(v * 1e3, 3)),
     "memory": ("memory (GB)", lambda v: fixed(v / 1e9)),
     "params_total": ("parameters", count),
 }

@@ -35,6 +35,17 @@ def _one(r: Report) -> str:
         ["bytes", si(t.bytes, "B")],
         ["bound", f"{t.bound} ({pct(t.compute_share)} compute)"],
         ["MFU bound", pct(t.mfu_bound)],
+        *(
+            [
+                [
+                    "estimate",
+                    f"{duration(t.estimate_s)} a step with the kernels that would serve it "
+                    f"({pct(t.efficiency or 0)} of the roofline; MFU {pct(t.mfu_estimate or 0)})",
+                ]
+            ]
+            if t.estimate_s is not None
+            else []
+        ),
         [
             "memory" if w.layout.devices == 1 else "memory/device",
             f"{si(t.memory.total, 'B')} of {si(t.memory.capacity, 'B')}",

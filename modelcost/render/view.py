@@ -99,6 +99,10 @@ def _summary(reports: list[Report]) -> Table:
     )
 
 
+def _opt(value: float | None, fmt) -> Cell:
+    return Cell("—", -1.0) if value is None else num(fmt(value), value)
+
+
 def _per_token(reports: list[Report]) -> Table:
     def row(label: str, fn) -> tuple[Cell, ...]:
         return (Cell(label), *(fn(r) for r in reports))
@@ -149,6 +153,15 @@ def _per_token(reports: list[Report]) -> Table:
             lambda r: Cell(f"{t(r).bound} ({pct(t(r).compute_share)} of time compute-bound)"),
         ),
         row("MFU bound", lambda r: num(pct(t(r).mfu_bound), t(r).mfu_bound)),
+        *(
+            (
+                row("estimate: step time", lambda r: _opt(t(r).estimate_s, duration)),
+                row("estimate: share of roofline", lambda r: _opt(t(r).efficiency, pct)),
+                row("estimate: MFU", lambda r: _opt(t(r).mfu_estimate, pct)),
+            )
+            if any(r.totals.estimate_s is not None for r in reports)
+            else ()
+        ),
         row("weights (GB)", lambda r: num(fixed(t(r).memory.weights / 1e9), t(r).memory.weights)),
         row(
             "KV cache (GB)", lambda r: num(fixed(t(r).memory.kv_cache / 1e9), t(r).memory.kv_cache)
@@ -210,6 +223,7 @@ def _phase(r: Report, many: bool) -> PhaseView:
         (False, False, False, True, True, True, True, True, True),
     )
     training = any(o.backward is not None for o in r.ops)
+    estimated = r.totals.estimate_s is not None
     op_rows = []
     for o in r.ops:
         k = o.kernel
@@ -230,6 +244,18 @@ def _phase(r: Report, many: bool) -> PhaseView:
                 num(fixed(o.memory_s * 1e6), o.memory_s),
                 num(fixed(o.time_s * 1e6), o.time_s),
                 Cell(o.bound),
+                *(
+                    (
+                        Cell(
+                            fixed((o.estimate_s or 0) * 1e6),
+                            o.estimate_s or 0,
+                            title=o.estimate_reason,
+                        ),
+                        num(pct(o.efficiency or 0), o.efficiency or 0),
+                    )
+                    if estimated
+                    else ()
+                ),
                 *_backward_cells(o, training),
                 num(pct(o.share), o.share),
                 kernel,
@@ -250,13 +276,15 @@ def _phase(r: Report, many: bool) -> PhaseView:
             "memory (µs)",
             "roofline (µs)",
             "bound",
+            *(("estimate (µs)", "of roofline") if estimated else ()),
             *(("backward FLOPs", "backward (µs)") if training else ()),
             "share",
             "kernel",
         ),
         tuple(op_rows),
         (False, False, True, False, False, True, True, True, True, True, True, False,
-         *((True, True) if training else ()), True, False),
+         *((True, True) if estimated else ()), *((True, True) if training else ()), True,
+         False),
     )  # fmt: skip
     kernel_rows = []
     for u in r.kernels:
