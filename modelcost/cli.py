@@ -201,6 +201,11 @@ def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
         return getattr(args, name) if value is None else value
 
     layout = _layout(args, LAYOUT, pick)
+    calibration = None
+    if getattr(args, "calibrate", None):
+        from .calibration import load_calibration
+
+        calibration = load_calibration(args.calibrate, hw)
     return [
         compile_report(
             spec,
@@ -219,6 +224,7 @@ def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
             args.bandwidth,
             getattr(args, "only", None),
             kernels=getattr(args, "estimate", "roofline") == "kernels",
+            calibration=calibration,
         )
         for phase in pick("phase")
     ]
@@ -304,6 +310,48 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(terminal(f"modelcost: the targets are not met: {why}"), file=sys.stderr)
         return EXIT_CHECK_FAILED
     return status
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from .calibration import fit, from_points, from_tracelens
+    from .files import write_text
+    from .hardware import load_hardware
+    from .measured import load_points
+
+    try:
+        hw = load_hardware(args.hw)
+        observations = []
+        for path in args.measured:
+            if str(path).endswith(".csv"):
+                observations += from_tracelens(path, hw)
+            else:
+                try:
+                    points = load_points(path)
+                except (ValueError, KeyError) as err:
+                    hint = "tests/data/measured-kernels.json is one"
+                    raise SpecError(f"not a measurement file: {err}", filename=str(path),
+                                    hint=hint) from None  # fmt: skip
+                observations += from_points(points, hw)
+        if not observations:
+            raise SpecError(f"no measurement of a GEMM, attention or other op on {hw.name}",
+                            filename="modelcost", hint="check --hw")  # fmt: skip
+        cal, rows = fit(observations, hw, args.times)
+    except SpecError as err:
+        _report(err)
+        return EXIT_BAD_INPUT
+    table = [[r.kind, r.precision, r.points, f"{r.factor:.3f}",
+              f"{r.median_error_before:+.0%} → {r.median_error_after:+.0%}",
+              f"{r.within_before}/{r.points} → {r.within_after}/{r.points}"]
+             for r in rows]  # fmt: skip
+    print(f"calibrating the estimate on {hw.name}: {len(observations)} measured ops")
+    print(tabulate(table, headers=["kind", "precision", "points", "factor", "median error",
+                                   "within ±25 %"]))  # fmt: skip
+    if args.output:
+        write_text(args.output, cal.model_dump_json(indent=2) + "\n")
+        print(f"wrote {args.output}: use it with --calibrate")
+    return EXIT_OK
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -490,6 +538,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker processes sharing the points (default 1)")  # fmt: skip
     p.add_argument("--format", choices=SWEEP_FORMATS, default="md")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
+
+    p = add("calibrate", cmd_calibrate, "fit the kernel-aware estimate to measured op times")
+    p.add_argument("measured", nargs="+", metavar="FILE",
+                   help="measured points (JSON) or TraceLens perf-report CSVs")  # fmt: skip
+    p.add_argument("--hw", required=True, help="the hardware they were measured on")
+    p.add_argument(
+        "--times",
+        action="store_true",
+        help="also keep each measured shape's time (used where a shape matches)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write the calibration here")
 
     p = add("serve", cmd_serve, "serving a request mix: concurrency, TTFT, TPOT, throughput")
     p.add_argument("spec", metavar="SPEC")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import spec as ir
 from .bulk import in_bulk
@@ -18,6 +19,9 @@ from .report import PeakMode, Report, Totals
 from .resolve import load_spec
 from .roofline import build_report, fits, time_nodes, totals
 
+if TYPE_CHECKING:
+    from .calibration import Calibration
+
 
 @in_bulk
 def compile_report(
@@ -30,12 +34,14 @@ def compile_report(
     only: frozenset[str] | None = None,
     advise: bool = True,
     kernels: bool = False,
+    calibration: Calibration | None = None,
 ) -> Report:
     """The report of `spec` (a Spec, or the path of a `.model` file) on `hw` (a Hardware,
     a shipped target's name such as `"h100"`, or a `.hw` file) for `workload` (a
     Workload, or a phase name for its defaults: `"decode"` is batch 1, context 2048).
     With `advise`, a model that does not fit is told the smallest --tp that would;
-    `kernels` adds the kernel-aware estimate beside the roofline."""
+    `kernels` adds the kernel-aware estimate beside the roofline; a `calibration`
+    (calibration.py) applies a machine's measurements on top of it."""
     if not isinstance(spec, ir.Spec):
         spec = load_spec(spec)
     if not isinstance(hw, Hardware):
@@ -45,7 +51,8 @@ def compile_report(
     graph = lower(spec, workload)
     advice = None if not advise or fits(graph, hw) else fitting_tp(spec, hw, workload)
     costed = cost(graph, Conventions(conventions))
-    return build_report(costed, hw, peak, bandwidth, only, advice, kernels)
+    kernels = kernels or calibration is not None
+    return build_report(costed, hw, peak, bandwidth, only, advice, kernels, calibration)
 
 
 @in_bulk

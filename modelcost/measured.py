@@ -15,12 +15,13 @@ from pathlib import Path
 
 from .dtypes import DType
 from .estimate import estimate
+from .files import read_text
 from .hardware import Hardware, load_hardware
 from .perfmodel import GemmOp, OpRecord, SdpaOp
 from .record import Record
 from .roofline import roof
 
-DTYPE = {"bf16": DType.bf16, "fp16": DType.fp16, "fp8": DType.fp8_e4m3,
+DTYPE = {"fp32": DType.fp32, "bf16": DType.bf16, "fp16": DType.fp16, "fp8": DType.fp8_e4m3,
          "fp6": DType.fp6_e2m3, "fp4": DType.fp4}  # fmt: skip
 GIGABYTE = 1e9  # what a bandwidth point moves, for a time to compare
 
@@ -90,4 +91,5 @@ def check(point: dict) -> Check:
 
 
 def load_points(path: str | Path) -> list[dict]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))["points"]
+    """The `points` of a measurement file (a missing or unreadable file is a SpecError)."""
+    return json.loads(read_text(path))["points"]

@@ -177,6 +177,8 @@ OPTIONS: dict[str, Option] = {
                "HBM bandwidth: the datasheet's, or the best published measurement", PEAK_MODES),
         Option("estimate", None, "roofline",
                "the roofline alone, or the kernel-aware estimate beside it", ESTIMATES),
+        Option("calibrate", str, None, "a calibration file (modelcost calibrate) on top of "
+               "the kernel-aware estimate; implies --estimate kernels"),
         Option("tp", positive, ONE_DEVICE.tp, "tensor-parallel ranks (Megatron)", sided=True),
         Option("sp", None, ONE_DEVICE.sp,
                "sequence parallelism with tp: reduce-scatter/all-gather instead of "
@@ -248,4 +250,4 @@ LAYOUT = ("tp", "sp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap",
 # split) and nothing that only training reads
 SITE_LAYOUT = ("tp", "sp", "dp", "ep", "pp", "microbatches", "overlap")
 ROOFLINE = ("conventions", "peak", "bandwidth")
-ESTIMATE = ("estimate",)
+ESTIMATE = ("estimate", "calibrate")

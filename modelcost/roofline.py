@@ -11,7 +11,7 @@ figures, the MFU bound and the memory footprint are all computed here.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .cost import CostedGraph, CostedNode
 from .dtypes import DTYPES
@@ -41,6 +41,9 @@ from .report import (
     Totals,
     WorkloadInfo,
 )
+
+if TYPE_CHECKING:
+    from .calibration import Calibration
 
 
 class Timing(Record, frozen=True):
@@ -279,13 +282,18 @@ class NodeEstimate(Record, frozen=True):
     total_s: float  # count × (forward + backward)
 
 
-def estimate_nodes(times: list[NodeTime], hw: Hardware) -> list[NodeEstimate]:
-    """Every node's estimate, pass by pass, never below its roofline time."""
+def estimate_nodes(
+    times: list[NodeTime], hw: Hardware, calibration: Calibration | None = None
+) -> list[NodeEstimate]:
+    """Every node's estimate, pass by pass, never below its roofline time; a
+    calibration's measured factors or times on top (calibration.py)."""
     out = []
     for t in times:
         cn = t.costed
         op, f, b = cn.node.op, cn.fwd, cn.bwd
         fwd = estimate(op, f.flops, f.bytes, t.time_s, hw, "fwd")
+        if calibration is not None:
+            fwd = calibration.apply(op, fwd, t.time_s)
         bwd = None
         if t.back is not None and b is not None:
             bwd = estimate(op, b.flops, b.bytes, t.back[2], hw, "bwd")
@@ -358,11 +366,13 @@ def build_report(
     only: frozenset[str] | None = None,
     advice: str | None = None,
     kernels: bool = False,
+    calibration: Calibration | None = None,
 ) -> Report:
     """The report model of one workload on one target. `only` keeps the ops of these
     perf-model kinds (e.g. GEMM and SDPA, as TraceLens's notebook counts); `advice`
     follows the warning when the model does not fit (compile.py finds a layout);
-    `kernels` adds the kernel-aware estimate beside the roofline (estimate.py)."""
+    `kernels` adds the kernel-aware estimate beside the roofline (estimate.py), with a
+    `calibration` on top."""
     graph = costed.graph
     w, shape, facts = graph.workload, graph.shape, graph.facts
     par = shape.par
@@ -376,7 +386,7 @@ def build_report(
         return t / busy if busy else 0.0
 
     if kernels:
-        estimates = estimate_nodes(times, hw)
+        estimates = estimate_nodes(times, hw, calibration)
         tot = _with_estimate(tot, graph, times, estimates)
         ops = [_op_entry(t, groups, hw, busy, e) for t, e in zip(times, estimates, strict=True)]
     else:
