@@ -31,6 +31,7 @@ def test_a_tracelens_gemm_report_becomes_observations_and_a_factor() -> None:
     op = GemmOp(8944, 2816, 1024)
     assert first.estimate_s == estimate(op, op.flops(), op.bytes(), first.roofline_s, H100).time_s
     cal, rows = fit(obs, H100)
+    assert {(f.kind, f.precision) for f in cal.factors} == {("GEMM", "bf16"), ("GEMM", "fp32")}
     (row,) = [r for r in rows if (r.kind, r.precision) == ("GEMM", "bf16")]
     # the factor is the geometric mean of measured / estimated time
     expected = math.exp(sum(math.log(o.measured_s / o.estimate_s) for o in bf16) / 4)
