@@ -87,6 +87,16 @@ RECIPES: dict[str, Recipe] = {
             "weight and activation scales",
         ),
         Recipe(
+            "fp8_dynamic",
+            "FP8 W8A8, per-channel weight and per-token activation scales",
+            DType.fp8_e4m3,
+            Scales("channel"),
+            DType.fp8_e4m3,
+            Scales("token"),
+            source="vLLM FP8 dynamic quantization (llm-compressor FP8_DYNAMIC): scales "
+            "per output channel, and per token computed as each batch arrives",
+        ),
+        Recipe(
             "fp8_attention",
             "FP8 W8A8, per-tensor scales, and FP8 attention",
             DType.fp8_e4m3,

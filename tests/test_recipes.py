@@ -43,6 +43,16 @@ def test_an_fp8_w8a8_gemm_runs_at_the_fp8_peak_after_a_quantize_op() -> None:
     assert r.totals.memory.weights == linear * 1 + rest * 2 == 72_656_371_712
 
 
+def test_per_token_scales_are_written_by_the_quantize_op_and_read_by_the_gemm() -> None:
+    r = compile_report(recipe("fp8_dynamic"), "mi355x", Workload(Phase.prefill, 1, 2048))
+    quant = op(r, "layers.0.attn.q_proj.quantize")
+    # one fp32 scale per token: 2048 of them, each over its 8192 values
+    assert (quant.shape["block"], quant.shape["scale_bytes"]) == (8192, 2048 * 4)
+    assert quant.bytes == 2048 * 8192 * (2 + 1) + 2048 * 4
+    # the GEMM reads them and the weights' per-channel scales (one per output row)
+    assert op(r, "layers.0.attn.q_proj").shape["scale_bytes"] == (2048 + 8192) * 4
+
+
 def test_w4a16_reads_four_bit_weights_and_computes_in_bf16_dequantizing_them() -> None:
     r = compile_report(recipe("w4a16"), "mi355x", Workload(Phase.decode, 1, context=2048))
     q = op(r, "layers.0.attn.q_proj")
@@ -90,5 +100,5 @@ def test_a_layer_can_take_its_own_recipe_and_a_misspelt_one_is_a_positioned_erro
     with pytest.raises(SpecError) as err:
         recipe("bf16")  # a dtype, not a recipe
     assert err.value.message == "`recipe` must be a precision recipe, got `bf16`"
-    assert err.value.hint.startswith("recipes: none, fp8, fp8_attention, fp8_block")
+    assert err.value.hint.startswith("recipes: none, fp8, fp8_dynamic, fp8_attention")
     assert err.value.line > 0
