@@ -312,6 +312,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return status
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from .files import read_text, write_text
+    from .importer import import_config
+    from .resolve import parse_spec
+
+    try:
+        text = import_config(read_text(args.config), str(args.config), args.name)
+        parse_spec(text, "<imported>")  # what it writes must compile
+        if args.output and args.output != "-":
+            write_text(args.output, text)
+            return EXIT_OK
+    except SpecError as err:
+        _report(err)
+        return EXIT_BAD_INPUT
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
@@ -538,6 +556,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker processes sharing the points (default 1)")  # fmt: skip
     p.add_argument("--format", choices=SWEEP_FORMATS, default="md")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
+
+    p = add("import", cmd_import, "write a .model from a Hugging Face config.json")
+    p.add_argument("config", metavar="config.json")
+    p.add_argument("--name", help="the model's name (default: the file's)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     p = add("calibrate", cmd_calibrate, "fit the kernel-aware estimate to measured op times")
     p.add_argument("measured", nargs="+", metavar="FILE",

@@ -146,6 +146,10 @@ class Loader:
             if src and pos and err.line == 0:  # unreadable: point at the import
                 raise src.error(f"cannot read `{path}`: {_reason(err)}", pos) from None
             raise
+        if path.suffix == ".json":  # a Hugging Face config.json: import it first
+            from .importer import import_config
+
+            text = import_config(text, str(path))
         self._stack.append(resolved)
         try:
             unit = self.load_text(text, str(path), resolved)

@@ -1,0 +1,377 @@
+"""Hugging Face `config.json` → a readable `.model`: one table per model family.
+
+A family says which `model_type`s it reads, the defaults its reference config class
+defines for fields a config may omit (transformers' `LlamaConfig`, `MixtralConfig`, ...:
+one place per family), the model parameters it takes from the config (each a config
+key, or a small rule over the config), the fields whose values it cannot represent,
+and the statements of its layer and of the model around it. The output cites every
+config field it used and goes through `fmt`, so it is the canonical text.
+
+Offline only: no hub access, no transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from .errors import SpecError
+from .fmt import format_source
+from .record import Record
+
+Config = dict[str, Any]
+Rule = Callable[[Config], Any]
+
+
+def key(name: str) -> Rule:
+    return lambda c: c[name]
+
+
+def head_dim(c: Config) -> int:
+    """`head_dim` when the config sets it, else hidden_size / num_attention_heads."""
+    return c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+
+
+def kv_heads(c: Config) -> int:
+    return c.get("num_key_value_heads") or c["num_attention_heads"]
+
+
+class Family(Record, frozen=True):
+    """How one family's configs become a `.model`."""
+
+    model_types: tuple[str, ...]
+    reference: str  # the config class whose defaults `defaults` copies
+    defaults: dict[str, Any]
+    params: tuple[tuple[str, Rule], ...]  # model parameter ← rule over the config
+    layer: Callable[[Config], str]  # the block's statements
+    model: Callable[[Config], str]  # the model's statements around `repeat layers`
+    refuse: tuple[tuple[str, Callable[[Config], bool], str], ...] = ()  # (field, test, why)
+
+
+def _flags(**flags: bool | int | None) -> str:
+    """`, name = value` for every flag set (a window of 0 or None is unset)."""
+    out = []
+    for name, value in flags.items():
+        if value is True:
+            out.append(f", {name} = true")
+        elif value not in (None, False, 0):
+            out.append(f", {name} = {value}")
+    return "".join(out)
+
+
+def _decoder_layer(mixer: str, ffn: str) -> str:
+    return f"rmsnorm\n{mixer}\nresidual\nrmsnorm\n{ffn}\nresidual"
+
+
+def _llama_attention(c: Config, *, qkv_bias: bool = False, qk_norm: bool = False) -> str:
+    bias = bool(c.get("attention_bias"))
+    window = c.get("sliding_window") if c.get("use_sliding_window", True) else None
+    return "attention(heads, kv_heads, head_dim" + _flags(
+        qkv_bias=qkv_bias or bias, out_bias=bias, qk_norm=qk_norm, rope=True, window=window
+    ) + ")"  # fmt: skip
+
+
+def _head(c: Config) -> str:
+    tied = bool(c.get("tie_word_embeddings"))
+    return "lm_head(vocab" + (", tied = true" if tied else "") + ")"
+
+
+def _llama_model(c: Config) -> str:
+    return f"embed(vocab)\n{{layers}}\nrmsnorm\n{_head(c)}"
+
+
+GATED = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu"}
+PLAIN = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
+         "relu": "relu", "silu": "silu"}  # fmt: skip
+
+
+def _gated_act(c: Config) -> str:
+    return GATED[c["hidden_act"]]
+
+
+LLAMA_PARAMS: tuple[tuple[str, Rule], ...] = (
+    ("vocab", key("vocab_size")),
+    ("d_model", key("hidden_size")),
+    ("layers", key("num_hidden_layers")),
+    ("heads", key("num_attention_heads")),
+    ("kv_heads", kv_heads),
+    ("head_dim", head_dim),
+    ("d_ff", key("intermediate_size")),
+)
+MOE_PARAMS: tuple[tuple[str, Rule], ...] = (
+    *LLAMA_PARAMS[:-1],
+    ("experts", lambda c: c.get("num_local_experts") or c["num_experts"]),
+    ("top_k", key("num_experts_per_tok")),
+    ("expert_d_ff", lambda c: c.get("moe_intermediate_size") or c["intermediate_size"]),
+)
+
+_DENSE_MLP = "mlp(d_ff, act = {act}{bias})"
+_MOE = "moe(experts, top_k, expert_d_ff, act = {act})"
+
+
+def _mlp(c: Config) -> str:
+    return _DENSE_MLP.format(act=_gated_act(c), bias=_flags(bias=bool(c.get("mlp_bias"))))
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        model_types=("llama", "mistral"),
+        reference="transformers LlamaConfig / MistralConfig",
+        defaults={
+            "vocab_size": 32000,
+            "hidden_size": 4096,
+            "intermediate_size": 11008,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+            "attention_bias": False,
+            "mlp_bias": False,
+        },
+        params=LLAMA_PARAMS,
+        layer=lambda c: _decoder_layer(_llama_attention(c), _mlp(c)),
+        model=_llama_model,
+    ),
+    Family(
+        model_types=("qwen2",),
+        reference="transformers Qwen2Config (q, k and v projections carry a bias)",
+        defaults={
+            "vocab_size": 151936,
+            "hidden_size": 4096,
+            "intermediate_size": 22016,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+            "use_sliding_window": False,
+        },
+        params=LLAMA_PARAMS,
+        layer=lambda c: _decoder_layer(_llama_attention(c, qkv_bias=True), _mlp(c)),
+        model=_llama_model,
+    ),
+    Family(
+        model_types=("qwen3",),
+        reference="transformers Qwen3Config (RMSNorm on q and k per head)",
+        defaults={
+            "vocab_size": 151936,
+            "hidden_size": 4096,
+            "intermediate_size": 22016,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "head_dim": 128,
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+            "attention_bias": False,
+            "use_sliding_window": False,
+        },
+        params=LLAMA_PARAMS,
+        layer=lambda c: _decoder_layer(_llama_attention(c, qk_norm=True), _mlp(c)),
+        model=_llama_model,
+    ),
+    Family(
+        model_types=("mixtral",),
+        reference="transformers MixtralConfig",
+        defaults={
+            "vocab_size": 32000,
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+        },
+        params=MOE_PARAMS,
+        layer=lambda c: _decoder_layer(_llama_attention(c), _MOE.format(act=_gated_act(c))),
+        model=_llama_model,
+    ),
+    Family(
+        model_types=("qwen3_moe",),
+        reference="transformers Qwen3MoeConfig",
+        defaults={
+            "vocab_size": 151936,
+            "hidden_size": 2048,
+            "intermediate_size": 6144,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 4,
+            "head_dim": 128,
+            "moe_intermediate_size": 768,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+            "attention_bias": False,
+            "use_sliding_window": False,
+        },
+        params=MOE_PARAMS,
+        layer=lambda c: _decoder_layer(
+            _llama_attention(c, qk_norm=True), _MOE.format(act=_gated_act(c))
+        ),
+        model=_llama_model,
+        refuse=(
+            (
+                "decoder_sparse_step",
+                lambda c: c["decoder_sparse_step"] != 1,
+                "MoE on every n-th layer only",
+            ),
+            (
+                "mlp_only_layers",
+                lambda c: bool(c["mlp_only_layers"]),
+                "dense MLP layers at chosen indices",
+            ),
+        ),
+    ),
+    Family(
+        model_types=("gpt2",),
+        reference="transformers GPT2Config",
+        defaults={
+            "vocab_size": 50257,
+            "n_positions": 1024,
+            "n_embd": 768,
+            "n_layer": 12,
+            "n_head": 12,
+            "n_inner": None,
+            "activation_function": "gelu_new",
+            "tie_word_embeddings": True,
+        },
+        params=(
+            ("vocab", key("vocab_size")),
+            ("positions", key("n_positions")),
+            ("d_model", key("n_embd")),
+            ("layers", key("n_layer")),
+            ("heads", key("n_head")),
+            ("d_ff", lambda c: c["n_inner"] or 4 * c["n_embd"]),
+        ),
+        layer=lambda c: (
+            "layernorm\nattention(heads, qkv_bias = true, out_bias = true, fused_qkv = true, "
+            "rope = false)\nresidual\nlayernorm\n"
+            f"mlp(d_ff, act = {PLAIN[c['activation_function']]}, bias = true)\nresidual"
+        ),
+        model=lambda c: "embed(vocab)\npos_embed(positions)\n{layers}\nlayernorm\n" + _head(c),
+    ),
+)
+
+BY_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
+
+
+def import_config(text: str, filename: str, name: str | None = None) -> str:
+    """The canonical `.model` text of a `config.json` (`name`: the model's, else the
+    file's stem). Unknown families and unrepresentable fields are SpecErrors that point
+    at the field."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise _at(text, filename, err.lineno, err.colno, f"not JSON: {err.msg}") from None
+    if not isinstance(config, dict):
+        raise SpecError("a config.json holds one JSON object", filename=filename)
+    model_type = config.get("model_type")
+    family = BY_TYPE.get(model_type) if isinstance(model_type, str) else None
+    if family is None:
+        supported = ", ".join(sorted(BY_TYPE))
+        raise _field(text, filename, "model_type",
+                     f"model_type {model_type!r} cannot be imported yet",
+                     f"families the importer reads: {supported}")  # fmt: skip
+    c = {**family.defaults, **config}
+    for field, test, why in family.refuse:
+        if test(c):
+            raise _field(text, filename, field,
+                         f"`{field}` = {json.dumps(c[field])}: {why} cannot be written yet",
+                         f"{family.reference}; write the .model by hand")  # fmt: skip
+    values: list[tuple[str, Any]] = []
+    for pname, rule in family.params:
+        try:
+            values.append((pname, rule(c)))
+        except (KeyError, TypeError, ZeroDivisionError) as err:
+            raise SpecError(f"the config lacks what `{pname}` needs ({err})",
+                            filename=filename) from None  # fmt: skip
+    try:
+        layer, model = family.layer(c), family.model(c)
+    except KeyError as err:
+        raise _field(text, filename, "hidden_act", f"cannot map {err} to an activation",
+                     f"known: {', '.join(sorted({*GATED, *PLAIN}))}") from None  # fmt: skip
+    ident = _identifier(name or re.sub(r"\.json$", "", filename.rsplit("/", 1)[-1]))
+    used = ", ".join(f"{k} {json.dumps(c[k])}" for k in sorted(_used_fields(family, c)))
+    source = filename.rsplit("/", 1)[-1]
+    header = (
+        f"Imported from {source} (model_type {model_type}) by `modelcost import`. "
+        f"Fields used: {used}. Fields a config omits take the defaults of "
+        f"{family.reference}."
+    )
+    lines = [
+        *(f"# {line}" for line in textwrap.wrap(header, 86, break_on_hyphens=False)),
+        "",
+        f"block {ident}_layer {{",
+        *layer.splitlines(),
+        "}",
+        "",
+        f"model {ident} {{",
+        *(f"{p} = {_number(v)}" for p, v in values),
+        "dtype = bf16",
+        "",
+        *model.replace("{layers}", f"repeat layers {{\n{ident}_layer\n}}").splitlines(),
+        "}",
+    ]
+    return format_source("\n".join(lines) + "\n", filename)
+
+
+def _number(v: Any) -> str:
+    """`128_256`: the zoo's spelling of a large count."""
+    return f"{v:_}" if isinstance(v, int) and not isinstance(v, bool) and v >= 10_000 else str(v)
+
+
+def _used_fields(family: Family, c: Config) -> set[str]:
+    """The config fields the family reads (its defaults' keys that the config decides)."""
+    probe = _Probe(c)
+    for _, rule in family.params:
+        rule(probe)
+    family.layer(probe)
+    family.model(probe)
+    return probe.read
+
+
+class _Probe(dict):
+    """A config that records which fields are read."""
+
+    def __init__(self, c: Config) -> None:
+        super().__init__(c)
+        self.read: set[str] = set()
+
+    def __getitem__(self, k):
+        self.read.add(k)
+        return super().__getitem__(k)
+
+    def get(self, k, default=None):
+        if k in self:
+            self.read.add(k)
+        return super().get(k, default)
+
+
+def _identifier(stem: str) -> str:
+    ident = re.sub(r"\W", "_", stem).strip("_") or "imported"
+    return ident if not ident[0].isdigit() else f"m_{ident}"
+
+
+def _at(text: str, filename: str, line: int, column: int, message: str, hint=None):
+    lines = text.splitlines()
+    source = lines[line - 1] if 0 < line <= len(lines) else None
+    return SpecError(message, filename=filename, line=line, column=column, hint=hint,
+                     source_line=source)  # fmt: skip
+
+
+def _field(text: str, filename: str, field: str, message: str, hint: str) -> SpecError:
+    """An error pointing at the field's key in the JSON text (or the file, when absent)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        col = line.find(f'"{field}"')
+        if col >= 0:
+            err = _at(text, filename, number, col + 1, message, hint)
+            err.width = len(field) + 2
+            return err
+    return SpecError(message, filename=filename, hint=hint)
