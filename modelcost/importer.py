@@ -46,9 +46,20 @@ class Family(Record, frozen=True):
     reference: str  # the config class whose defaults `defaults` copies
     defaults: dict[str, Any]
     params: tuple[tuple[str, Rule], ...]  # model parameter ← rule over the config
-    layer: Callable[[Config], str]  # the block's statements
-    model: Callable[[Config], str]  # the model's statements around `repeat layers`
+    layer: Callable[[Config], str] | None  # the layer block's statements
+    model: Callable[[Config], str]  # the model's statements; `@layer` names the block
     refuse: tuple[tuple[str, Callable[[Config], bool], str], ...] = ()  # (field, test, why)
+    layer_params: str = ""  # the block's parameters, e.g. `(window)`
+    quantization: bool = False  # the family reads quantization_config itself
+    # several blocks, headers included (`block @layer_dense {...}`), for families whose
+    # layers differ (DeepSeek's dense and MoE layers); instead of `layer`
+    blocks: Callable[[Config], str] | None = None
+
+    def block_text(self, c: Config) -> str:
+        if self.blocks is not None:
+            return self.blocks(c)
+        assert self.layer is not None  # a family has one or the other
+        return f"block @layer{self.layer_params} {{\n{self.layer(c)}\n}}"
 
 
 def _flags(**flags: bool | int | None) -> str:
@@ -79,8 +90,12 @@ def _head(c: Config) -> str:
     return "lm_head(vocab" + (", tied = true" if tied else "") + ")"
 
 
+STACK = "repeat layers {\n@layer\n}"
+ALTERNATING = "repeat layers / 2 {\n@layer(window = sliding_window)\n@layer(window = 0)\n}"
+
+
 def _llama_model(c: Config) -> str:
-    return f"embed(vocab)\n{{layers}}\nrmsnorm\n{_head(c)}"
+    return f"embed(vocab)\n{STACK}\nrmsnorm\n{_head(c)}"
 
 
 GATED = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu"}
@@ -255,7 +270,284 @@ FAMILIES: tuple[Family, ...] = (
             "rope = false)\nresidual\nlayernorm\n"
             f"mlp(d_ff, act = {PLAIN[c['activation_function']]}, bias = true)\nresidual"
         ),
-        model=lambda c: "embed(vocab)\npos_embed(positions)\n{layers}\nlayernorm\n" + _head(c),
+        model=lambda c: f"embed(vocab)\npos_embed(positions)\n{STACK}\nlayernorm\n{_head(c)}",
+    ),
+)
+
+
+def _alternating(kinds: tuple[str, str]) -> Callable[[Config], bool]:
+    """A refusal test: `layer_types`, when given, must alternate kinds[0], kinds[1]."""
+
+    def odd(c: Config) -> bool:
+        types = c.get("layer_types")
+        if types is None:
+            return c["num_hidden_layers"] % 2 != 0
+        return list(types) != list(kinds) * (len(types) // 2) or len(types) % 2 != 0
+
+    return odd
+
+
+GEMMA2_LAYER = (
+    "rmsnorm\nattention(heads, kv_heads, head_dim, window = window, softcap = attn_softcap)\n"
+    "rmsnorm\nresidual\nrmsnorm\nmlp(d_ff, act = {act})\nrmsnorm\nresidual"
+)
+
+
+def _gpt_oss_layer(c: Config) -> str:
+    quant = (c.get("quantization_config") or {}).get("quant_method")
+    recipe = ", recipe = mxfp4_weights" if quant == "mxfp4" else ""
+    return _decoder_layer(
+        "attention(heads, kv_heads, head_dim, qkv_bias = true, out_bias = true, "
+        "sinks = true, window = window)",
+        f"moe(experts, top_k, expert_d_ff, act = swiglu, bias = true, router_bias = true{recipe})",
+    )
+
+
+FAMILIES += (
+    Family(
+        model_types=("gemma",),
+        reference="transformers GemmaConfig",
+        defaults={
+            "vocab_size": 256000,
+            "hidden_size": 3072,
+            "intermediate_size": 24576,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "head_dim": 256,
+            "hidden_act": "gelu_pytorch_tanh",
+            "tie_word_embeddings": True,
+        },
+        params=LLAMA_PARAMS,
+        layer=lambda c: _decoder_layer(_llama_attention(c), _mlp(c)),
+        model=_llama_model,
+    ),
+    Family(
+        model_types=("gemma2",),
+        reference="transformers Gemma2Config (local and global layers alternate)",
+        defaults={
+            "vocab_size": 256000,
+            "hidden_size": 3072,
+            "intermediate_size": 24576,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 4,
+            "head_dim": 256,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "sliding_window": 4096,
+            "attn_logit_softcapping": 50.0,
+            "final_logit_softcapping": 30.0,
+            "tie_word_embeddings": True,
+        },
+        params=(
+            *LLAMA_PARAMS,
+            ("sliding_window", key("sliding_window")),
+            ("attn_softcap", lambda c: float(c["attn_logit_softcapping"] or 0)),
+            ("final_softcap", lambda c: float(c["final_logit_softcapping"] or 0)),
+        ),
+        layer=lambda c: GEMMA2_LAYER.format(act=GATED[c["hidden_activation"]]),
+        layer_params="(window)",
+        model=lambda c: (
+            f"embed(vocab)\n{ALTERNATING}\nrmsnorm\n"
+            "lm_head(vocab"
+            + (", tied = true" if c.get("tie_word_embeddings") else "")
+            + ", softcap = final_softcap)"
+        ),
+        refuse=(
+            (
+                "num_hidden_layers",
+                _alternating(("sliding_attention", "full_attention")),
+                "layers that do not alternate local, global",
+            ),
+        ),
+    ),
+    Family(
+        model_types=("gpt_oss",),
+        reference="transformers GptOssConfig (sliding and full layers alternate; attention "
+        "sinks; MXFP4 experts when quantization_config says so)",
+        defaults={
+            "vocab_size": 201088,
+            "hidden_size": 2880,
+            "intermediate_size": 2880,
+            "num_hidden_layers": 36,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "head_dim": 64,
+            "num_local_experts": 128,
+            "num_experts_per_tok": 4,
+            "sliding_window": 128,
+            "tie_word_embeddings": False,
+        },
+        params=(*MOE_PARAMS, ("sliding_window", key("sliding_window"))),
+        layer=_gpt_oss_layer,
+        quantization=True,
+        layer_params="(window)",
+        model=lambda c: f"embed(vocab)\n{ALTERNATING}\nrmsnorm\n{_head(c)}",
+        refuse=(
+            (
+                "layer_types",
+                _alternating(("sliding_attention", "full_attention")),
+                "layers that do not alternate sliding, full",
+            ),
+        ),
+    ),
+)
+
+
+def _deepseek_blocks(c: Config) -> str:
+    q = ", q_lora_rank = q_lora_rank" if c.get("q_lora_rank") else ""
+    v3 = c.get("topk_method") == "noaux_tc"
+    grouped = v3 or c.get("topk_method") == "group_limited_greedy"
+    router = ", router = sigmoid" if c.get("scoring_func") == "sigmoid" else ""
+    groups = ", groups = expert_groups, groups_kept = expert_groups_kept" if grouped else ""
+    shared = (", shared_experts = shared_experts, shared_d_ff = expert_d_ff"
+              if c.get("n_shared_experts") else "")  # fmt: skip
+    act = _gated_act(c)
+    return (
+        "block @layer_attention {\nrmsnorm\nmla(heads, kv_lora_rank, qk_nope_head_dim, "
+        f"qk_rope_head_dim, v_head_dim{q})\nresidual\n}}\n\n"
+        f"block @layer_dense {{\n@layer_attention\nrmsnorm\nmlp(d_ff, act = {act})\n"
+        "residual\n}\n\n"
+        f"block @layer_moe {{\n@layer_attention\nrmsnorm\nmoe(experts, top_k, expert_d_ff"
+        f"{shared}, act = {act}{router}{groups}"
+        f"{', correction_bias = true' if v3 else ''})\nresidual\n}}"
+    )
+
+
+def _deepseek_model(c: Config) -> str:
+    dense = "repeat dense_layers {\n@layer_dense\n}\n" if c["first_k_dense_replace"] else ""
+    return (f"embed(vocab)\n{dense}repeat layers - dense_layers {{\n@layer_moe\n}}\n"
+            f"rmsnorm\n{_head(c)}")  # fmt: skip
+
+
+DEEPSEEK_PARAMS: tuple[tuple[str, Rule], ...] = (
+    ("vocab", key("vocab_size")),
+    ("d_model", key("hidden_size")),
+    ("layers", key("num_hidden_layers")),
+    ("dense_layers", key("first_k_dense_replace")),
+    ("heads", key("num_attention_heads")),
+    ("q_lora_rank", lambda c: c["q_lora_rank"] or 0),
+    ("kv_lora_rank", key("kv_lora_rank")),
+    ("qk_nope_head_dim", key("qk_nope_head_dim")),
+    ("qk_rope_head_dim", key("qk_rope_head_dim")),
+    ("v_head_dim", key("v_head_dim")),
+    ("d_ff", key("intermediate_size")),
+    ("expert_d_ff", key("moe_intermediate_size")),
+    ("experts", key("n_routed_experts")),
+    ("shared_experts", lambda c: c["n_shared_experts"] or 0),
+    ("top_k", key("num_experts_per_tok")),
+    ("expert_groups", lambda c: c.get("n_group") or 1),
+    ("expert_groups_kept", lambda c: c.get("topk_group") or 1),
+)
+
+MAMBA_SSM = "mamba_ssm"  # state-spaces' own format: no model_type, an `ssm_cfg`
+
+
+def _ssm(c: Config, name: str, default: int) -> int:
+    return (c.get("ssm_cfg") or {}).get(name, default)
+
+
+FAMILIES += (
+    Family(
+        model_types=("deepseek_v2", "deepseek_v3"),
+        reference="DeepseekV2Config / DeepseekV3Config (deepseek-ai's configuration_deepseek"
+        ".py); the multi-token-prediction module (num_nextn_predict_layers) is left out",
+        defaults={
+            "vocab_size": 129280,
+            "hidden_size": 7168,
+            "intermediate_size": 18432,
+            "moe_intermediate_size": 2048,
+            "num_hidden_layers": 61,
+            "num_attention_heads": 128,
+            "n_shared_experts": 1,
+            "n_routed_experts": 256,
+            "num_experts_per_tok": 8,
+            "first_k_dense_replace": 3,
+            "moe_layer_freq": 1,
+            "q_lora_rank": 1536,
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "hidden_act": "silu",
+            "scoring_func": "softmax",
+            "topk_method": "greedy",
+            "tie_word_embeddings": False,
+        },
+        params=DEEPSEEK_PARAMS,
+        layer=None,
+        blocks=_deepseek_blocks,
+        model=_deepseek_model,
+        refuse=(
+            ("moe_layer_freq", lambda c: c["moe_layer_freq"] != 1, "MoE on every n-th layer only"),
+        ),
+    ),
+    Family(
+        model_types=(MAMBA_SSM,),
+        reference="mamba_ssm's MambaConfig and Mamba2 layer (state-spaces/mamba)",
+        defaults={
+            "d_intermediate": 0,
+            "attn_layer_idx": [],
+            "pad_vocab_size_multiple": 8,
+            "tie_embeddings": True,
+        },
+        params=(
+            (
+                "vocab",
+                lambda c: (
+                    -(-c["vocab_size"] // c["pad_vocab_size_multiple"])
+                    * c["pad_vocab_size_multiple"]
+                ),
+            ),
+            ("d_model", key("d_model")),
+            ("layers", key("n_layer")),
+        ),
+        layer=lambda c: (
+            f"rmsnorm\nmamba2(d_state = {_ssm(c, 'd_state', 128)}, d_conv = "
+            f"{_ssm(c, 'd_conv', 4)}, expand = {_ssm(c, 'expand', 2)}, head_dim = "
+            f"{_ssm(c, 'headdim', 64)}, groups = {_ssm(c, 'ngroups', 1)}, chunk = "
+            f"{_ssm(c, 'chunk_size', 256)})\nresidual"
+        ),
+        model=lambda c: (
+            f"embed(vocab)\n{STACK}\nrmsnorm\nlm_head(vocab"
+            + (", tied = true" if c["tie_embeddings"] else "")
+            + ")"
+        ),
+        refuse=(
+            (
+                "attn_layer_idx",
+                lambda c: bool(c["attn_layer_idx"]),
+                "attention layers among the Mamba-2 layers",
+            ),
+            ("d_intermediate", lambda c: bool(c["d_intermediate"]), "MLP layers"),
+        ),
+    ),
+    Family(
+        model_types=("mamba2",),
+        reference="transformers Mamba2Config",
+        defaults={
+            "vocab_size": 32768,
+            "hidden_size": 4096,
+            "num_hidden_layers": 64,
+            "state_size": 128,
+            "expand": 2,
+            "conv_kernel": 4,
+            "head_dim": 64,
+            "n_groups": 8,
+            "chunk_size": 256,
+            "tie_word_embeddings": False,
+        },
+        params=(
+            ("vocab", key("vocab_size")),
+            ("d_model", key("hidden_size")),
+            ("layers", key("num_hidden_layers")),
+        ),
+        layer=lambda c: (
+            f"rmsnorm\nmamba2(d_state = {c['state_size']}, d_conv = {c['conv_kernel']}, "
+            f"expand = {c['expand']}, head_dim = {c['head_dim']}, groups = {c['n_groups']}, "
+            f"chunk = {c['chunk_size']})\nresidual"
+        ),
+        model=lambda c: f"embed(vocab)\n{STACK}\nrmsnorm\n{_head(c)}",
     ),
 )
 
@@ -272,7 +564,7 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
         raise _at(text, filename, err.lineno, err.colno, f"not JSON: {err.msg}") from None
     if not isinstance(config, dict):
         raise SpecError("a config.json holds one JSON object", filename=filename)
-    model_type = config.get("model_type")
+    model_type = config.get("model_type") or (MAMBA_SSM if "ssm_cfg" in config else None)
     family = BY_TYPE.get(model_type) if isinstance(model_type, str) else None
     if family is None:
         supported = ", ".join(sorted(BY_TYPE))
@@ -293,7 +585,7 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
             raise SpecError(f"the config lacks what `{pname}` needs ({err})",
                             filename=filename) from None  # fmt: skip
     try:
-        layer, model = family.layer(c), family.model(c)
+        blocks, model = family.block_text(c), family.model(c)
     except KeyError as err:
         raise _field(text, filename, "hidden_act", f"cannot map {err} to an activation",
                      f"known: {', '.join(sorted({*GATED, *PLAIN}))}") from None  # fmt: skip
@@ -308,18 +600,40 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
     lines = [
         *(f"# {line}" for line in textwrap.wrap(header, 86, break_on_hyphens=False)),
         "",
-        f"block {ident}_layer {{",
-        *layer.splitlines(),
-        "}",
+        *blocks.replace("@layer", f"{ident}_layer").splitlines(),
         "",
         f"model {ident} {{",
         *(f"{p} = {_number(v)}" for p, v in values),
         "dtype = bf16",
+        *([f"recipe = {recipe}"] if (recipe := _recipe(c, family, text, filename)) else []),
         "",
-        *model.replace("{layers}", f"repeat layers {{\n{ident}_layer\n}}").splitlines(),
+        *model.replace("@layer", f"{ident}_layer").splitlines(),
         "}",
     ]
     return format_source("\n".join(lines) + "\n", filename)
+
+
+QUANTIZED = {  # quant_method → the recipe, from the config's own fields
+    "fp8": lambda q: "fp8_block" if q.get("weight_block_size") == [128, 128] else "fp8",
+    "awq": lambda q: "w4a16" if q.get("bits") == 4 else None,
+    "gptq": lambda q: "w4a16" if q.get("bits") == 4 else None,
+}
+
+
+def _recipe(c: Config, family: Family, text: str, filename: str) -> str | None:
+    """The precision recipe a checkpoint's quantization_config states (a family that
+    quantizes only some layers, gpt-oss's experts, writes its own)."""
+    q = c.get("quantization_config")
+    if not q or family.quantization:
+        return None
+    rule = QUANTIZED.get(q.get("quant_method"))
+    recipe = rule(q) if rule else None
+    if recipe is None:
+        raise _field(text, filename, "quantization_config",
+                     f"quantization_config {json.dumps(q)[:80]} has no recipe here",
+                     "recipes: fp8 (per-tensor or 128×128 blocks), awq/gptq 4-bit; "
+                     "or drop it and set `recipe` by hand")  # fmt: skip
+    return recipe
 
 
 def _number(v: Any) -> str:
@@ -332,7 +646,7 @@ def _used_fields(family: Family, c: Config) -> set[str]:
     probe = _Probe(c)
     for _, rule in family.params:
         rule(probe)
-    family.layer(probe)
+    family.block_text(probe)
     family.model(probe)
     return probe.read
 

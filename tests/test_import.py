@@ -15,7 +15,8 @@ from modelcost.lower import lower
 
 CONFIGS = Path(__file__).parent / "data" / "hf-configs"
 # configs whose zoo spec (of the same name) the import must equal
-ZOO = ("gpt2", "llama3-8b", "llama3-70b", "llama3.1-405b", "mixtral-8x7b", "qwen3-30b-a3b")
+ZOO = ("deepseek-v3", "gemma2-9b", "gpt-oss-120b", "gpt2", "llama3-8b", "llama3-70b",
+       "llama3.1-405b", "mamba2-2.7b", "mixtral-8x7b", "qwen3-30b-a3b")  # fmt: skip
 
 
 def _nodes(spec, workload):
@@ -64,3 +65,26 @@ def test_a_field_the_importer_cannot_represent_is_refused_by_name(tmp_path) -> N
     broken.write_text('{"model_type": "llama",\n "hidden_size": }')
     r = run_cli("compile", str(broken), "--hw", "h100")
     assert r.returncode == 2 and "not JSON" in r.stderr and ":2:" in r.stderr
+
+
+def test_a_checkpoints_quantization_becomes_its_recipe(tmp_path) -> None:
+    # DeepSeek-V3's quantization_config: fp8, weight_block_size [128, 128] → fp8_block;
+    # gpt-oss's mxfp4 → its experts' mxfp4_weights (the family's own rule)
+    text = import_config((CONFIGS / "deepseek-v3.json").read_text(), "deepseek-v3.json")
+    assert "recipe = fp8_block" in text
+    assert "recipe = mxfp4_weights" in import_config(
+        (CONFIGS / "gpt-oss-120b.json").read_text(), "gpt-oss-120b.json"
+    )
+    config = json.loads((CONFIGS / "llama3-8b.json").read_text())
+    config["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_8bit": True}
+    with pytest.raises(SpecError, match="has no recipe here"):
+        import_config(json.dumps(config, indent=2), "q.json")
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128}
+    assert "recipe = w4a16" in import_config(json.dumps(config), "q.json")
+
+
+def test_mamba_ssm_configs_have_no_model_type_and_are_recognized() -> None:
+    # state-spaces' own format: `ssm_cfg` instead of a model_type; the vocabulary is
+    # padded to a multiple of pad_vocab_size_multiple: ⌈50,277 / 16⌉ · 16 = 50,288
+    text = import_config((CONFIGS / "mamba2-2.7b.json").read_text(), "mamba2-2.7b.json")
+    assert "vocab = 50_288" in text and "model_type mamba_ssm" in text
