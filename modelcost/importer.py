@@ -551,6 +551,73 @@ FAMILIES += (
     ),
 )
 
+FAMILIES += (
+    Family(
+        model_types=("phi3",),
+        reference="transformers Phi3Config (one qkv_proj, one gate_up_proj)",
+        defaults={
+            "vocab_size": 32064,
+            "hidden_size": 3072,
+            "intermediate_size": 8192,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "hidden_act": "silu",
+            "sliding_window": None,
+            "tie_word_embeddings": False,
+        },
+        params=LLAMA_PARAMS,
+        layer=lambda c: _decoder_layer(
+            "attention(heads, kv_heads, head_dim, fused_qkv = true"
+            + _flags(window=c.get("sliding_window"))
+            + ")",
+            f"mlp(d_ff, act = {_gated_act(c)}, fused_gate_up = true)",
+        ),
+        model=_llama_model,
+    ),
+    Family(
+        model_types=("vit",),
+        reference="transformers ViTConfig (a class token; a classifier over id2label, "
+        "as ViTForImageClassification)",
+        defaults={
+            "hidden_size": 768,
+            "num_hidden_layers": 12,
+            "num_attention_heads": 12,
+            "intermediate_size": 3072,
+            "hidden_act": "gelu",
+            "image_size": 224,
+            "patch_size": 16,
+            "num_channels": 3,
+            "qkv_bias": True,
+        },
+        params=(
+            ("image", key("image_size")),
+            ("patch", key("patch_size")),
+            ("d_model", key("hidden_size")),
+            ("layers", key("num_hidden_layers")),
+            ("heads", key("num_attention_heads")),
+            ("d_ff", key("intermediate_size")),
+            ("classes", lambda c: len(c["id2label"])),
+        ),
+        layer=lambda c: (
+            "layernorm\nattention(heads, qkv_bias = "
+            f"{'true' if c['qkv_bias'] else 'false'}, out_bias = true, rope = false, "
+            f"causal = false)\nresidual\nlayernorm\nmlp(d_ff, act = "
+            f"{PLAIN[c['hidden_act']]}, bias = true)\nresidual"
+        ),
+        model=lambda c: (
+            f"patch_embed(patch, image, channels = {c['num_channels']})\n"
+            f"pos_embed((image / patch) ** 2 + 1)\n{STACK}\nlayernorm\nclassifier(classes)"
+        ),
+        refuse=(
+            (
+                "id2label",
+                lambda c: "id2label" not in c,
+                "a ViT without a classification head (no id2label)",
+            ),
+        ),
+    ),
+)
+
 BY_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
 
 
@@ -590,7 +657,7 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
         raise _field(text, filename, "hidden_act", f"cannot map {err} to an activation",
                      f"known: {', '.join(sorted({*GATED, *PLAIN}))}") from None  # fmt: skip
     ident = _identifier(name or re.sub(r"\.json$", "", filename.rsplit("/", 1)[-1]))
-    used = ", ".join(f"{k} {json.dumps(c[k])}" for k in sorted(_used_fields(family, c)))
+    used = ", ".join(_cite(k, c[k]) for k in sorted(_used_fields(family, c)))
     source = filename.rsplit("/", 1)[-1]
     header = (
         f"Imported from {source} (model_type {model_type}) by `modelcost import`. "
@@ -634,6 +701,14 @@ def _recipe(c: Config, family: Family, text: str, filename: str) -> str | None:
                      "recipes: fp8 (per-tensor or 128×128 blocks), awq/gptq 4-bit; "
                      "or drop it and set `recipe` by hand")  # fmt: skip
     return recipe
+
+
+def _cite(field: str, value: Any) -> str:
+    """`hidden_size 4096`; a long list or mapping by its length."""
+    shown = json.dumps(value)
+    if isinstance(value, dict | list) and len(shown) > 40:
+        return f"{field} ({len(value)} entries)"
+    return f"{field} {shown}"
 
 
 def _number(v: Any) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import MODELS, run_cli
 
-from modelcost import SpecError, count_params, load_spec
+from modelcost import SpecError, count_params, load_spec, parse_spec
 from modelcost.graph import Phase, Workload
 from modelcost.importer import import_config
 from modelcost.lower import lower
@@ -88,3 +88,26 @@ def test_mamba_ssm_configs_have_no_model_type_and_are_recognized() -> None:
     # padded to a multiple of pad_vocab_size_multiple: ⌈50,277 / 16⌉ · 16 = 50,288
     text = import_config((CONFIGS / "mamba2-2.7b.json").read_text(), "mamba2-2.7b.json")
     assert "vocab = 50_288" in text and "model_type mamba_ssm" in text
+
+
+def test_families_without_a_zoo_config_import_to_their_published_counts() -> None:
+    # ViT-L/16 from the values its zoo spec cites (google/vit-large-patch16-224's
+    # config: no copy in the reference set): the zoo spec's count and graph
+    vit = {"model_type": "vit", "hidden_size": 1024, "num_hidden_layers": 24,
+           "num_attention_heads": 16, "intermediate_size": 4096, "image_size": 224,
+           "patch_size": 16, "id2label": {str(i): f"class {i}" for i in range(1000)}}  # fmt: skip
+    text = import_config(json.dumps(vit, indent=2), "vit-l16.json")
+    assert "id2label (1000 entries)" in text
+    spec, zoo = parse_spec(text, "<vit>"), load_spec(MODELS / "vit-l16.model")
+    assert count_params(spec).total == count_params(zoo).total == 304_326_632
+    w = Workload(Phase.prefill, 2)
+    assert _nodes(spec, w) == _nodes(zoo, w)
+    # Phi-3-mini (microsoft/Phi-3-mini-4k-instruct model card: hidden 3072, 32 layers of
+    # 32 heads, intermediate 8192, vocabulary 32,064, untied): 2 · 32,064 · 3072
+    # embeddings and head + 32 · (3072·9216 qkv + 3072² o + 3072·16,384 gate_up +
+    # 8192·3072 down + 2 · 3072 norms) + 3072 = 3,821,079,552
+    phi3 = {"model_type": "phi3", "hidden_size": 3072, "num_hidden_layers": 32,
+            "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 8192,
+            "vocab_size": 32064, "sliding_window": 2047}  # fmt: skip
+    spec = parse_spec(import_config(json.dumps(phi3), "phi3.json"), "<phi3>")
+    assert count_params(spec).total == 3_821_079_552
