@@ -91,7 +91,6 @@ def _head(c: Config) -> str:
 
 
 STACK = "repeat layers {\n@layer\n}"
-ALTERNATING = "repeat layers / 2 {\n@layer(window = sliding_window)\n@layer(window = 0)\n}"
 
 
 def _llama_model(c: Config) -> str:
@@ -275,20 +274,54 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 
-def _alternating(kinds: tuple[str, str]) -> Callable[[Config], bool]:
-    """A refusal test: `layer_types`, when given, must alternate kinds[0], kinds[1]."""
+LOCAL, GLOBAL = "sliding_attention", "full_attention"
 
-    def odd(c: Config) -> bool:
-        types = c.get("layer_types")
-        if types is None:
-            return c["num_hidden_layers"] % 2 != 0
-        return list(types) != list(kinds) * (len(types) // 2) or len(types) % 2 != 0
 
-    return odd
+def layer_types(c: Config, every: int = 2) -> list[str]:
+    """Each layer's attention: `layer_types` when the config lists them, else every
+    `every`-th layer global (`sliding_window_pattern`: Gemma 3's 6), the rest local."""
+    types = c.get("layer_types")
+    if types is not None:
+        return list(types)
+    every = c.get("sliding_window_pattern") or every
+    return [GLOBAL if i % every == every - 1 else LOCAL for i in range(c["num_hidden_layers"])]
+
+
+def _unknown_layer_type(c: Config) -> bool:
+    return any(t not in (LOCAL, GLOBAL) for t in layer_types(c))
+
+
+def _windowed_stack(c: Config, every: int = 2) -> str:
+    """The layers as the shortest repeating pattern of local and global layers (each a
+    call of the block with its window), then the layers left over."""
+    types = layer_types(c, every)
+    n = len(types)
+    period = next(p for p in range(1, n + 1) if all(types[i] == types[i % p] for i in range(p, n)))
+    repeats, tail = divmod(n, period)
+
+    def call(t: str) -> str:
+        return f"@layer(window = {'sliding_window' if t == LOCAL else 0})"
+
+    count = "layers" if not tail else f"(layers - {tail})"
+    count += f" / {period}" if period > 1 else ""
+    body = "\n".join(call(t) for t in types[:period])
+    stack = f"repeat {count} {{\n{body}\n}}"
+    return "\n".join([stack, *(call(t) for t in types[repeats * period :])])
+
+
+REFUSE_LAYER_TYPES = (
+    ("layer_types", _unknown_layer_type, "layer types other than sliding and full attention"),
+)
 
 
 GEMMA2_LAYER = (
     "rmsnorm\nattention(heads, kv_heads, head_dim, window = window, softcap = attn_softcap)\n"
+    "rmsnorm\nresidual\nrmsnorm\nmlp(d_ff, act = {act})\nrmsnorm\nresidual"
+)
+
+
+GEMMA3_LAYER = (
+    "rmsnorm\nattention(heads, kv_heads, head_dim, qk_norm = true, window = window)\n"
     "rmsnorm\nresidual\nrmsnorm\nmlp(d_ff, act = {act})\nrmsnorm\nresidual"
 )
 
@@ -348,18 +381,12 @@ FAMILIES += (
         layer=lambda c: GEMMA2_LAYER.format(act=GATED[c["hidden_activation"]]),
         layer_params="(window)",
         model=lambda c: (
-            f"embed(vocab)\n{ALTERNATING}\nrmsnorm\n"
+            f"embed(vocab)\n{_windowed_stack(c)}\nrmsnorm\n"
             "lm_head(vocab"
             + (", tied = true" if c.get("tie_word_embeddings") else "")
             + ", softcap = final_softcap)"
         ),
-        refuse=(
-            (
-                "num_hidden_layers",
-                _alternating(("sliding_attention", "full_attention")),
-                "layers that do not alternate local, global",
-            ),
-        ),
+        refuse=REFUSE_LAYER_TYPES,
     ),
     Family(
         model_types=("gpt_oss",),
@@ -382,14 +409,8 @@ FAMILIES += (
         layer=_gpt_oss_layer,
         quantization=True,
         layer_params="(window)",
-        model=lambda c: f"embed(vocab)\n{ALTERNATING}\nrmsnorm\n{_head(c)}",
-        refuse=(
-            (
-                "layer_types",
-                _alternating(("sliding_attention", "full_attention")),
-                "layers that do not alternate sliding, full",
-            ),
-        ),
+        model=lambda c: f"embed(vocab)\n{_windowed_stack(c)}\nrmsnorm\n{_head(c)}",
+        refuse=REFUSE_LAYER_TYPES,
     ),
 )
 
@@ -613,6 +634,40 @@ FAMILIES += (
                 "id2label",
                 lambda c: "id2label" not in c,
                 "a ViT without a classification head (no id2label)",
+            ),
+        ),
+    ),
+)
+
+FAMILIES += (
+    Family(
+        model_types=("gemma3_text",),
+        reference="transformers Gemma3TextConfig (five local layers to one global; "
+        "RMSNorm on q and k)",
+        defaults={
+            "vocab_size": 262208,
+            "hidden_size": 2304,
+            "intermediate_size": 9216,
+            "num_hidden_layers": 26,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 4,
+            "head_dim": 256,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "sliding_window": 4096,
+            "sliding_window_pattern": 6,
+            "final_logit_softcapping": None,
+            "tie_word_embeddings": True,
+        },
+        params=(*LLAMA_PARAMS, ("sliding_window", key("sliding_window"))),
+        layer=lambda c: GEMMA3_LAYER.format(act=GATED[c["hidden_activation"]]),
+        layer_params="(window)",
+        model=lambda c: f"embed(vocab)\n{_windowed_stack(c, 6)}\nrmsnorm\n{_head(c)}",
+        refuse=(
+            *REFUSE_LAYER_TYPES,
+            (
+                "final_logit_softcapping",
+                lambda c: bool(c["final_logit_softcapping"]),
+                "a soft-capped head with Gemma 3's layers",
             ),
         ),
     ),

@@ -111,3 +111,23 @@ def test_families_without_a_zoo_config_import_to_their_published_counts() -> Non
             "vocab_size": 32064, "sliding_window": 2047}  # fmt: skip
     spec = parse_spec(import_config(json.dumps(phi3), "phi3.json"), "<phi3>")
     assert count_params(spec).total == 3_821_079_552
+
+
+def test_gemma3_layers_repeat_five_local_to_one_global_and_the_rest_follow() -> None:
+    # Gemma 3 27B's text model (google/gemma-3-27b-pt model card; no copy of its config
+    # in the reference set): 62 layers, every 6th global, so ten repeats of six and two
+    # local layers after them. Parameters: 262,208 · 5376 tied embeddings, 62 layers of
+    # q 5376·4096 + k, v 5376·2048 + o 4096·5376 + q/k norms 2·128 + gate, up
+    # 2·5376·21,504 + down 21,504·5376 + 4 norms of 5376, and the final norm
+    g3 = {"model_type": "gemma3_text", "hidden_size": 5376, "num_hidden_layers": 62,
+          "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+          "intermediate_size": 21504, "vocab_size": 262208, "sliding_window": 1024,
+          "sliding_window_pattern": 6}  # fmt: skip
+    text = import_config(json.dumps(g3), "gemma3-27b.json")
+    assert "repeat (layers - 2) / 6 {" in text
+    spec = parse_spec(text, "<gemma3>")
+    layer = 5376 * 4096 * 2 + 5376 * 2048 * 2 + 2 * 128 + 3 * 5376 * 21504 + 4 * 5376
+    assert count_params(spec).total == 262208 * 5376 + 62 * layer + 5376 == 27_009_346_304
+    g = lower(spec, Workload(Phase.decode, 1, context=8192))
+    windows = sorted((n.op.window, n.count) for n in g.nodes if n.op.kind == "SDPA")
+    assert windows == [(0, 10), (1024, 1), (1024, 1)] + [(1024, 10)] * 5
