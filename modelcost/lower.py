@@ -540,6 +540,14 @@ class _Lowerer:
         if op.shared_experts:  # run as one MLP of the shared experts' summed width
             width = op.shared_experts * op.shared_d_ff // self.tp
             sh = self._ffn(e, f"{name}.shared", op.dim, width, op.act, op.bias, d, x)
+            if op.shared_gate:  # sigmoid(x · w_gate) scales the shared experts' output
+                g = self._linear(e, f"{name}.shared_gate", _gemm(T, 1, op.dim, False, d, a),
+                                 (x,), a)  # fmt: skip
+                g = e.add(f"{name}.shared_gate.sigmoid", UnaryOp((T, 1), "sigmoid", a, a), (g,),
+                          out=T * bpe(a))  # fmt: skip
+                sh = e.add(f"{name}.shared_gate.mul",
+                           BinaryOp((T, op.dim), (T, 1), "mul", a, a, a), (sh, g),
+                           out=T * op.dim * bpe(a))  # fmt: skip
             out = e.add(
                 f"{name}.shared_add",
                 BinaryOp((T, op.dim), (T, op.dim), "add", a, a, a),

@@ -117,7 +117,8 @@ def device_params(op: ir.Op, tp: int = 1, ep: int = 1) -> tuple[int, int]:
             router = _linear(op.dim, op.experts, op.router_bias) + (
                 op.experts if op.correction_bias else 0
             )
-            return shared + router, op.experts // ep * expert
+            gate = op.dim if op.shared_gate else 0  # Linear(dim, 1), no bias
+            return shared + gate + router, op.experts // ep * expert
         case ir.Mamba2():
             heads, groups, di = op.heads // tp, op.groups // tp, op.d_inner // tp
             bc = 2 * groups * op.d_state

@@ -323,6 +323,14 @@ class MoE(_Op):
             "(DeepSeek-V3's e_score_correction_bias)"
         ),
     ]
+    shared_gate: Annotated[
+        bool,
+        Arg(T.BOOL, False),
+        Field(
+            description="a sigmoid gate (one dim → 1 linear) scaling the shared experts' "
+            "output (Qwen2-MoE's shared_expert_gate)"
+        ),
+    ]
     scope: ClassVar[str] = "moe"
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_moe)
 

@@ -131,3 +131,23 @@ def test_gemma3_layers_repeat_five_local_to_one_global_and_the_rest_follow() -> 
     g = lower(spec, Workload(Phase.decode, 1, context=8192))
     windows = sorted((n.op.window, n.count) for n in g.nodes if n.op.kind == "SDPA")
     assert windows == [(0, 10), (1024, 1), (1024, 1)] + [(1024, 10)] * 5
+
+
+def test_qwen2_moe_has_a_gated_shared_expert() -> None:
+    # Qwen1.5-MoE-A2.7B (Qwen/Qwen1.5-MoE-A2.7B model card: hidden 2048, 24 layers of 16
+    # heads, 60 experts of 1408 (top 4), a shared expert of 5632, vocabulary 151,936,
+    # untied): per layer q, k, v with biases 3 · (2048² + 2048) + o 2048² + 60 experts
+    # 3 · 2048 · 1408 + shared 3 · 2048 · 5632 + its gate 2048 + router 2048 · 60 +
+    # 2 norms of 2048; plus embeddings, head and the final norm: 14,315,784,192 (14.3 B)
+    q = {"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24,
+         "num_attention_heads": 16, "num_key_value_heads": 16, "moe_intermediate_size": 1408,
+         "shared_expert_intermediate_size": 5632, "num_experts": 60,
+         "num_experts_per_tok": 4, "vocab_size": 151936}  # fmt: skip
+    spec = parse_spec(import_config(json.dumps(q), "qwen1.5-moe.json"), "<qwen2_moe>")
+    layer = (3 * (2048 * 2048 + 2048) + 2048 * 2048 + 60 * 3 * 2048 * 1408 + 3 * 2048 * 5632
+             + 2048 + 2048 * 60 + 2 * 2048)  # fmt: skip
+    assert count_params(spec).total == 2 * 151936 * 2048 + 24 * layer + 2048
+    assert count_params(spec).total == 14_315_784_192
+    g = lower(spec, Workload(Phase.decode, 8, context=1024))
+    gate = next(n for n in g.nodes if n.name == "layers.0.moe.shared_gate")
+    assert (gate.op.M, gate.op.N, gate.op.K) == (8, 1, 2048)
