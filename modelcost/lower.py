@@ -223,9 +223,16 @@ class _Lowerer:
         e.stream = e.residual_from = self._exit(e, name, op.dim, d.activations, x)
 
     def _pos_embed(self, e: _Emit, op: ir.PositionEmbedding, name: str) -> None:
+        self._added_table(e, op.positions, op, name)
+
+    def _type_embed(self, e: _Emit, op: ir.TokenTypeEmbedding, name: str) -> None:
+        self._added_table(e, op.types, op, name)
+
+    def _added_table(self, e: _Emit, rows: int, op: ir.Op, name: str) -> None:
+        """A learned table looked up per token and added to the stream."""
         s, d = self.s, op.dtypes
         T = s.T_seq
-        rec = EmbeddingOp(T, op.positions, op.dim, d.weights, d.activations)
+        rec = EmbeddingOp(T, rows, op.dim, d.weights, d.activations)
         out = T * op.dim * bpe(d.activations)
         pos = e.add(name, rec, (), out=out)
         add = BinaryOp((T, op.dim), (T, op.dim), "add", *(d.activations,) * 3)

@@ -60,6 +60,7 @@ def vocab_shard(vocab: int, tp: int) -> int:
 
 COMPONENTS: dict[type, Component] = {
     ir.Embedding: Component.embedding, ir.PositionEmbedding: Component.embedding,
+    ir.TokenTypeEmbedding: Component.embedding,
     ir.PatchEmbed: Component.embedding, ir.LayerNorm: Component.norms,
     ir.RMSNorm: Component.norms, ir.Residual: Component.norms,
     ir.Attention: Component.attention, ir.MLA: Component.attention, ir.MLP: Component.mlp,
@@ -81,6 +82,8 @@ def device_params(op: ir.Op, tp: int = 1, ep: int = 1) -> tuple[int, int]:
             return conv + (op.dim if op.cls_token else 0), 0
         case ir.PositionEmbedding():
             return op.positions * op.dim, 0
+        case ir.TokenTypeEmbedding():
+            return op.types * op.dim, 0
         case ir.Norm():
             return op.dim * (2 if op.bias else 1), 0
         case ir.Attention():

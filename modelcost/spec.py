@@ -182,6 +182,15 @@ class PositionEmbedding(_Op):
     scope: ClassVar[str] = "pos_embed"
 
 
+class TokenTypeEmbedding(_Op):
+    """Learned token-type (segment) embeddings, types × dim, added to the stream (BERT's
+    token_type_embeddings)."""
+
+    kind: Literal["type_embed"] = "type_embed"
+    types: Annotated[int, Arg(T.DIM)]
+    scope: ClassVar[str] = "type_embed"
+
+
 class PatchEmbed(_Op):
     """Vision patch embedding: a conv with kernel = stride = patch, plus an optional class token."""
 
@@ -414,6 +423,7 @@ class Block(IR):
 Op = (
     Embedding
     | PositionEmbedding
+    | TokenTypeEmbedding
     | PatchEmbed
     | LayerNorm
     | RMSNorm
@@ -427,7 +437,8 @@ Op = (
     | Pooler
     | Classifier
 )
-OP_TYPES: tuple[type[_Op], ...] = (Embedding, PositionEmbedding, PatchEmbed, LayerNorm, RMSNorm,
+OP_TYPES: tuple[type[_Op], ...] = (Embedding, PositionEmbedding, TokenTypeEmbedding, PatchEmbed,
+                                   LayerNorm, RMSNorm,
                                    Attention, MLA, MLP, MoE, Mamba2, Residual, LMHead,
                                    Pooler, Classifier)  # fmt: skip
 Statement = Annotated[Op | Repeat | Block, Field(discriminator="kind")]

@@ -16,13 +16,14 @@ from modelcost.hardware import load_hardware, shipped_hardware
 from modelcost.render.formats import render_json
 from modelcost.report import Report, ReportSet
 
-ENCODERS = {"vit-l16"}  # no causal attention: no decode
+ENCODERS = {"vit-l16", "bert-base-uncased"}  # no causal attention: no decode
 
 
 @pytest.mark.parametrize("path", ZOO, ids=[p.stem for p in ZOO])
 def test_every_spec_workload_and_target(path: Path) -> None:
     spec = load_spec(path)
-    seq = {"gpt2": 1024, "vit-l16": None}.get(path.stem, 2048)  # ViT's is its image's
+    # GPT-2 and BERT have 1024 and 512 learned positions; ViT's length is its image's
+    seq = {"gpt2": 1024, "bert-base-uncased": 512, "vit-l16": None}.get(path.stem, 2048)
     for hw_name in shipped_hardware():
         hw = load_hardware(hw_name)
         for phase in Phase:

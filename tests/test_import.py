@@ -12,11 +12,12 @@ from modelcost import SpecError, count_params, load_spec, parse_spec
 from modelcost.graph import Phase, Workload
 from modelcost.importer import import_config
 from modelcost.lower import lower
+from modelcost.params import walk
 
 CONFIGS = Path(__file__).parent / "data" / "hf-configs"
 # configs whose zoo spec (of the same name) the import must equal
-ZOO = ("deepseek-v3", "gemma2-9b", "gpt-oss-120b", "gpt2", "llama3-8b", "llama3-70b",
-       "llama3.1-405b", "mamba2-2.7b", "mixtral-8x7b", "qwen3-30b-a3b")  # fmt: skip
+ZOO = ("bert-base-uncased", "deepseek-v3", "gemma2-9b", "gpt-oss-120b", "gpt2", "llama3-8b",
+       "llama3-70b", "llama3.1-405b", "mamba2-2.7b", "mixtral-8x7b", "qwen3-30b-a3b")  # fmt: skip
 
 
 def _nodes(spec, workload):
@@ -30,8 +31,10 @@ def test_an_imported_config_is_its_zoo_spec(name: str) -> None:
     zoo = load_spec(MODELS / f"{name}.model")
     a, b = count_params(imported), count_params(zoo)
     assert (a.total, a.active, a.components) == (b.total, b.active, b.components)
+    decodes = any(op.decodes for op, _ in walk(zoo.body))
     for w in (Workload(Phase.prefill, 2, 512), Workload(Phase.decode, 4, context=1024)):
-        assert _nodes(imported, w) == _nodes(zoo, w)
+        if w.phase is Phase.prefill or decodes:
+            assert _nodes(imported, w) == _nodes(zoo, w)
 
 
 def test_the_import_is_canonical_readable_and_cites_its_fields(tmp_path) -> None:

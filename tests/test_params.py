@@ -142,6 +142,15 @@ def test_vit_l16() -> None:
     assert counts("vit-l16.model").total == 304_326_632
 
 
+def test_bert_base_uncased() -> None:
+    # BertModel: d=768, L=12, ff=3072, V=30522, 512 positions, 2 token types, biases
+    # everywhere, post-LN, a pooler (dense 768×768 + bias).
+    # embeddings = 30522*768 + 512*768 + 2*768 + 2*768 (their LayerNorm) = 23,837,184
+    # layer = 4*(768*768+768) + 2*1536 + (768*3072+3072) + (3072*768+768) = 7,087,872
+    # total = 23,837,184 + 12*7,087,872 + (768*768+768) = 109,482,240      (109.5 M)
+    assert counts("bert-base-uncased.model").total == 109_482_240
+
+
 @pytest.mark.parametrize("name", ["llama3-8b.model", "gpt2.model", "mamba2-2.7b.model"])
 def test_dense_models_have_active_equal_total(name: str) -> None:
     c = counts(name)
