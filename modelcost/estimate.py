@@ -28,7 +28,6 @@ from functools import cache
 from .frozen import Frozen
 from .hardware import Hardware
 from .perfmodel import CollectiveOp, GemmOp, GroupedGemmOp, OpRecord, SdpaOp
-from .perfmodel.attention import exact_pairs
 from .record import Record
 from .resources import specs_dir
 
@@ -144,7 +143,7 @@ def _gemm(op: GemmOp | GroupedGemmOp, flops: float, nbytes: float, hw: Hardware,
 def _attention(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, pass_: str):
     rate, (rows, _), source = _rate("attention", op, hw, pass_)
     memory = nbytes / hw.bandwidth("achievable")
-    pairs = exact_pairs(op.N_Q, op.N_KV, op.causal, op.window)
+    pairs = op.pairs()
     keys = pairs / op.N_Q if op.N_Q else 0  # keys per query row
     units = hw.compute_units
     blocks = op.B * op.H_Q * -(-op.N_Q // rows)

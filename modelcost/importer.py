@@ -569,6 +569,16 @@ FAMILIES += (
             f"chunk = {c['chunk_size']})\nresidual"
         ),
         model=lambda c: f"embed(vocab)\n{STACK}\nrmsnorm\n{_head(c)}",
+        refuse=(
+            (
+                "num_heads",
+                lambda c: (
+                    "num_heads" in c
+                    and c["num_heads"] * c["head_dim"] != c["expand"] * c["hidden_size"]
+                ),
+                "SSD heads × head_dim other than expand × hidden_size",
+            ),
+        ),
     ),
 )
 

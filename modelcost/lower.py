@@ -168,11 +168,14 @@ class _Lowerer:
         return e.add(name, rec, x if isinstance(x, tuple) else (x,), out=out)
 
     def _keys(self, op: ir.Attention | ir.MLA) -> int:
-        """Keys an SDPA op attends over. Under context parallelism a rank's queries are
+        """Keys an SDPA op attends over (a chunked layer's decode: its chunk's). Under
+        context parallelism a rank's queries are
         two chunks, one early and one late (Megatron-LM's load balancing), which attend
         exactly the causal pairs of S/cp queries over the last (S + S/cp)/2 keys: 1/cp
         of all of them."""
         s = self.s
+        if s.decode and isinstance(op, ir.Attention) and op.chunk:
+            return (s.n_kv - 1) % op.chunk + 1  # the new token sees its own chunk only
         if self.par.cp == 1 or s.decode or not op.causal:
             return s.n_kv
         return (s.n_kv + s.S) // 2
@@ -327,6 +330,10 @@ class _Lowerer:
             q = k = e.add(
                 f"{name}.rope", RopeOp(s.T, H + KV, hd, a), (q, k), out=s.T * (H + KV) * hd * bpe(a)
             )
+        if op.qk_l2_norm:  # per head, no weight
+            elems = s.T * (H + KV) * hd
+            rec = NormOp("rmsnorm", elems, hd, False, False, s.train, a)
+            q = k = e.add(f"{name}.qk_l2_norm", rec, (q, k), out=elems * bpe(a))
         cache_dtype, qa = a, a
         fp8 = self.recipe.attention and not s.train  # FP8 attention (FlashAttention-3)
         if not s.train and op.causal:  # bidirectional attention keeps no cache
@@ -349,6 +356,7 @@ class _Lowerer:
             window=op.window,
             act=qa,
             kv=cache_dtype,
+            chunk=op.chunk if not s.decode else 0,
         )
         att = e.add(f"{name}.sdpa", sdpa, (q, k, v), out=s.B * s.S * H * hd * bpe(a))
         parts = (att, *self._chunk_attention(e, name, op, H, KV, (q, k, v), qa))
@@ -373,7 +381,7 @@ class _Lowerer:
         ):
             if B:
                 rec = SdpaOp(B, S, H, keys, KV, hd, hd, causal=op.causal, window=op.window,
-                             act=qa, kv=kv)  # fmt: skip
+                             act=qa, kv=kv, chunk=op.chunk)  # fmt: skip
                 out.append(e.add(f"{name}.{label}", rec, qkv, out=B * S * H * hd * bpe(a)))
         return tuple(out)
 

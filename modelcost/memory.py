@@ -52,7 +52,9 @@ def state_bytes(op: ir.Op, tp: int = 1) -> float:
 
 def cache_bytes(op: ir.Op, batch: int, length: int, tp: int = 1) -> float:
     """What `batch` sequences of `length` tokens keep for one layer op on one rank."""
-    kept = min(length, op.window) if isinstance(op, ir.Attention) and op.window else length
+    kept = length
+    if isinstance(op, ir.Attention) and (op.window or op.chunk):  # at most a window or chunk
+        kept = min(length, op.window or op.chunk)
     per_token = cache_elements_per_token(op, tp) * bpe(op.dtypes.kv_cache)
     return batch * (kept * per_token + state_bytes(op, tp))
 

@@ -82,6 +82,14 @@ def _check_attention(v: dict) -> None:
             f"kv_heads = {v['kv_heads']} does not divide heads = {v['heads']}",
             "each KV head serves a whole group of query heads (GQA)",
         )
+    if v["chunk"] and v["window"]:
+        raise CheckFailure(
+            "chunk",
+            "an attention takes a sliding window or chunks, not both",
+            "chunked attention (Llama 4) sees its own chunk; a window, the last n keys",
+        )
+    if v["chunk"] and not v["causal"]:
+        raise CheckFailure("chunk", "chunked attention is causal", "drop causal = false")
 
 
 def _default_head_dim(v: dict) -> int:
@@ -243,6 +251,19 @@ class Attention(_Op):
     ]
     sinks: Annotated[
         bool, Arg(T.BOOL, False), Field(description="one learned attention-sink logit per head")
+    ]
+    chunk: Annotated[
+        int,
+        Arg(T.COUNT, 0),
+        Field(
+            description="chunked attention: each query sees its own chunk of this many "
+            "tokens (Llama 4's local layers); 0 = off"
+        ),
+    ]
+    qk_l2_norm: Annotated[
+        bool,
+        Arg(T.BOOL, False),
+        Field(description="L2-normalize q and k per head, without a weight (Llama 4)"),
     ]
     causal: Annotated[bool, Arg(T.BOOL, True)]
     scope: ClassVar[str] = "attn"

@@ -171,6 +171,8 @@ def test_attention_variants() -> None:
         "window": 4096,
         "softcap": 50.0,
         "sinks": True,
+        "chunk": 0,
+        "qk_l2_norm": False,
         "causal": False,
     }
     (mla,) = only(spec, ir.MLA)

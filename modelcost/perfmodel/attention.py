@@ -28,13 +28,23 @@ def _clip_sum(lo: int, hi: int, cap: int | None) -> int:
     return (lo + cap) * (cap - lo + 1) // 2 + cap * (hi - cap)
 
 
-def exact_pairs(N_Q: int, N_KV: int, causal: bool, window: int = 0) -> int:
+def _chunked(n: int, chunk: int) -> int:
+    """Σ_{p<n} (p mod chunk + 1): the pairs of n causal queries from position 0."""
+    q, r = divmod(n, chunk)
+    return q * chunk * (chunk + 1) // 2 + r * (r + 1) // 2
+
+
+def exact_pairs(N_Q: int, N_KV: int, causal: bool, window: int = 0, chunk: int = 0) -> int:
     """(query, key) pairs attended, counted exactly.
 
     Queries are the last N_Q positions of the N_KV keys. Causal: query i (0-based) sees
     keys up to position N_KV − N_Q + i, so N_KV − N_Q + i + 1 of them, capped at the
-    sliding window when there is one. Non-causal: every key (or `window` of them).
+    sliding window when there is one; in chunked attention (Llama 4's local layers) a
+    query at position p sees only its own chunk's keys up to it, p mod chunk + 1 of
+    them. Non-causal: every key (or `window` of them).
     """
+    if chunk and causal:
+        return _chunked(N_KV, chunk) - _chunked(N_KV - N_Q, chunk)
     cap = window or None
     if not causal:
         return N_Q * (min(N_KV, cap) if cap else N_KV)
@@ -50,8 +60,11 @@ def trapezoid_pairs(N_Q: int, N_KV: int) -> Number:
     return N_KV * N_KV / 2
 
 
-def keys_read(N_Q: int, N_KV: int, causal: bool, window: int = 0) -> int:
-    """How many key/value positions are read at all (a window caps it)."""
+def keys_read(N_Q: int, N_KV: int, causal: bool, window: int = 0, chunk: int = 0) -> int:
+    """How many key/value positions are read at all (a window caps it; chunked attention
+    reads from the first query's chunk on)."""
+    if chunk and causal:
+        return N_KV - (N_KV - N_Q) // chunk * chunk
     if not window:
         return N_KV
     return min(N_KV, N_Q + window - 1) if causal else min(N_KV, window)
@@ -120,6 +133,13 @@ class SdpaOp(OpRecord, frozen=True):
     flash_impl: bool = True  # backward recomputes QKᵀ
     act: DType = DType.bf16
     kv: DType = DType.bf16
+    chunk: int = 0  # chunked attention: queries see their own chunk of keys; 0 = off
+
+    def shape(self) -> dict[str, object]:
+        shape = super().shape()
+        if not self.chunk:
+            del shape["chunk"]
+        return shape
 
     @property
     def precision(self) -> str:
@@ -130,10 +150,11 @@ class SdpaOp(OpRecord, frozen=True):
             if not self.causal:
                 return self.N_Q * self.N_KV
             return trapezoid_pairs(self.N_Q, self.N_KV)
-        return exact_pairs(self.N_Q, self.N_KV, self.causal, self.window)
+        return exact_pairs(self.N_Q, self.N_KV, self.causal, self.window, self.chunk)
 
     def describe(self) -> str:
         window = f", window {self.window}" if self.window else ""
+        window += f", chunks of {self.chunk}" if self.chunk else ""
         causal = ", causal" if self.causal else ""
         return (
             f"B={self.B} q={self.N_Q}×{self.H_Q} kv={self.N_KV}×{self.H_KV} "
@@ -152,7 +173,7 @@ class SdpaOp(OpRecord, frozen=True):
 
     def _tensors(self) -> tuple[int, int, int, int]:
         """Elements of Q, K, V (the keys actually read) and O."""
-        n_kv = keys_read(self.N_Q, self.N_KV, self.causal, self.window)
+        n_kv = keys_read(self.N_Q, self.N_KV, self.causal, self.window, self.chunk)
         shape = (self.B, self.N_Q, self.H_Q, n_kv, self.H_KV, self.d_h_qk, self.d_h_v)
         return SDPA._elements(*shape)
 
@@ -167,7 +188,7 @@ class SdpaOp(OpRecord, frozen=True):
             return SDPA.flops_bwd_func(*self._tl_args(), self.flash_impl)
         per_pair = (3 if self.flash_impl else 2) * self.d_h_qk + 2 * self.d_h_v
         matmuls = 2 * self.B * self.H_Q * self.pairs() * per_pair
-        n_kv = keys_read(self.N_Q, self.N_KV, self.causal, self.window)
+        n_kv = keys_read(self.N_Q, self.N_KV, self.causal, self.window, self.chunk)
         group_sum = self.B * n_kv * (self.H_Q - self.H_KV) * (self.d_h_qk + self.d_h_v)
         return matmuls + group_sum  # + summing dK, dV over each KV head's query group
 
