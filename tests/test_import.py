@@ -154,3 +154,17 @@ def test_qwen2_moe_has_a_gated_shared_expert() -> None:
     g = lower(spec, Workload(Phase.decode, 8, context=1024))
     gate = next(n for n in g.nodes if n.name == "layers.0.moe.shared_gate")
     assert (gate.op.M, gate.op.N, gate.op.K) == (8, 1, 2048)
+
+
+def test_llama4_imports_to_the_scout_spec() -> None:
+    # Llama4TextConfig's defaults are Llama 4 Scout's (no copy of its config in the
+    # reference set): a config naming only its model_type imports to the zoo's Scout,
+    # three chunked RoPE layers with an L2 qk-norm to one global NoPE layer
+    text = import_config('{"model_type": "llama4_text"}', "llama4-scout.json")
+    assert "repeat layers / 4 {" in text and "qk_l2_norm = rope" in text
+    spec, zoo = parse_spec(text, "<llama4>"), load_spec(MODELS / "llama4-scout.model")
+    assert count_params(spec).total == count_params(zoo).total == 107_769_861_120
+    for w in (Workload(Phase.prefill, 2, 512), Workload(Phase.decode, 4, context=1024)):
+        assert _nodes(spec, w) == _nodes(zoo, w)
+    with pytest.raises(SpecError, match="dense layers between the MoE ones"):
+        import_config('{"model_type": "llama4_text", "interleave_moe_layer_step": 2}', "m.json")

@@ -151,6 +151,21 @@ def test_bert_base_uncased() -> None:
     assert counts("bert-base-uncased.model").total == 109_482_240
 
 
+def test_llama4_scout() -> None:
+    # d=5120, L=48, 40 query heads and 8 KV heads of 128, 16 experts of 8192 (top 1) and
+    # a shared expert of 8192 on every layer, V=202048, untied.
+    # attention = 5120*5120 (q) + 2*5120*1024 (k, v) + 5120*5120 (o) = 62,914,560
+    # expert = 3*5120*8192 = 125,829,120; router 5120*16 = 81,920; norms 2*5120
+    # layer = 62,914,560 + 16*125,829,120 + 125,829,120 + 81,920 + 10,240 = 2,202,101,760
+    # total = 2*202048*5120 + 48*2,202,101,760 + 5120 = 107,769,861,120 (the text model;
+    # "109B" counts the vision tower too)
+    # active: one routed expert, so 48*(2,202,101,760 - 15*125,829,120) + embeddings
+    c = counts("llama4-scout.model")
+    assert c.total == 107_769_861_120
+    assert c.active == 2 * 202048 * 5120 + 48 * (2_202_101_760 - 15 * 125_829_120) + 5120
+    assert c.active == 17_172_894_720  # "17B active"
+
+
 @pytest.mark.parametrize("name", ["llama3-8b.model", "gpt2.model", "mamba2-2.7b.model"])
 def test_dense_models_have_active_equal_total(name: str) -> None:
     c = counts(name)
