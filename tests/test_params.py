@@ -151,6 +151,14 @@ def test_bert_base_uncased() -> None:
     assert counts("bert-base-uncased.model").total == 109_482_240
 
 
+def test_gemma3_27b() -> None:
+    # d=5376, L=62, 32 query heads and 16 KV heads of 128, ff=21504, V=262208, tied.
+    # layer = 5376*4096 (q) + 2*5376*2048 (k, v) + 4096*5376 (o) + 2*128 (q, k norms)
+    #       + 3*5376*21504 (gate, up, down) + 4*5376 (norms) = 412,898,560
+    # total = 262208*5376 + 62*412,898,560 + 5376 = 27,009,346,304 (the text model)
+    assert counts("gemma3-27b.model").total == 27_009_346_304
+
+
 def test_llama4_scout() -> None:
     # d=5120, L=48, 40 query heads and 8 KV heads of 128, 16 experts of 8192 (top 1) and
     # a shared expert of 8192 on every layer, V=202048, untied.
