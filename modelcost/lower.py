@@ -270,7 +270,7 @@ class _Lowerer:
         rec = NormOp("rmsnorm", elems, width, True, False, s.train, a)
         return e.add(name, rec, (x,), out=elems * bpe(a))
 
-    def _linear(self, e, name, rec: GemmOp, inputs, w: DType) -> str:
+    def _gemm_node(self, e, name, rec: GemmOp, inputs, w: DType) -> str:
         """A GEMM node: weights K·N per batch entry; output M·N. Activations the recipe
         quantizes pass through a Quantize node first (one per tensor, shared by the
         GEMMs that read it)."""
@@ -312,15 +312,15 @@ class _Lowerer:
         x = self._enter(e, name, op.dim, a)
         if op.fused_qkv:
             qkv = _gemm(s.T, (H + 2 * KV) * hd, op.dim, op.qkv_bias, d)
-            q = k = v = self._linear(e, f"{name}.qkv_proj", qkv, (x,), w)
+            q = k = v = self._gemm_node(e, f"{name}.qkv_proj", qkv, (x,), w)
         else:
-            q = self._linear(
+            q = self._gemm_node(
                 e, f"{name}.q_proj", _gemm(s.T, H * hd, op.dim, op.qkv_bias, d), (x,), w
             )
-            k = self._linear(
+            k = self._gemm_node(
                 e, f"{name}.k_proj", _gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w
             )
-            v = self._linear(
+            v = self._gemm_node(
                 e, f"{name}.v_proj", _gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w
             )
         if op.qk_norm:
@@ -360,7 +360,9 @@ class _Lowerer:
         )
         att = e.add(f"{name}.sdpa", sdpa, (q, k, v), out=s.B * s.S * H * hd * bpe(a))
         parts = (att, *self._chunk_attention(e, name, op, H, KV, (q, k, v), qa))
-        o = self._linear(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d), parts, w)
+        o = self._gemm_node(
+            e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d), parts, w
+        )
         e.stream = self._exit(e, name, op.dim, a, o)
 
     def _chunk_attention(
@@ -404,11 +406,11 @@ class _Lowerer:
         )
         x = self._enter(e, name, op.dim, a)
         if op.q_lora_rank:
-            q = self._linear(
+            q = self._gemm_node(
                 e, f"{name}.q_a_proj", _gemm(s.T, op.q_lora_rank, op.dim, False, d), (x,), w
             )
             q = self._rmsnorm_node(e, f"{name}.q_a_norm", 1, op.q_lora_rank, a, q)
-            q = self._linear(
+            q = self._gemm_node(
                 e,
                 f"{name}.q_b_proj",
                 _gemm(s.T, H * (nope + rope), op.q_lora_rank, False, d),
@@ -416,10 +418,10 @@ class _Lowerer:
                 w,
             )
         else:
-            q = self._linear(
+            q = self._gemm_node(
                 e, f"{name}.q_proj", _gemm(s.T, H * (nope + rope), op.dim, False, d), (x,), w
             )
-        c = self._linear(e, f"{name}.kv_a_proj", _gemm(s.T, r + rope, op.dim, False, d), (x,), w)
+        c = self._gemm_node(e, f"{name}.kv_a_proj", _gemm(s.T, r + rope, op.dim, False, d), (x,), w)
         c = self._rmsnorm_node(e, f"{name}.kv_a_norm", 1, r, a, c)
         q = e.add(
             f"{name}.rope", RopeOp(s.T, H + 1, rope, a), (q, c), out=s.T * (H + 1) * rope * bpe(a)
@@ -429,7 +431,7 @@ class _Lowerer:
         if s.decode:
             if MLA_DECODE_NOTE not in self.notes:
                 self.notes.append(MLA_DECODE_NOTE)
-            ql = self._linear(
+            ql = self._gemm_node(
                 e,
                 f"{name}.q_absorb",
                 _gemm(s.T, r, nope, False, d, batch=H, quantized=False),
@@ -438,7 +440,7 @@ class _Lowerer:
             )
             sdpa = SdpaOp(s.B, 1, H, s.n_kv, 1, r + rope, r, causal=False, act=a, kv=kv)
             att = e.add(f"{name}.sdpa", sdpa, (ql, c), out=s.T * H * r * bpe(a))
-            att = self._linear(
+            att = self._gemm_node(
                 e,
                 f"{name}.o_absorb",
                 _gemm(s.T, vd, r, False, d, batch=H, quantized=False),
@@ -446,14 +448,14 @@ class _Lowerer:
                 w,
             )
         else:
-            kvb = self._linear(
+            kvb = self._gemm_node(
                 e, f"{name}.kv_b_proj", _gemm(s.T, H * (nope + vd), r, False, d), (c,), w
             )
             kvb = self._ring(e, name, H * (nope + vd) + rope, a, kvb)
             keys = self._keys(op)
             sdpa = SdpaOp(s.B, s.S, H, keys, H, nope + rope, vd, causal=op.causal, act=a, kv=a)
             att = e.add(f"{name}.sdpa", sdpa, (q, kvb), out=s.T * H * vd * bpe(a))
-        o = self._linear(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * vd, False, d), (att,), w)
+        o = self._gemm_node(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * vd, False, d), (att,), w)
         e.stream = self._exit(e, name, op.dim, a, o)
 
     def _ffn(
@@ -473,11 +475,11 @@ class _Lowerer:
         h_bytes = s.T * d_ff * bpe(a)
         if fused:  # one GEMM writes [gate | up]
             gu = _gemm(s.T, 2 * d_ff, dim, bias, d)
-            gate = up = self._linear(e, f"{name}.gate_up_proj", gu, (x,), w)
+            gate = up = self._gemm_node(e, f"{name}.gate_up_proj", gu, (x,), w)
         elif act.gated:
-            gate = self._linear(e, f"{name}.gate_proj", _gemm(s.T, d_ff, dim, bias, d), (x,), w)
+            gate = self._gemm_node(e, f"{name}.gate_proj", _gemm(s.T, d_ff, dim, bias, d), (x,), w)
         if not fused:
-            up = self._linear(e, f"{name}.up_proj", _gemm(s.T, d_ff, dim, bias, d), (x,), w)
+            up = self._gemm_node(e, f"{name}.up_proj", _gemm(s.T, d_ff, dim, bias, d), (x,), w)
         if act.gated:
             g = e.add(f"{name}.act", UnaryOp((s.T, d_ff), fn, a, a), (gate,), out=h_bytes)
             h = e.add(
@@ -488,7 +490,7 @@ class _Lowerer:
             )
         else:
             h = e.add(f"{name}.act", UnaryOp((s.T, d_ff), fn, a, a), (up,), out=h_bytes)
-        return self._linear(e, f"{name}.down_proj", _gemm(s.T, dim, d_ff, bias, d), (h,), w)
+        return self._gemm_node(e, f"{name}.down_proj", _gemm(s.T, dim, d_ff, bias, d), (h,), w)
 
     def _mlp(self, e: _Emit, op: ir.MLP, name: str) -> None:
         a = op.dtypes.activations
@@ -504,7 +506,7 @@ class _Lowerer:
         ep, d_ff = self.par.ep, op.d_ff // self.tp
         x = self._enter(e, name, op.dim, a)
         # routers are kept in the activation dtype even when experts are quantized
-        router = self._linear(
+        router = self._gemm_node(
             e, f"{name}.router", _gemm(T, E, op.dim, op.router_bias, d, a), (x,), a
         )
         routing = MoERoutingOp(
@@ -556,7 +558,7 @@ class _Lowerer:
             width = op.shared_experts * op.shared_d_ff // self.tp
             sh = self._ffn(e, f"{name}.shared", op.dim, width, op.act, op.bias, d, x)
             if op.shared_gate:  # sigmoid(x · w_gate) scales the shared experts' output
-                g = self._linear(e, f"{name}.shared_gate", _gemm(T, 1, op.dim, False, d, a),
+                g = self._gemm_node(e, f"{name}.shared_gate", _gemm(T, 1, op.dim, False, d, a),
                                  (x,), a)  # fmt: skip
                 g = e.add(f"{name}.shared_gate.sigmoid", UnaryOp((T, 1), "sigmoid", a, a), (g,),
                           out=T * bpe(a))  # fmt: skip
@@ -579,7 +581,7 @@ class _Lowerer:
         di = op.d_inner // tp
         proj = 2 * di + 2 * G * N + H
         x = self._enter(e, name, op.dim, a)
-        z = self._linear(e, f"{name}.in_proj", _gemm(s.T, proj, op.dim, op.bias, d), (x,), w)
+        z = self._gemm_node(e, f"{name}.in_proj", _gemm(s.T, proj, op.dim, op.bias, d), (x,), w)
         if s.decode:
             rec: OpRecord = MambaStepOp(s.B, H, P, G, N, op.d_conv, a, SSM_STATE)
         else:
@@ -593,7 +595,7 @@ class _Lowerer:
             (y, g),
             out=s.T * di * bpe(a),
         )
-        y = self._linear(e, f"{name}.out_proj", _gemm(s.T, op.dim, di, op.bias, d), (y,), w)
+        y = self._gemm_node(e, f"{name}.out_proj", _gemm(s.T, op.dim, di, op.bias, d), (y,), w)
         e.stream = self._exit(e, name, op.dim, a, y)
 
     def _lm_head(self, e: _Emit, op: ir.LMHead, name: str) -> None:
@@ -603,7 +605,7 @@ class _Lowerer:
         vocab = vocab_shard(op.vocab, self.tp)  # vocabulary-parallel
         x = self._enter(e, name, op.dim, a)
         rec = _gemm(rows, vocab, op.dim, op.bias, d)
-        logits = self._linear(e, name, rec, (x,), d.weights)
+        logits = self._gemm_node(e, name, rec, (x,), d.weights)
         if op.softcap:
             logits = e.add(
                 f"{name}.softcap",
@@ -623,17 +625,24 @@ class _Lowerer:
             )
         e.stream = logits
 
+    def _linear(self, e: _Emit, op: ir.Linear, name: str) -> None:
+        """A projection to `out` features: the stream and the residual are that wide
+        after it."""
+        s, d = self.s, op.dtypes
+        rec = _gemm(s.T, op.out, op.dim, op.bias, d)
+        e.stream = e.residual_from = self._gemm_node(e, name, rec, (e.stream,), d.weights)
+
     def _pooler(self, e: _Emit, op: ir.Pooler, name: str) -> None:
         s, d = self.s, op.dtypes
         rec = _gemm(s.B, op.dim, op.dim, op.bias, d)  # on each sequence's class token
-        dense = self._linear(e, f"{name}.dense", rec, (e.stream,), d.weights)
+        dense = self._gemm_node(e, f"{name}.dense", rec, (e.stream,), d.weights)
         tanh = UnaryOp((s.B, op.dim), "tanh", d.activations, d.activations)
         e.stream = e.add(f"{name}.tanh", tanh, (dense,), out=s.B * op.dim * bpe(d.activations))
 
     def _classifier(self, e: _Emit, op: ir.Classifier, name: str) -> None:
         s, d = self.s, op.dtypes
         rec = _gemm(s.B, op.classes, op.dim, op.bias, d)  # on each image's class token
-        out = self._linear(e, name, rec, (e.stream,), d.weights)
+        out = self._gemm_node(e, name, rec, (e.stream,), d.weights)
         if s.train:
             loss = CrossEntropyOp(s.B, op.classes, d.activations)
             out = e.add("loss", loss, (out,), out=s.B * LOSS_BYTES)

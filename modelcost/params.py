@@ -64,7 +64,8 @@ COMPONENTS: dict[type, Component] = {
     ir.PatchEmbed: Component.embedding, ir.LayerNorm: Component.norms,
     ir.RMSNorm: Component.norms, ir.Residual: Component.norms,
     ir.Attention: Component.attention, ir.MLA: Component.attention, ir.MLP: Component.mlp,
-    ir.MoE: Component.experts, ir.Mamba2: Component.ssm, ir.LMHead: Component.head,
+    ir.MoE: Component.experts, ir.Linear: Component.mlp, ir.Mamba2: Component.ssm,
+    ir.LMHead: Component.head,
     ir.Pooler: Component.head, ir.Classifier: Component.head,
 }  # fmt: skip
 
@@ -130,6 +131,8 @@ def device_params(op: ir.Op, tp: int = 1, ep: int = 1) -> tuple[int, int]:
             conv = conv_ch * op.d_conv + (conv_ch if op.conv_bias else 0)
             per_head = 3 * heads  # dt_bias, A_log, D
             return in_proj + conv + per_head + di + _linear(di, op.dim, op.bias), 0
+        case ir.Linear():  # replicated on every tensor-parallel rank
+            return _linear(op.dim, op.out, op.bias), 0
         case ir.Residual():
             return 0, 0
         case ir.LMHead():  # vocabulary-parallel

@@ -482,6 +482,7 @@ class _Resolver:
         self.ops = 0
         self.blocks: list[str] = []
         self.multiplicity = 1
+        self.width: int | None = None  # the stream's width here (set by an embedding)
 
     def body(self, stmts: tuple[s.Stmt, ...], scope: Scope, unit: LoadedFile, top: bool) -> list:
         nodes: list = []
@@ -524,10 +525,17 @@ class _Resolver:
                 f"nested repeats multiply to more than {MAX_MULTIPLICITY:,} copies of one layer",
                 stmt.count.pos,
             )
+        width = self.width
         try:
             body = self.body(stmt.body, scope, unit, top=False)
         finally:
             self.multiplicity = outer
+        if width is not None and self.width != width and count > 1:
+            raise src.error(
+                f"a repeated body must end as wide as it starts: {width} in, {self.width} out",
+                stmt.pos,
+                "a width change (linear) belongs outside `repeat`",
+            )
         if count == 0 or not body:
             return []
         return [ir.Repeat.trusted(count=count, body=tuple(body))]
@@ -577,6 +585,8 @@ class _Resolver:
                     stmt.pos,
                     f"{sig.name}({', '.join(a.name for a in sig.args if a.default is REQUIRED)})",
                 )
+            elif spec.name == "dim" and self.width is not None:
+                values["dim"] = self.width  # a layer is as wide as the stream it reads
             elif isinstance(spec.default, Ref):
                 found = scope.get(spec.default.name, src, stmt.pos)
                 if found is None:
@@ -601,7 +611,24 @@ class _Resolver:
             except CheckFailure as fail:
                 raise self._blame(fail, bound, stmt, src) from None
         dtypes = self.dtypes(sig, bound, scope, src, what)
-        return sig.ir_type.trusted(**values, dtypes=dtypes)
+        op = sig.ir_type.trusted(**values, dtypes=dtypes)
+        self._stream(op, stmt, bound, src, what)
+        return op
+
+    def _stream(self, op, stmt: s.OpCall, bound: dict, src: Source, what: str) -> None:
+        """Widths agree from layer to layer: an embedding sets the stream's width, a
+        linear changes it, every other layer must be as wide as the stream it reads."""
+        if isinstance(op, ir.Embedding | ir.PatchEmbed):
+            self.width = op.dim
+        elif self.width is not None and op.dim != self.width:
+            b = bound.get("dim")
+            raise (b.src if b else src).error(
+                f"{what} is {op.dim} wide, but the stream is {self.width} wide here",
+                b.pos if b else stmt.pos,
+                f"pass dim = {self.width}, or change the stream's width with linear(out)",
+            )
+        if isinstance(op, ir.Linear):
+            self.width = op.out
 
     @staticmethod
     def _blame(fail: CheckFailure, bound: dict[str, Bound], stmt: s.OpCall, src: Source):

@@ -394,6 +394,17 @@ class Mamba2(_Op):
         return self.d_inner // self.head_dim
 
 
+class Linear(_Op):
+    """A linear projection to `out` features: the stream is `out` wide after it (a
+    multimodal projector)."""
+
+    kind: Literal["linear"] = "linear"
+    quantized: ClassVar[bool] = True
+    out: Annotated[int, Arg(T.DIM)]
+    bias: Annotated[bool, Arg(T.BOOL, True)]
+    scope: ClassVar[str] = "linear"
+
+
 class Residual(_Op):
     kind: Literal["residual"] = "residual"
     scope: ClassVar[str] = "residual"
@@ -453,6 +464,7 @@ Op = (
     | MLP
     | MoE
     | Mamba2
+    | Linear
     | Residual
     | LMHead
     | Pooler
@@ -460,7 +472,7 @@ Op = (
 )
 OP_TYPES: tuple[type[_Op], ...] = (Embedding, PositionEmbedding, TokenTypeEmbedding, PatchEmbed,
                                    LayerNorm, RMSNorm,
-                                   Attention, MLA, MLP, MoE, Mamba2, Residual, LMHead,
+                                   Attention, MLA, MLP, MoE, Mamba2, Linear, Residual, LMHead,
                                    Pooler, Classifier)  # fmt: skip
 Statement = Annotated[Op | Repeat | Block, Field(discriminator="kind")]
 ParamValue = bool | int | float | str
