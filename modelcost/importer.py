@@ -566,19 +566,11 @@ FAMILIES += (
         layer=lambda c: (
             f"rmsnorm\nmamba2(d_state = {c['state_size']}, d_conv = {c['conv_kernel']}, "
             f"expand = {c['expand']}, head_dim = {c['head_dim']}, groups = {c['n_groups']}, "
-            f"chunk = {c['chunk_size']})\nresidual"
+            f"chunk = {c['chunk_size']}"
+            + (f", heads = {c['num_heads']}" if "num_heads" in c else "")
+            + ")\nresidual"
         ),
         model=lambda c: f"embed(vocab)\n{STACK}\nrmsnorm\n{_head(c)}",
-        refuse=(
-            (
-                "num_heads",
-                lambda c: (
-                    "num_heads" in c
-                    and c["num_heads"] * c["head_dim"] != c["expand"] * c["hidden_size"]
-                ),
-                "SSD heads × head_dim other than expand × hidden_size",
-            ),
-        ),
     ),
 )
 

@@ -135,15 +135,19 @@ def _check_mlp(v: dict) -> None:
         )
 
 
-def _check_mamba2(v: dict) -> None:
+def _default_mamba_heads(v: dict) -> int:
     d_inner = v["expand"] * v["dim"]
     if d_inner % v["head_dim"]:
         raise CheckFailure(
             "head_dim",
             f"head_dim = {v['head_dim']} does not divide expand * dim = {d_inner}",
-            "the SSD heads split the inner width evenly",
+            "the SSD heads split the inner width evenly (or set heads)",
         )
-    heads = d_inner // v["head_dim"]
+    return d_inner // v["head_dim"]
+
+
+def _check_mamba2(v: dict) -> None:
+    heads = v["heads"]
     if heads % v["groups"]:
         raise CheckFailure(
             "groups",
@@ -378,6 +382,14 @@ class Mamba2(_Op):
     chunk: Annotated[int, Arg(T.DIM, 256)]
     conv_bias: Annotated[bool, Arg(T.BOOL, True)]
     bias: Annotated[bool, Arg(T.BOOL, False)]
+    heads: Annotated[
+        int,
+        Arg(T.DIM, Derived("expand * dim / head_dim", _default_mamba_heads)),
+        Field(
+            description="SSD heads; set directly, the inner width is heads × head_dim "
+            "whatever expand says (Falcon-H1's d_ssm)"
+        ),
+    ]
     scope: ClassVar[str] = "mamba"
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_mamba2)
 
@@ -387,11 +399,7 @@ class Mamba2(_Op):
 
     @property
     def d_inner(self) -> int:
-        return self.expand * self.dim
-
-    @property
-    def heads(self) -> int:
-        return self.d_inner // self.head_dim
+        return self.heads * self.head_dim
 
 
 class Linear(_Op):

@@ -168,3 +168,18 @@ def test_llama4_imports_to_the_scout_spec() -> None:
         assert _nodes(spec, w) == _nodes(zoo, w)
     with pytest.raises(SpecError, match="dense layers between the MoE ones"):
         import_config('{"model_type": "llama4_text", "interleave_moe_layer_step": 2}', "m.json")
+
+
+def test_mamba2_heads_set_directly_fix_the_inner_width() -> None:
+    # transformers' Mamba2Config gives num_heads; here 24 heads of 64 make a 1536-wide
+    # SSM on a 1024-wide model whatever expand (2) says (Falcon-H1's d_ssm). One layer:
+    # in_proj 1024 · (2·1536 + 2·1·128 + 24) + conv (1536 + 256) · 4 + its bias 1792
+    # + dt_bias, A_log, D 3·24 + gated norm 1536 + out_proj 1536 · 1024 + rmsnorm 1024
+    m = {"model_type": "mamba2", "hidden_size": 1024, "num_hidden_layers": 2,
+         "vocab_size": 1000, "num_heads": 24, "head_dim": 64, "expand": 2, "n_groups": 1,
+         "state_size": 128, "tie_word_embeddings": True}  # fmt: skip
+    spec = parse_spec(import_config(json.dumps(m), "m.json"), "<mamba2>")
+    layer = 1024 * 3352 + 1792 * 4 + 1792 + 72 + 1536 + 1536 * 1024 + 1024
+    assert count_params(spec).total == 1000 * 1024 + 2 * layer + 1024
+    (mixer,) = {op for op, _ in walk(spec.body) if op.kind == "mamba2"}
+    assert (mixer.heads, mixer.d_inner) == (24, 1536)
