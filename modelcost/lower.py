@@ -38,6 +38,8 @@ from .perfmodel import (
     ConvOp,
     CrossEntropyOp,
     EmbeddingOp,
+    GatedDeltaNetOp,
+    GatedDeltaStepOp,
     GemmOp,
     GroupedGemmOp,
     MambaSsdOp,
@@ -311,11 +313,12 @@ class _Lowerer:
         H, KV, hd = op.heads // self.tp, kv_heads(op.kv_heads, self.tp), op.head_dim
         x = self._enter(e, name, op.dim, a)
         if op.fused_qkv:
-            qkv = _gemm(s.T, (H + 2 * KV) * hd, op.dim, op.qkv_bias, d)
+            qkv = _gemm(s.T, (H * (2 if op.gate else 1) + 2 * KV) * hd, op.dim, op.qkv_bias, d)
             q = k = v = self._gemm_node(e, f"{name}.qkv_proj", qkv, (x,), w)
         else:
+            q_n = H * hd * (2 if op.gate else 1)  # the queries and their output gate
             q = self._gemm_node(
-                e, f"{name}.q_proj", _gemm(s.T, H * hd, op.dim, op.qkv_bias, d), (x,), w
+                e, f"{name}.q_proj", _gemm(s.T, q_n, op.dim, op.qkv_bias, d), (x,), w
             )
             k = self._gemm_node(
                 e, f"{name}.k_proj", _gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w
@@ -360,6 +363,12 @@ class _Lowerer:
         )
         att = e.add(f"{name}.sdpa", sdpa, (q, k, v), out=s.B * s.S * H * hd * bpe(a))
         parts = (att, *self._chunk_attention(e, name, op, H, KV, (q, k, v), qa))
+        if op.gate:  # sigmoid(gate) ∘ attention output (Qwen3-Next)
+            gated = (s.T, H * hd)
+            g = e.add(f"{name}.gate", UnaryOp(gated, "sigmoid", a, a), (q,),
+                      out=s.T * H * hd * bpe(a))  # fmt: skip
+            parts = (e.add(f"{name}.gate_mul", BinaryOp(gated, gated, "mul", a, a, a),
+                           (*parts, g), out=s.T * H * hd * bpe(a)),)  # fmt: skip
         o = self._gemm_node(
             e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d), parts, w
         )
@@ -596,6 +605,28 @@ class _Lowerer:
             out=s.T * di * bpe(a),
         )
         y = self._gemm_node(e, f"{name}.out_proj", _gemm(s.T, op.dim, di, op.bias, d), (y,), w)
+        e.stream = self._exit(e, name, op.dim, a, y)
+
+    def _gated_deltanet(self, e: _Emit, op: ir.GatedDeltaNet, name: str) -> None:
+        s, d = self.s, op.dtypes
+        a, w, tp = d.activations, d.weights, self.tp
+        H, KH, dk, dv = op.v_heads // tp, op.k_heads // tp, op.head_k_dim, op.head_v_dim
+        kd, vd = KH * dk, H * dv
+        x = self._enter(e, name, op.dim, a)
+        qkvz = _gemm(s.T, 2 * kd + 2 * vd, op.dim, False, d)
+        z = self._gemm_node(e, f"{name}.in_proj_qkvz", qkvz, (x,), w)
+        ba = self._gemm_node(e, f"{name}.in_proj_ba", _gemm(s.T, 2 * H, op.dim, False, d),
+                             (x,), w)  # fmt: skip
+        if s.decode:
+            rec: OpRecord = GatedDeltaStepOp(s.B, H, KH, dk, dv, op.d_conv, a, SSM_STATE)
+        else:
+            rec = GatedDeltaNetOp(s.B, s.S, H, KH, dk, dv, op.chunk, op.d_conv, a, SSM_STATE)
+        y = e.add(f"{name}.delta_rule", rec, (z, ba), out=s.T * vd * bpe(a))
+        y = self._rmsnorm_node(e, f"{name}.norm", H, dv, a, y)  # gated by z
+        g = e.add(f"{name}.gate", UnaryOp((s.T, vd), "silu", a, a), (z,), out=s.T * vd * bpe(a))
+        y = e.add(f"{name}.gate_mul", BinaryOp((s.T, vd), (s.T, vd), "mul", a, a, a), (y, g),
+                  out=s.T * vd * bpe(a))  # fmt: skip
+        y = self._gemm_node(e, f"{name}.out_proj", _gemm(s.T, op.dim, vd, False, d), (y,), w)
         e.stream = self._exit(e, name, op.dim, a, y)
 
     def _lm_head(self, e: _Emit, op: ir.LMHead, name: str) -> None:

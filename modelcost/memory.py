@@ -41,8 +41,13 @@ def cache_elements_per_token(op: ir.Op, tp: int = 1) -> int:
 
 
 def state_bytes(op: ir.Op, tp: int = 1) -> float:
-    """Bytes a Mamba-2 layer keeps per sequence on one of `tp` ranks: the SSM state and
-    the conv window (heads and groups split over the ranks)."""
+    """Bytes a recurrent layer keeps per sequence on one of `tp` ranks: the state and
+    the conv window (heads and groups split over the ranks): Mamba-2's SSM state, or a
+    Gated DeltaNet's dk × dv per value head."""
+    if isinstance(op, ir.GatedDeltaNet):
+        conv_ch = (2 * op.key_dim + op.value_dim) // tp
+        state = op.v_heads // tp * op.head_k_dim * op.head_v_dim * bpe(SSM_STATE)
+        return state + conv_ch * op.d_conv * bpe(op.dtypes.activations)
     if not isinstance(op, ir.Mamba2):
         return 0.0
     conv_ch = (op.d_inner + 2 * op.groups * op.d_state) // tp

@@ -65,6 +65,7 @@ COMPONENTS: dict[type, Component] = {
     ir.RMSNorm: Component.norms, ir.Residual: Component.norms,
     ir.Attention: Component.attention, ir.MLA: Component.attention, ir.MLP: Component.mlp,
     ir.MoE: Component.experts, ir.Linear: Component.mlp, ir.Mamba2: Component.ssm,
+    ir.GatedDeltaNet: Component.ssm,
     ir.LMHead: Component.head,
     ir.Pooler: Component.head, ir.Classifier: Component.head,
 }  # fmt: skip
@@ -91,7 +92,7 @@ def device_params(op: ir.Op, tp: int = 1, ep: int = 1) -> tuple[int, int]:
             q = op.heads // tp * op.head_dim
             kv = kv_heads(op.kv_heads, tp) * op.head_dim
             n = (
-                _linear(op.dim, q, op.qkv_bias)
+                _linear(op.dim, q * (2 if op.gate else 1), op.qkv_bias)  # and its gate
                 + 2 * _linear(op.dim, kv, op.qkv_bias)
                 + _linear(q, op.dim, op.out_bias)
                 + (2 * op.head_dim if op.qk_norm else 0)
@@ -131,6 +132,18 @@ def device_params(op: ir.Op, tp: int = 1, ep: int = 1) -> tuple[int, int]:
             conv = conv_ch * op.d_conv + (conv_ch if op.conv_bias else 0)
             per_head = 3 * heads  # dt_bias, A_log, D
             return in_proj + conv + per_head + di + _linear(di, op.dim, op.bias), 0
+        case ir.GatedDeltaNet():  # heads split over the tensor-parallel ranks
+            kd, vd, vh = op.key_dim // tp, op.value_dim // tp, op.v_heads // tp
+            conv_ch = 2 * kd + vd
+            n = (
+                _linear(op.dim, 2 * kd + 2 * vd, False)  # q, k, v, z
+                + _linear(op.dim, 2 * vh, False)  # β and the decay gate
+                + conv_ch * op.d_conv  # the conv1d has no bias
+                + 2 * vh  # dt_bias, A_log
+                + op.head_v_dim  # the gated RMSNorm, shared by the heads
+                + _linear(vd, op.dim, False)
+            )
+            return n, 0
         case ir.Linear():  # replicated on every tensor-parallel rank
             return _linear(op.dim, op.out, op.bias), 0
         case ir.Residual():

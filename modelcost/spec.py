@@ -156,6 +156,10 @@ def _check_mamba2(v: dict) -> None:
         )
 
 
+def _check_deltanet(v: dict) -> None:
+    _divides("k_heads", "v_heads", v, "groups of value heads share a key head")
+
+
 def _check_patch(v: dict) -> None:
     _divides("patch", "image", v, "the image is cut into whole patches")
 
@@ -268,6 +272,14 @@ class Attention(_Op):
         bool,
         Arg(T.BOOL, False),
         Field(description="L2-normalize q and k per head, without a weight (Llama 4)"),
+    ]
+    gate: Annotated[
+        bool,
+        Arg(T.BOOL, False),
+        Field(
+            description="an output gate: q_proj also emits a sigmoid gate on the "
+            "attention output (Qwen3-Next)"
+        ),
     ]
     causal: Annotated[bool, Arg(T.BOOL, True)]
     scope: ClassVar[str] = "attn"
@@ -402,6 +414,36 @@ class Mamba2(_Op):
         return self.heads * self.head_dim
 
 
+class GatedDeltaNet(_Op):
+    """Gated DeltaNet linear attention (Qwen3-Next's `linear_attention` layers): q, k, v,
+    z from one projection, β and the decay gate from another, a causal conv1d over
+    q, k and v, the gated delta rule with a dk × dv state per value head, a gated
+    RMSNorm and the output projection."""
+
+    kind: Literal["gated_deltanet"] = "gated_deltanet"
+    quantized: ClassVar[bool] = True
+    k_heads: Annotated[int, Arg(T.DIM)]
+    v_heads: Annotated[int, Arg(T.DIM)]
+    head_k_dim: Annotated[int, Arg(T.DIM, 128)]
+    head_v_dim: Annotated[int, Arg(T.DIM, 128)]
+    d_conv: Annotated[int, Arg(T.DIM, 4)]
+    chunk: Annotated[int, Arg(T.DIM, 64)]
+    scope: ClassVar[str] = "linear_attn"
+    check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_deltanet)
+
+    @property
+    def decodes(self) -> bool:
+        return True  # a recurrent state
+
+    @property
+    def key_dim(self) -> int:
+        return self.k_heads * self.head_k_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.v_heads * self.head_v_dim
+
+
 class Linear(_Op):
     """A linear projection to `out` features: the stream is `out` wide after it (a
     multimodal projector)."""
@@ -472,6 +514,7 @@ Op = (
     | MLP
     | MoE
     | Mamba2
+    | GatedDeltaNet
     | Linear
     | Residual
     | LMHead
@@ -480,7 +523,8 @@ Op = (
 )
 OP_TYPES: tuple[type[_Op], ...] = (Embedding, PositionEmbedding, TokenTypeEmbedding, PatchEmbed,
                                    LayerNorm, RMSNorm,
-                                   Attention, MLA, MLP, MoE, Mamba2, Linear, Residual, LMHead,
+                                   Attention, MLA, MLP, MoE, Mamba2, GatedDeltaNet, Linear,
+                                   Residual, LMHead,
                                    Pooler, Classifier)  # fmt: skip
 Statement = Annotated[Op | Repeat | Block, Field(discriminator="kind")]
 ParamValue = bool | int | float | str

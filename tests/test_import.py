@@ -17,7 +17,8 @@ from modelcost.params import walk
 CONFIGS = Path(__file__).parent / "data" / "hf-configs"
 # configs whose zoo spec (of the same name) the import must equal
 ZOO = ("bert-base-uncased", "deepseek-v3", "gemma2-9b", "gpt-oss-120b", "gpt2", "llama3-8b",
-       "llama3-70b", "llama3.1-405b", "mamba2-2.7b", "mixtral-8x7b", "qwen3-30b-a3b")  # fmt: skip
+       "llama3-70b", "llama3.1-405b", "mamba2-2.7b", "mixtral-8x7b", "qwen3-30b-a3b",
+       "qwen3-next-80b-a3b")  # fmt: skip
 
 
 def _nodes(spec, workload):

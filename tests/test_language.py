@@ -173,6 +173,7 @@ def test_attention_variants() -> None:
         "sinks": True,
         "chunk": 0,
         "qk_l2_norm": False,
+        "gate": False,
         "causal": False,
     }
     (mla,) = only(spec, ir.MLA)

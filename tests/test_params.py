@@ -151,6 +151,25 @@ def test_bert_base_uncased() -> None:
     assert counts("bert-base-uncased.model").total == 109_482_240
 
 
+def test_qwen3_next_80b_a3b() -> None:
+    # d=2048, L=48 (36 Gated DeltaNet, 12 gated attention), V=151936, untied.
+    # deltanet = 2048*(2*2048 + 2*4096) (q, k, v, z) + 2048*64 (β, gate) + 8192*4 (conv)
+    #          + 2*32 (dt_bias, A_log) + 128 (gated norm) + 4096*2048 (out) = 33,718,464
+    # attention = 2048*8192 (q and its gate) + 2*2048*512 (k, v) + 4096*2048 (o)
+    #           + 2*256 (q, k norms) = 27,263,488
+    # moe = 512 experts * 3*2048*512 + shared 3*2048*512 + its gate 2048 + router 2048*512
+    #     = 1,614,809,088; norms 2*2048 per layer
+    # total = 36*(33,718,464 + ...) + 12*(27,263,488 + ...) + 2*151936*2048 + 2048
+    #       = 79,674,391,296 (81.3 B with the MTP module, as the model card counts)
+    moe, norms = 512 * 3 * 2048 * 512 + 3 * 2048 * 512 + 2048 + 2048 * 512, 2 * 2048
+    total = 36 * (33_718_464 + moe + norms) + 12 * (27_263_488 + moe + norms)
+    total += 2 * 151936 * 2048 + 2048
+    c = counts("qwen3-next-80b-a3b.model")
+    assert c.total == total == 79_674_391_296
+    # active: ten of the 512 routed experts
+    assert c.active == total - 48 * 502 * 3 * 2048 * 512 == 3_874_929_408
+
+
 def test_gemma3_27b() -> None:
     # d=5376, L=62, 32 query heads and 16 KV heads of 128, ff=21504, V=262208, tied.
     # layer = 5376*4096 (q) + 2*5376*2048 (k, v) + 4096*5376 (o) + 2*128 (q, k norms)

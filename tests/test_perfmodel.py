@@ -21,6 +21,8 @@ from modelcost.perfmodel import (
     CrossEntropyOp,
     DequantizeOp,
     EmbeddingOp,
+    GatedDeltaNetOp,
+    GatedDeltaStepOp,
     GemmOp,
     GroupedGemmOp,
     MambaSsdOp,
@@ -219,6 +221,29 @@ CASES = [
     Case("mamba-step-fp16", MambaStepOp(1, 2, 4, 1, 8, 2, dtype=fp16, state=fp16),
          fwd=(2 * 24 * 2 + 6 * 2 * 4 * 8 + 2 * 8,
               2 * (64 * 2 + 24 * 2 * 2) + 24 * 3 * 2 + 3 * 2 * 4 + 34 * 2 + 8 * 2),
+         bwd=None),
+    # Gated DeltaNet, 1×128 tokens, 32 value heads / 16 key heads of 128, chunks of 64:
+    # conv 2·8192·128·4; per head and chunk 6C²dk + 4C²dv + 6C·dk·dv + C³/3; bytes: q,k,v
+    # and β, gate in 128·(8192 + 64)·2, conv weight 8192·4·2, out 128·4096·2, the final
+    # fp32 state 32·128·128·4, dt_bias and A_log 2·32·4; the backward twice the forward
+    Case("deltanet-bf16", GatedDeltaNetOp(1, 128, 32, 16, 128, 128, 64, 4),
+         fwd=(2 * 8192 * 128 * 4 + 32 * 2 * (6 * 64**2 * 128 + 4 * 64**2 * 128
+                                            + 6 * 64 * 128 * 128 + 64**3 // 3),
+              128 * 8256 * 2 + 8192 * 4 * 2 + 128 * 4096 * 2 + 32 * 128 * 128 * 4 + 256),
+         bwd=(2 * 752_178_496, 2 * 5_325_056)),
+    # 2×10 tokens, 2 heads (1 key head) of 4, chunks of 8 (two of them, the last short)
+    Case("deltanet-fp32", GatedDeltaNetOp(2, 10, 2, 1, 4, 4, 8, 2, dtype=fp32, state=fp32),
+         fwd=(2 * 2 * 16 * 10 * 2 + 2 * 2 * 2 * (6 * 64 * 4 + 4 * 64 * 4 + 6 * 8 * 16 + 512 // 3),
+              20 * 20 * 4 + 16 * 2 * 4 + 20 * 8 * 4 + 2 * 2 * 16 * 4 + 16),
+         bwd=(2 * 29_264, 2 * 2_640)),
+    # its decode step: 7 FLOPs per state element; states read and written
+    Case("deltanet-step-bf16", GatedDeltaStepOp(4, 32, 16, 128, 128, 4),
+         fwd=(2 * 4 * 8192 * 4 + 7 * 4 * 32 * 128 * 128,
+              2 * 4 * (32 * 128 * 128 * 4 + 8192 * 4 * 2) + 4 * (8256 + 4096) * 2
+              + 8192 * 4 * 2 + 256),
+         bwd=None),
+    Case("deltanet-step-fp16", GatedDeltaStepOp(1, 2, 1, 4, 4, 2, dtype=fp16, state=fp16),
+         fwd=(2 * 16 * 2 + 7 * 2 * 16, 2 * (2 * 16 * 2 + 16 * 2 * 2) + 28 * 2 + 16 * 2 * 2 + 16),
          bwd=None),
     # causal conv1d (4, 4096, 2048), k=4, bias, bf16: 2bcsk; (2bcs + ck + c)·2;
     # bwd 2·2bcsk + bcs (db); (3bcs + 2ck + c)·2

@@ -19,6 +19,7 @@ from .attention import (
 from .base import MODELCOST, TRACELENS, Conventions, Cost, OpRecord, Unit, bpe
 from .collectives import CollectiveOp
 from .conv import CONV, ConvOp
+from .deltanet import GatedDeltaNetOp, GatedDeltaStepOp
 from .elementwise import (
     BinaryElementwise,
     BinaryOp,
@@ -65,6 +66,8 @@ __all__ = [
     "EmbeddingOp",
     "FusedMoE",
     "FusedRoPE",
+    "GatedDeltaNetOp",
+    "GatedDeltaStepOp",
     "GemmOp",
     "GroupedGemm",
     "GroupedGemmOp",
