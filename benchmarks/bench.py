@@ -32,7 +32,9 @@ from modelcost import load_spec
 from modelcost.compile import compile_report
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
+from modelcost.params import walk
 from modelcost.resources import specs_dir
+from modelcost.spec import PatchEmbed, PositionEmbedding
 
 
 def median_ms(fn, repeat: int) -> float:
@@ -56,10 +58,14 @@ def main() -> None:
         spec = load_spec(path)
         load = median_ms(lambda p=path: load_spec(p), args.repeat)
         cells = [path.stem, f"{load:.2f}"]
+        ops = [op for op, _ in walk(spec.body)]
+        positions = min((op.positions for op in ops if isinstance(op, PositionEmbedding)),
+                        default=2048)  # fmt: skip
+        image = any(isinstance(op, PatchEmbed) for op in ops)
         for phase in Phase:
-            n = 1024 if path.stem == "gpt2" else 2048
-            wl = Workload(phase, 1, None if path.stem == "vit-l16" else n, n)  # ViT: its image
-            if phase is Phase.decode and path.stem == "vit-l16":
+            n = min(2048, positions)
+            wl = Workload(phase, 1, None if image else n, n)  # a vision model: its image
+            if phase is Phase.decode and not any(op.decodes for op in ops):  # an encoder
                 cells.append("-")
                 continue
             cells.append(
