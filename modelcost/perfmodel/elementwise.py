@@ -10,6 +10,8 @@ from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe, prod
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """NumPy/PyTorch broadcasting of two shapes."""
+    if a == b:  # the common case: same shapes
+        return a
     out = []
     for i in range(1, max(len(a), len(b)) + 1):
         x = a[-i] if i <= len(a) else 1
