@@ -156,7 +156,7 @@ def from_tracelens(path: str | Path, hw: Hardware) -> list[Observation]:
     for number, row in enumerate(rows, 2):
         try:
             out.append(_tracelens_row(family, row, hw))
-        except (KeyError, ValueError) as err:
+        except (KeyError, ValueError, IndexError) as err:
             raise SpecError(
                 f"row {number - 1} of a TraceLens {family} report: {err}",
                 filename=name,

@@ -346,12 +346,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 observations += from_tracelens(path, hw)
             else:
                 try:
-                    points = load_points(path)
-                except (ValueError, KeyError) as err:
+                    observations += from_points(load_points(path), hw)
+                except (ValueError, KeyError, TypeError) as err:
                     hint = "tests/data/measured-kernels.json is one"
-                    raise SpecError(f"not a measurement file: {err}", filename=str(path),
+                    raise SpecError(f"not a measurement file: {err!r}", filename=str(path),
                                     hint=hint) from None  # fmt: skip
-                observations += from_points(points, hw)
         if not observations:
             raise SpecError(f"no measurement of a GEMM, attention or other op on {hw.name}",
                             filename="modelcost", hint="check --hw")  # fmt: skip

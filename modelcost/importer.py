@@ -97,6 +97,10 @@ def _llama_model(c: Config) -> str:
     return f"embed(vocab)\n{STACK}\nrmsnorm\n{_head(c)}"
 
 
+# fields whose values are names (mapped through a table, never written as they are)
+NAMED = frozenset({"hidden_act", "hidden_activation", "activation_function",
+                   "position_embedding_type", "scoring_func", "topk_method"})  # fmt: skip
+
 GATED = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu"}
 PLAIN = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
          "relu": "relu", "silu": "silu"}  # fmt: skip
@@ -121,6 +125,13 @@ MOE_PARAMS: tuple[tuple[str, Rule], ...] = (
     ("top_k", key("num_experts_per_tok")),
     ("expert_d_ff", lambda c: c.get("moe_intermediate_size") or c["intermediate_size"]),
 )
+
+# Qwen's MoE configs can place dense layers among the MoE ones: not written yet
+REFUSE_QWEN_MOE: tuple[tuple[str, Callable[[Config], bool], str], ...] = (
+    ("decoder_sparse_step", lambda c: c["decoder_sparse_step"] != 1,
+     "MoE on every n-th layer only"),
+    ("mlp_only_layers", lambda c: bool(c["mlp_only_layers"]), "dense MLP layers at chosen indices"),
+)  # fmt: skip
 
 _DENSE_MLP = "mlp(d_ff, act = {act}{bias})"
 _MOE = "moe(experts, top_k, expert_d_ff, act = {act})"
@@ -230,18 +241,7 @@ FAMILIES: tuple[Family, ...] = (
             _llama_attention(c, qk_norm=True), _MOE.format(act=_gated_act(c))
         ),
         model=_llama_model,
-        refuse=(
-            (
-                "decoder_sparse_step",
-                lambda c: c["decoder_sparse_step"] != 1,
-                "MoE on every n-th layer only",
-            ),
-            (
-                "mlp_only_layers",
-                lambda c: bool(c["mlp_only_layers"]),
-                "dense MLP layers at chosen indices",
-            ),
-        ),
+        refuse=REFUSE_QWEN_MOE,
     ),
     Family(
         model_types=("gpt2",),
@@ -288,7 +288,8 @@ def layer_types(c: Config, every: int = 2) -> list[str]:
 
 
 def _unknown_layer_type(c: Config) -> bool:
-    return any(t not in (LOCAL, GLOBAL) for t in layer_types(c))
+    types = layer_types(c)
+    return len(types) != c["num_hidden_layers"] or any(t not in (LOCAL, GLOBAL) for t in types)
 
 
 def _windowed_stack(c: Config, every: int = 2) -> str:
@@ -310,7 +311,11 @@ def _windowed_stack(c: Config, every: int = 2) -> str:
 
 
 REFUSE_LAYER_TYPES = (
-    ("layer_types", _unknown_layer_type, "layer types other than sliding and full attention"),
+    (
+        "layer_types",
+        _unknown_layer_type,
+        "layer types other than sliding and full attention, or not one per layer",
+    ),
 )
 
 
@@ -704,18 +709,7 @@ FAMILIES += (
             f"act = {_gated_act(c)}, shared_gate = true)",
         ),
         model=_llama_model,
-        refuse=(
-            (
-                "decoder_sparse_step",
-                lambda c: c["decoder_sparse_step"] != 1,
-                "MoE on every n-th layer only",
-            ),
-            (
-                "mlp_only_layers",
-                lambda c: bool(c["mlp_only_layers"]),
-                "dense MLP layers at chosen indices",
-            ),
-        ),
+        refuse=REFUSE_QWEN_MOE,
     ),
 )
 
@@ -890,18 +884,7 @@ FAMILIES += (
         layer=None,
         blocks=_qwen3_next_blocks,
         model=lambda c: f"embed(vocab)\n{_qwen3_next_stack(c)}\nrmsnorm\n{_head(c)}",
-        refuse=(
-            (
-                "decoder_sparse_step",
-                lambda c: c["decoder_sparse_step"] != 1,
-                "MoE on every n-th layer only",
-            ),
-            (
-                "mlp_only_layers",
-                lambda c: bool(c["mlp_only_layers"]),
-                "dense MLP layers at chosen indices",
-            ),
-        ),
+        refuse=REFUSE_QWEN_MOE,
     ),
 )
 
@@ -926,6 +909,11 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
                      f"model_type {model_type!r} cannot be imported yet",
                      f"families the importer reads: {supported}")  # fmt: skip
     c = {**family.defaults, **config}
+    for field in sorted(_used_fields(family, c)):  # nothing but numbers reaches the text
+        if isinstance(c[field], str) and field not in NAMED:
+            raise _field(text, filename, field,
+                         f"`{field}` must be a number, got {json.dumps(c[field])[:60]}",
+                         f"{family.reference}")  # fmt: skip
     for field, test, why in family.refuse:
         if test(c):
             raise _field(text, filename, field,
@@ -934,10 +922,14 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
     values: list[tuple[str, Any]] = []
     for pname, rule in family.params:
         try:
-            values.append((pname, rule(c)))
+            value = rule(c)
         except (KeyError, TypeError, ZeroDivisionError) as err:
             raise SpecError(f"the config lacks what `{pname}` needs ({err})",
                             filename=filename) from None  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SpecError(f"`{pname}` must come from a number; the config gives "
+                            f"{json.dumps(value)[:60]}", filename=filename)  # fmt: skip
+        values.append((pname, value))
     try:
         blocks, model = family.block_text(c), family.model(c)
     except KeyError as err:
@@ -1004,12 +996,14 @@ def _number(v: Any) -> str:
 
 
 def _used_fields(family: Family, c: Config) -> set[str]:
-    """The config fields the family reads (its defaults' keys that the config decides)."""
+    """The config fields the family reads (a rule that fails on a bad value has still
+    read it: the checks that follow name the field)."""
     probe = _Probe(c)
-    for _, rule in family.params:
-        rule(probe)
-    family.block_text(probe)
-    family.model(probe)
+    for rule in (*(r for _, r in family.params), family.block_text, family.model):
+        try:
+            rule(probe)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            continue
     return probe.read
 
 

@@ -16,6 +16,7 @@ from .dtypes import DType
 from .memo import per_object
 from .params import count_params, device_params, kv_heads, residual_width, walk
 from .perfmodel import bpe
+from .perfmodel.deltanet import conv_channels
 from .recipes import RECIPES
 from .record import Record
 
@@ -45,7 +46,7 @@ def state_bytes(op: ir.Op, tp: int = 1) -> float:
     the conv window (heads and groups split over the ranks): Mamba-2's SSM state, or a
     Gated DeltaNet's dk × dv per value head."""
     if isinstance(op, ir.GatedDeltaNet):
-        conv_ch = (2 * op.key_dim + op.value_dim) // tp
+        conv_ch = conv_channels(op.v_heads, op.k_heads, op.head_k_dim, op.head_v_dim) // tp
         state = op.v_heads // tp * op.head_k_dim * op.head_v_dim * bpe(SSM_STATE)
         return state + conv_ch * op.d_conv * bpe(op.dtypes.activations)
     if not isinstance(op, ir.Mamba2):

@@ -13,6 +13,7 @@ from enum import StrEnum
 from . import spec as ir
 from .frozen import Frozen
 from .memo import per_object
+from .perfmodel.deltanet import conv_channels
 
 
 class Component(StrEnum):
@@ -134,7 +135,7 @@ def device_params(op: ir.Op, tp: int = 1, ep: int = 1) -> tuple[int, int]:
             return in_proj + conv + per_head + di + _linear(di, op.dim, op.bias), 0
         case ir.GatedDeltaNet():  # heads split over the tensor-parallel ranks
             kd, vd, vh = op.key_dim // tp, op.value_dim // tp, op.v_heads // tp
-            conv_ch = 2 * kd + vd
+            conv_ch = conv_channels(op.v_heads, op.k_heads, op.head_k_dim, op.head_v_dim) // tp
             n = (
                 _linear(op.dim, 2 * kd + 2 * vd, False)  # q, k, v, z
                 + _linear(op.dim, 2 * vh, False)  # β and the decay gate

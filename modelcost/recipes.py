@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Literal
 
 from .dtypes import DTYPES, DType
-from .record import Record
+from .record import Record, replace
 
 Granularity = Literal["tensor", "channel", "token", "group", "block"]
 
@@ -57,10 +57,6 @@ class Recipe(Record, frozen=True):
     source: str = ""
 
     @property
-    def quantizes_activations(self) -> bool:
-        return self.activations is not None
-
-    @property
     def scale_bytes_per_weight(self) -> float:
         """Scale bytes stored per weight element: a group's or block's share (per-tensor
         and per-channel scales are one per matrix or row: left out, under 0.1 %)."""
@@ -72,20 +68,22 @@ class Recipe(Record, frozen=True):
 
 _TENSOR = Scales("tensor")
 
+_FP8 = Recipe(
+    "fp8",
+    "FP8 W8A8, per-tensor scales",
+    DType.fp8_e4m3,
+    _TENSOR,
+    DType.fp8_e4m3,
+    _TENSOR,
+    source="NVIDIA ModelOpt FP8 checkpoints (TensorRT-LLM, vLLM): static per-tensor "
+    "weight and activation scales",
+)
+
 RECIPES: dict[str, Recipe] = {
     r.name: r
     for r in (
         Recipe("none", "as the dtypes say", None),
-        Recipe(
-            "fp8",
-            "FP8 W8A8, per-tensor scales",
-            DType.fp8_e4m3,
-            _TENSOR,
-            DType.fp8_e4m3,
-            _TENSOR,
-            source="NVIDIA ModelOpt FP8 checkpoints (TensorRT-LLM, vLLM): static per-tensor "
-            "weight and activation scales",
-        ),
+        _FP8,
         Recipe(
             "fp8_dynamic",
             "FP8 W8A8, per-channel weight and per-token activation scales",
@@ -96,13 +94,11 @@ RECIPES: dict[str, Recipe] = {
             source="vLLM FP8 dynamic quantization (llm-compressor FP8_DYNAMIC): scales "
             "per output channel, and per token computed as each batch arrives",
         ),
-        Recipe(
-            "fp8_attention",
-            "FP8 W8A8, per-tensor scales, and FP8 attention",
-            DType.fp8_e4m3,
-            _TENSOR,
-            DType.fp8_e4m3,
-            _TENSOR,
+        # FP8 attention is the fp8 recipe with FP8 queries and cache too
+        replace(
+            _FP8,
+            name="fp8_attention",
+            title="FP8 W8A8, per-tensor scales, and FP8 attention",
             attention=True,
             source="FlashAttention-3 FP8 (Shah et al. 2024) over an FP8 KV cache",
         ),

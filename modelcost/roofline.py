@@ -188,12 +188,9 @@ def totals(
     per-token figures, MFU bound and memory footprint. `advice` follows the warning
     when the model does not fit."""
     graph = costed.graph
-    busy = sum(t.total_s for t in times)  # every op's time, one after another
-    once = sum(t.total_s for t in times if t.costed.node.step)  # optimizer, gradient sync
-    comm = sum(t.total_s for t in times if t.costed.node.op.unit is Unit.network)
     shape = graph.shape
     par = shape.par
-    step, exposed, bubble = step_time(busy, once, comm, par.pp, par.microbatches, par.overlap)
+    busy, comm, (step, exposed, bubble) = _compose(times, [t.total_s for t in times], par)
     flops = sum(t.flops for t in times)
     # the model's FLOPs, for the MFU: a recomputed forward is work, not model progress
     model_flops = flops - sum(
@@ -242,20 +239,23 @@ def totals(
     )
 
 
+def _compose(times: list[NodeTime], seconds: list[float], par) -> tuple[float, float, tuple]:
+    """(busy, collective time, step_time(...)) of nodes taking `seconds` each (all
+    copies): every op's time one after another, the once-per-step part (optimizer,
+    gradient sync) and the collectives', composed into the step."""
+    pairs = list(zip(times, seconds, strict=True))
+    busy = sum(seconds)
+    once = sum(x for t, x in pairs if t.costed.node.step)
+    comm = sum(x for t, x in pairs if t.costed.node.op.unit is Unit.network)
+    return busy, comm, step_time(busy, once, comm, par.pp, par.microbatches, par.overlap)
+
+
 def _with_estimate(
     tot: Totals, graph: OpGraph, times: list[NodeTime], estimates: list[NodeEstimate]
 ) -> Totals:
     """The totals with the step as the kernels run it: the same composition as the
     roofline's step (overlap, bubble), from the estimated times."""
-    busy = sum(e.total_s for e in estimates)
-    once = sum(e.total_s for t, e in zip(times, estimates, strict=True) if t.costed.node.step)
-    comm = sum(
-        e.total_s
-        for t, e in zip(times, estimates, strict=True)
-        if t.costed.node.op.unit is Unit.network
-    )
-    par = graph.shape.par
-    step = step_time(busy, once, comm, par.pp, par.microbatches, par.overlap)[0]
+    step = _compose(times, [e.total_s for e in estimates], graph.shape.par)[2][0]
     efficiency = tot.time_s / step if step else None
     return tot.model_copy(
         update={

@@ -120,6 +120,7 @@ class SdpaOp(OpRecord, frozen=True):
 
     kind: ClassVar[str] = "SDPA"
     unit: ClassVar[Unit] = Unit.matrix
+    optional: ClassVar[tuple[str, ...]] = ("chunk",)
 
     B: int
     N_Q: int
@@ -134,12 +135,6 @@ class SdpaOp(OpRecord, frozen=True):
     act: DType = DType.bf16
     kv: DType = DType.bf16
     chunk: int = 0  # chunked attention: queries see their own chunk of keys; 0 = off
-
-    def shape(self) -> dict[str, object]:
-        shape = super().shape()
-        if not self.chunk:
-            del shape["chunk"]
-        return shape
 
     @property
     def precision(self) -> str:

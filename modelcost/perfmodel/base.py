@@ -94,6 +94,7 @@ class OpRecord(Record, frozen=True):
 
     kind: ClassVar[str] = ""
     unit: ClassVar[Unit] = Unit.vector
+    optional: ClassVar[tuple[str, ...]] = ()  # shape fields shown only when nonzero
 
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         raise NotImplementedError
@@ -137,8 +138,13 @@ class OpRecord(Record, frozen=True):
         return ", ".join(f"{k}={v}" for k, v in self.shape().items())
 
     def shape(self) -> dict[str, object]:
-        """Shape parameters by their TraceLens names (dtypes left out)."""
-        return {name: getattr(self, name) for name in _fields(type(self))[0]}
+        """Shape parameters by their TraceLens names (dtypes left out, and the `optional`
+        ones while they are zero)."""
+        return {
+            name: value
+            for name in _fields(type(self))[0]
+            if (value := getattr(self, name)) or name not in self.optional
+        }
 
 
 @cache

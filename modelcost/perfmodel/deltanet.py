@@ -20,6 +20,11 @@ from ..dtypes import DType
 from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
 
 
+def conv_channels(H: int, KH: int, dk: int, dv: int) -> int:
+    """The conv1d's channels: q and k (dk per key head) and v (dv per value head)."""
+    return 2 * KH * dk + H * dv
+
+
 class GatedDeltaNetOp(OpRecord, frozen=True):
     """The chunked gated delta rule (with its conv1d) over T tokens per sequence."""
 
@@ -39,7 +44,7 @@ class GatedDeltaNetOp(OpRecord, frozen=True):
 
     @property
     def conv_channels(self) -> int:
-        return 2 * self.KH * self.dk + self.H * self.dv
+        return conv_channels(self.H, self.KH, self.dk, self.dv)
 
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         C, dk, dv = self.chunk, self.dk, self.dv
@@ -86,7 +91,7 @@ class GatedDeltaStepOp(OpRecord, frozen=True):
 
     @property
     def conv_channels(self) -> int:
-        return 2 * self.KH * self.dk + self.H * self.dv
+        return conv_channels(self.H, self.KH, self.dk, self.dv)
 
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
         # per state element: decay (1), Sᵀk (2), the rank-1 update (2), Sᵀq (2)

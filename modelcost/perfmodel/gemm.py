@@ -59,6 +59,7 @@ class GemmOp(OpRecord, frozen=True):
 
     kind: ClassVar[str] = "GEMM"
     unit: ClassVar[Unit] = Unit.matrix
+    optional: ClassVar[tuple[str, ...]] = ("scale_bytes",)
 
     M: int
     N: int
@@ -77,12 +78,6 @@ class GemmOp(OpRecord, frozen=True):
     @property
     def precision(self) -> str:
         return compute_precision(self.a, self.b)
-
-    def shape(self) -> dict[str, object]:
-        shape = super().shape()
-        if not self.scale_bytes:
-            del shape["scale_bytes"]
-        return shape
 
     def vector_flops(self) -> Number:
         """Weights narrower than the activations they meet (weight-only W8A16, W4A16) are
@@ -149,6 +144,7 @@ class GroupedGemmOp(OpRecord, frozen=True):
 
     kind: ClassVar[str] = "GroupedGemm"
     unit: ClassVar[Unit] = Unit.matrix
+    optional: ClassVar[tuple[str, ...]] = ("scale_bytes",)
 
     M: int
     K: int
@@ -165,12 +161,6 @@ class GroupedGemmOp(OpRecord, frozen=True):
     @property
     def precision(self) -> str:
         return compute_precision(self.x, self.w)
-
-    def shape(self) -> dict[str, object]:
-        shape = super().shape()
-        if not self.scale_bytes:
-            del shape["scale_bytes"]
-        return shape
 
     def vector_flops(self) -> Number:
         """Dequantizing narrow expert weights (weight-only), one multiply an element."""
