@@ -58,7 +58,7 @@ def main() -> None:
         spec = load_spec(path)
         load = median_ms(lambda p=path: load_spec(p), args.repeat)
         cells = [path.stem, f"{load:.2f}"]
-        ops = [op for op, _ in walk(spec.body)]
+        ops = [op for op, _ in walk(spec.body, streams=False)]  # the main stream
         positions = min((op.positions for op in ops if isinstance(op, PositionEmbedding)),
                         default=2048)  # fmt: skip
         image = any(isinstance(op, PatchEmbed) for op in ops)

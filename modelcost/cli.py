@@ -122,6 +122,8 @@ def cmd_params(args: argparse.Namespace) -> int:
         for c, n in counts.components.items()
     ]
     rows.append(["total", f"{counts.total:,}", f"{counts.active:,}"])
+    rows += [[f"  of which stream `{name}`", f"{n:,}", ""] for name, n in counts.streams.items()]
+    rows += [[f"apart: `{name}` (auxiliary)", f"{n:,}", ""] for name, n in counts.apart.items()]
     print(
         terminal(
             f"{spec.title} ({spec.name}): {count(counts.total)} total, "
@@ -217,7 +219,8 @@ def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
                 pick("context"),
                 args.logits,
                 layout,
-                *(getattr(args, name, 0) for name in ENGINE),
+                **{name: getattr(args, name, 0) for name in ENGINE},
+                streams=pick("stream"),
             ),
             Conventions(args.conventions),
             args.peak,

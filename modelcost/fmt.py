@@ -156,6 +156,9 @@ class _Printer:
             self._leading(st.pos.line, depth)
             if isinstance(st, s.Repeat):
                 self._container(f"repeat {format_expr(st.count)}", st.pos, st.body, depth)
+            elif isinstance(st, s.Stream):
+                call = format_stmt(s.OpCall(st.name, st.args), depth)
+                self._container(f"stream {call}", st.pos, st.body, depth)
             else:
                 shared = next_line == st.pos.end_line
                 self._trailing(format_stmt(st, depth), st.pos.end_line, depth, shared)

@@ -147,7 +147,9 @@ class Workload(Record, frozen=True):
     `seq` and `context` left as None take DEFAULT_SEQ and DEFAULT_CONTEXT (the CLI's
     defaults too), or the length a model fixes itself (a vision model's patch count).
     `phase` may be given as its name (`Workload("decode", 8)`). `batch` is the whole
-    job's; `parallel` says how it is split over devices (one by default).
+    job's; `parallel` says how it is split over devices (one by default). `streams`
+    sets the length of a model's other token streams per sequence, by name (T5's
+    source: `{"encoder": 512}`); each stream not named keeps its spec's length.
 
     What serving engines do: `prefix` cached prompt tokens (a prefix-cache hit) precede
     each prefill sequence's `seq` queries, which attend to them too. A decode step may
@@ -166,8 +168,16 @@ class Workload(Record, frozen=True):
     prefix: int = 0
     chunk: int = 0
     prompt: int = 0
+    streams: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
+        if isinstance(self.streams, dict):
+            force_setattr(self, "streams", tuple(sorted(self.streams.items())))
+        for item in self.streams:
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+                raise ValueError(f"streams maps a stream's name to its length, got {item!r}")
+            if not isinstance(item[1], int) or isinstance(item[1], bool) or item[1] <= 0:
+                raise ValueError(f"stream {item[0]!r} needs a positive length, got {item[1]!r}")
         if not isinstance(self.phase, Phase):
             try:
                 force_setattr(self, "phase", Phase(self.phase))  # normalizing, in __init__
@@ -208,6 +218,15 @@ class Shape(Record, frozen=True):
     chunk: int = 0
     prompt: int = 0
     prefix: int = 0
+    # the model's other token streams (encoders, towers): each one's length per
+    # sequence; and the tokens of theirs that join each main sequence (in S and n_kv)
+    streams: tuple[tuple[str, int], ...] = ()
+    joins: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def joined(self) -> int:
+        """Tokens of each main sequence that other streams contributed (image tokens)."""
+        return sum(n for _, n in self.joins)
 
     @property
     def T(self) -> int:
@@ -269,6 +288,10 @@ class Shape(Record, frozen=True):
             length += f", chunk {self.chunk} of {self.prompt}-token prompts" + (
                 f" after {self.prefix}" if self.prefix else ""
             )
+        for name, tokens in self.joins:
+            length += f" with {tokens} {name} tokens"
+        for name, tokens in self.streams:
+            length += f", {name} stream {tokens}"
         return f"{length}, {self.par.label}" if self.par.label else length
 
 

@@ -54,6 +54,9 @@ class Family(Record, frozen=True):
     # several blocks, headers included (`block @layer_dense {...}`), for families whose
     # layers differ (DeepSeek's dense and MoE layers); instead of `layer`
     blocks: Callable[[Config], str] | None = None
+    # flattens a composite config (LLaVA's text_config and vision_config, each over its
+    # own class's defaults) into one mapping the rules read; applied after `defaults`
+    prepare: Callable[[Config], Config] | None = None
 
     def block_text(self, c: Config) -> str:
         if self.blocks is not None:
@@ -99,11 +102,14 @@ def _llama_model(c: Config) -> str:
 
 # fields whose values are names (mapped through a table, never written as they are)
 NAMED = frozenset({"hidden_act", "hidden_activation", "activation_function",
-                   "position_embedding_type", "scoring_func", "topk_method"})  # fmt: skip
+                   "position_embedding_type", "scoring_func", "topk_method",
+                   "feed_forward_proj", "projector_hidden_act", "vision_config.hidden_act",
+                   "vision_feature_select_strategy", "torch_dtype", "text_config.model_type",
+                   "vision_config.model_type"})  # fmt: skip
 
 GATED = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu"}
 PLAIN = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
-         "relu": "relu", "silu": "silu"}  # fmt: skip
+         "relu": "relu", "silu": "silu", "quick_gelu": "quick_gelu"}  # fmt: skip
 
 
 def _gated_act(c: Config) -> str:
@@ -443,7 +449,18 @@ def _deepseek_blocks(c: Config) -> str:
 def _deepseek_model(c: Config) -> str:
     dense = "repeat dense_layers {\n@layer_dense\n}\n" if c["first_k_dense_replace"] else ""
     return (f"embed(vocab)\n{dense}repeat layers - dense_layers {{\n@layer_moe\n}}\n"
-            f"rmsnorm\n{_head(c)}")  # fmt: skip
+            f"rmsnorm\n{_head(c)}{_mtp(c)}")  # fmt: skip
+
+
+def _mtp(c: Config) -> str:
+    """DeepSeek-V3's multi-token-prediction modules (num_nextn_predict_layers): each its
+    own embedding copy, projection, MoE layer, norm and head, as the checkpoint holds."""
+    depth = c.get("num_nextn_predict_layers") or 0
+    if not depth:
+        return ""
+    module = "embed(vocab)\nmtp_proj\n@layer_moe\nrmsnorm\nlm_head(vocab)"
+    body = module if depth == 1 else f"repeat {depth} {{\n{module}\n}}"
+    return f"\nstream mtp(auxiliary = true) {{\n{body}\n}}"
 
 
 DEEPSEEK_PARAMS: tuple[tuple[str, Rule], ...] = (
@@ -477,7 +494,8 @@ FAMILIES += (
     Family(
         model_types=("deepseek_v2", "deepseek_v3"),
         reference="DeepseekV2Config / DeepseekV3Config (deepseek-ai's configuration_deepseek"
-        ".py); the multi-token-prediction module (num_nextn_predict_layers) is left out",
+        ".py; the multi-token-prediction modules, num_nextn_predict_layers, are an "
+        "auxiliary stream)",
         defaults={
             "vocab_size": 129280,
             "hidden_size": 7168,
@@ -888,6 +906,257 @@ FAMILIES += (
     ),
 )
 
+
+# ---------------------------------------------------------------- several token streams
+
+
+T5_FFN = {"relu": "relu", "gelu": "gelu", "gated-gelu": "geglu", "gated-silu": "swiglu"}
+
+
+def _t5_ffn(c: Config) -> str:
+    """T5's feed-forward: `relu` (T5), `gated-gelu` (T5 v1.1, Flan-T5: wi_0, wi_1 with
+    gelu_new), `gated-silu`."""
+    return f"mlp(d_ff, act = {T5_FFN[c['feed_forward_proj']]})"
+
+
+T5_ATTENTION = "attention(heads, head_dim = head_dim, rope = false{causal})"
+
+
+def _t5_blocks(c: Config) -> str:
+    ffn = _t5_ffn(c)
+    encoder = T5_ATTENTION.format(causal=", causal = false")
+    decoder = T5_ATTENTION.format(causal="")
+    return (
+        f"block @layer_encoder {{\nrmsnorm\n{encoder}\nresidual\nrmsnorm\n{ffn}\nresidual\n}}"
+        f"\n\nblock @layer_decoder {{\nrmsnorm\n{decoder}\nresidual\nrmsnorm\n"
+        f"cross_attention(heads, head_dim = head_dim)\nresidual\nrmsnorm\n{ffn}\nresidual\n}}"
+    )
+
+
+def _t5_model(c: Config) -> str:
+    return (
+        "stream encoder(length = source_tokens) {\nembed(vocab)\nrel_pos_bias(heads, buckets)"
+        "\nrepeat layers {\n@layer_encoder\n}\nrmsnorm\n}\n"
+        "embed(vocab, tied = true)\nrel_pos_bias(heads, buckets)\n"
+        f"repeat decoder_layers {{\n@layer_decoder\n}}\nrmsnorm\n{_head(c)}"
+    )
+
+
+WHISPER_ATTENTION = "qkv_bias = true, k_bias = false, out_bias = true"
+
+
+def _whisper_blocks(c: Config) -> str:
+    act = PLAIN[c["activation_function"]]
+    return (
+        "block @layer_encoder {\nlayernorm\n"
+        f"attention(encoder_heads, {WHISPER_ATTENTION}, rope = false, causal = false)\n"
+        f"residual\nlayernorm\nmlp(encoder_d_ff, act = {act}, bias = true)\nresidual\n}}\n\n"
+        f"block @layer_decoder {{\nlayernorm\nattention(heads, {WHISPER_ATTENTION}, rope = false)"
+        f"\nresidual\nlayernorm\ncross_attention(heads, {WHISPER_ATTENTION})\nresidual\n"
+        f"layernorm\nmlp(d_ff, act = {act}, bias = true)\nresidual\n}}"
+    )
+
+
+def _whisper_model(c: Config) -> str:
+    return (
+        "stream encoder(length = frames) {\nconv_stem(mels)\npos_embed(frames)\n"
+        "repeat encoder_layers {\n@layer_encoder\n}\nlayernorm\n}\n"
+        "embed(vocab)\npos_embed(positions)\nrepeat layers {\n@layer_decoder\n}\n"
+        f"layernorm\n{_head(c)}"
+    )
+
+
+CLIP_VISION_DEFAULTS: Config = {  # transformers CLIPVisionConfig
+    "hidden_size": 768,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "num_channels": 3,
+    "image_size": 224,
+    "patch_size": 32,
+    "hidden_act": "quick_gelu",
+}
+LLAVA_TEXT_TYPES = ("llama", "mistral")  # language models whose family the importer reads
+
+
+def _llava_prepare(c: Config) -> Config:
+    """LLaVA's config flattened: the language model's fields over its own family's
+    defaults (LlamaConfig's), the tower's as `vision_config.*` over CLIPVisionConfig's."""
+    text = c.get("text_config") or {}
+    vision = c.get("vision_config") or {}
+    if not isinstance(text, dict) or not isinstance(vision, dict):
+        raise TypeError("text_config and vision_config are objects")
+    flat = {**c, **BY_TYPE["llama"].defaults, **text}
+    flat["text_config.model_type"] = text.get("model_type", "llama")
+    flat.update({f"vision_config.{k}": v for k, v in {**CLIP_VISION_DEFAULTS, **vision}.items()})
+    flat["vision_config.model_type"] = vision.get("model_type", "clip_vision_model")
+    return flat
+
+
+def _patches(c: Config) -> int:
+    return (c["vision_config.image_size"] // c["vision_config.patch_size"]) ** 2
+
+
+def _vision_layers(c: Config) -> int:
+    """The tower layers whose output the projector reads: vision_feature_layer counts
+    hidden states (the embeddings are state 0; −1 is the last layer's output)."""
+    n, k = c["vision_config.num_hidden_layers"], c["vision_feature_layer"]
+    return n + 1 + k if k < 0 else k
+
+
+def _llava_blocks(c: Config) -> str:
+    act = PLAIN[c["vision_config.hidden_act"]]
+    vision = (
+        "block @layer_vision {\nlayernorm\nattention(vision_heads, qkv_bias = true, "
+        "out_bias = true, rope = false, causal = false)\nresidual\nlayernorm\n"
+        f"mlp(vision_d_ff, act = {act}, bias = true)\nresidual\n}}"
+    )
+    text = _decoder_layer(_llama_attention(c), _mlp(c))
+    return f"{vision}\n\nblock @layer {{\n{text}\n}}"
+
+
+def _llava_model(c: Config) -> str:
+    joins = "patches" if c["vision_feature_select_strategy"] == "default" else "patches + 1"
+    act = PLAIN[c["projector_hidden_act"]]
+    bias = "" if c.get("multimodal_projector_bias", True) else ", bias = false"
+    return (
+        f"stream image(length = patches + 1, joins = {joins}) {{\n"
+        "patch_embed(patch, image, channels = channels, bias = false, dim = vision_width)\n"
+        "pos_embed(patches + 1)\nlayernorm\nrepeat vision_layers {\n@layer_vision\n}\n"
+        f"linear(d_model, act = {act}{bias})\nlinear(d_model{bias})\n}}\n"
+        f"{_llama_model(c)}"
+    )
+
+
+FAMILIES += (
+    Family(
+        model_types=("t5",),
+        reference="transformers T5Config (an encoder and a decoder sharing one embedding; "
+        "relative position biases)",
+        defaults={
+            "vocab_size": 32128,
+            "d_model": 512,
+            "d_kv": 64,
+            "d_ff": 2048,
+            "num_layers": 6,
+            "num_decoder_layers": None,
+            "num_heads": 8,
+            "relative_attention_num_buckets": 32,
+            "feed_forward_proj": "relu",
+            "tie_word_embeddings": True,
+        },
+        params=(
+            ("vocab", key("vocab_size")),
+            ("d_model", key("d_model")),
+            ("layers", key("num_layers")),
+            ("decoder_layers", lambda c: c["num_decoder_layers"] or c["num_layers"]),
+            ("heads", key("num_heads")),
+            ("head_dim", key("d_kv")),
+            ("d_ff", key("d_ff")),
+            ("buckets", key("relative_attention_num_buckets")),
+            # the source length is the workload's; n_positions, where a config keeps
+            # it, is the length the checkpoint was trained at
+            ("source_tokens", lambda c: c.get("n_positions") or 512),
+        ),
+        layer=None,
+        blocks=_t5_blocks,
+        model=_t5_model,
+        refuse=(
+            (
+                "feed_forward_proj",
+                lambda c: (
+                    c["feed_forward_proj"] not in ("relu", "gelu", "gated-gelu", "gated-silu")
+                ),
+                "this feed-forward kind",
+            ),
+            ("is_decoder", lambda c: bool(c.get("is_decoder")), "a decoder-only T5"),
+        ),
+    ),
+    Family(
+        model_types=("whisper",),
+        reference="transformers WhisperConfig (its defaults are Whisper tiny's)",
+        defaults={
+            "vocab_size": 51865,
+            "num_mel_bins": 80,
+            "encoder_layers": 4,
+            "encoder_attention_heads": 6,
+            "decoder_layers": 4,
+            "decoder_attention_heads": 6,
+            "decoder_ffn_dim": 1536,
+            "encoder_ffn_dim": 1536,
+            "d_model": 384,
+            "max_source_positions": 1500,
+            "max_target_positions": 448,
+            "activation_function": "gelu",
+            "tie_word_embeddings": True,
+        },
+        params=(
+            ("vocab", key("vocab_size")),
+            ("d_model", key("d_model")),
+            ("encoder_layers", key("encoder_layers")),
+            ("encoder_heads", key("encoder_attention_heads")),
+            ("encoder_d_ff", key("encoder_ffn_dim")),
+            ("layers", key("decoder_layers")),
+            ("heads", key("decoder_attention_heads")),
+            ("d_ff", key("decoder_ffn_dim")),
+            ("mels", key("num_mel_bins")),
+            ("frames", key("max_source_positions")),
+            ("positions", key("max_target_positions")),
+        ),
+        layer=None,
+        blocks=_whisper_blocks,
+        model=_whisper_model,
+    ),
+    Family(
+        model_types=("llava",),
+        reference="transformers LlavaConfig (text_config over LlamaConfig's defaults, "
+        "vision_config over CLIPVisionConfig's)",
+        defaults={
+            "projector_hidden_act": "gelu",
+            "vision_feature_layer": -2,
+            "vision_feature_select_strategy": "default",
+            "tie_word_embeddings": False,
+        },
+        prepare=_llava_prepare,
+        params=(
+            *LLAMA_PARAMS,
+            ("image", key("vision_config.image_size")),
+            ("patch", key("vision_config.patch_size")),
+            ("channels", key("vision_config.num_channels")),
+            ("patches", _patches),
+            ("vision_width", key("vision_config.hidden_size")),
+            ("vision_layers", _vision_layers),
+            ("vision_heads", key("vision_config.num_attention_heads")),
+            ("vision_d_ff", key("vision_config.intermediate_size")),
+        ),
+        layer=None,
+        blocks=_llava_blocks,
+        model=_llava_model,
+        refuse=(
+            (
+                "text_config",
+                lambda c: c["text_config.model_type"] not in LLAVA_TEXT_TYPES,
+                "a language model outside the llama family",
+            ),
+            (
+                "vision_config",
+                lambda c: c["vision_config.model_type"] != "clip_vision_model",
+                "a vision tower other than CLIP's",
+            ),
+            (
+                "vision_feature_layer",
+                lambda c: not isinstance(c["vision_feature_layer"], int),
+                "features from several tower layers",
+            ),
+            (
+                "vision_feature_select_strategy",
+                lambda c: c["vision_feature_select_strategy"] not in ("default", "full"),
+                "this feature selection",
+            ),
+        ),
+    ),
+)
+
 BY_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
 
 
@@ -909,6 +1178,12 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
                      f"model_type {model_type!r} cannot be imported yet",
                      f"families the importer reads: {supported}")  # fmt: skip
     c = {**family.defaults, **config}
+    if family.prepare is not None:
+        try:
+            c = family.prepare(c)
+        except TypeError as err:
+            raise SpecError(f"a composite config whose parts are malformed ({err})",
+                            filename=filename) from None  # fmt: skip
     for field in sorted(_used_fields(family, c)):  # nothing but numbers reaches the text
         if isinstance(c[field], str) and field not in NAMED:
             raise _field(text, filename, field,
@@ -950,13 +1225,18 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
         "",
         f"model {ident} {{",
         *(f"{p} = {_number(v)}" for p, v in values),
-        "dtype = bf16",
+        f"dtype = {_dtype(c)}",
         *([f"recipe = {recipe}"] if (recipe := _recipe(c, family, text, filename)) else []),
         "",
         *model.replace("@layer", f"{ident}_layer").splitlines(),
         "}",
     ]
     return format_source("\n".join(lines) + "\n", filename)
+
+
+def _dtype(c: Config) -> str:
+    """fp16 for a float16 checkpoint; bf16 otherwise (float32 ones are served in bf16)."""
+    return "fp16" if c.get("torch_dtype") == "float16" else "bf16"
 
 
 QUANTIZED = {  # quant_method → the recipe, from the config's own fields
@@ -999,7 +1279,7 @@ def _used_fields(family: Family, c: Config) -> set[str]:
     """The config fields the family reads (a rule that fails on a bad value has still
     read it: the checks that follow name the field)."""
     probe = _Probe(c)
-    for rule in (*(r for _, r in family.params), family.block_text, family.model):
+    for rule in (*(r for _, r in family.params), family.block_text, family.model, _dtype):
         try:
             rule(probe)
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
@@ -1037,11 +1317,13 @@ def _at(text: str, filename: str, line: int, column: int, message: str, hint=Non
 
 
 def _field(text: str, filename: str, field: str, message: str, hint: str) -> SpecError:
-    """An error pointing at the field's key in the JSON text (or the file, when absent)."""
+    """An error pointing at the field's key in the JSON text (or the file, when absent);
+    a nested field (`vision_config.hidden_act`) at its last key."""
+    last = field.rsplit(".", 1)[-1]
     for number, line in enumerate(text.splitlines(), 1):
-        col = line.find(f'"{field}"')
+        col = line.find(f'"{last}"')
         if col >= 0:
             err = _at(text, filename, number, col + 1, message, hint)
-            err.width = len(field) + 2
+            err.width = len(last) + 2
             return err
     return SpecError(message, filename=filename, hint=hint)

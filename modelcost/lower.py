@@ -15,7 +15,7 @@ from msgspec import Struct, field
 
 from . import spec as ir
 from .dtypes import DType
-from .errors import SpecError
+from .errors import SpecError, did_you_mean
 from .graph import (
     DEFAULT_CONTEXT,
     DEFAULT_SEQ,
@@ -30,7 +30,7 @@ from .graph import (
 from .memo import per_object
 from .memory import SSM_STATE, Held, cache_elements_per_token, model_facts
 from .parallel import check_layout
-from .params import kv_heads, residual_width, vocab_shard, walk
+from .params import kv_heads, residual_width, streams_of, vocab_shard, walk
 from .perfmodel import (
     AdamStepOp,
     BinaryOp,
@@ -70,6 +70,7 @@ ACT_FN = {
     ir.Activation.geglu: "gelu_tanh",
     ir.Activation.gelu: "gelu",
     ir.Activation.gelu_tanh: "gelu_tanh",
+    ir.Activation.quick_gelu: "quick_gelu",
     ir.Activation.relu: "relu",
 }
 MAX_NODES = 1_500  # distinct ops after lowering (repeated layers count once)
@@ -148,6 +149,9 @@ class _Lowerer:
         self.par, self.tp = shape.par, shape.par.tp
         self.notes: list[str] = []
         self.recipe = NO_RECIPE
+        self.outputs: dict[str, str] = {}  # each stream lowered so far: its output node
+        self.hidden = ""  # the main stream's last layer output
+        self.joining = bool(shape.joins)  # other streams' tokens still to join the main
 
     # ---- tensor parallelism: the collectives around a column-/row-parallel pair
     def _collective(
@@ -223,9 +227,17 @@ class _Lowerer:
 
     def _embed(self, e: _Emit, op: ir.Embedding, name: str) -> None:
         s, d = self.s, op.dtypes
-        rec = EmbeddingOp(s.T, vocab_shard(op.vocab, self.tp), op.dim, d.weights, d.activations)
-        x = e.add(name, rec, (), out=s.T * op.dim * bpe(d.activations))
-        e.stream = e.residual_from = self._exit(e, name, op.dim, d.activations, x)
+        a = d.activations
+        joined = s.B * s.joined if self.joining else 0  # their places are not looked up
+        rec = EmbeddingOp(s.T - joined, vocab_shard(op.vocab, self.tp), op.dim, d.weights, a)
+        x = e.add(name, rec, (), out=(s.T - joined) * op.dim * bpe(a))
+        x = self._exit(e, name, op.dim, a, x)
+        if joined:  # the towers' tokens written into their places (LLaVA's masked scatter)
+            self.joining = False
+            rec_join = UnaryOp((joined, op.dim), "copy", a, a)
+            sources = tuple(self.outputs[n] for n, _ in s.joins if n in self.outputs)
+            x = e.add(f"{name}.join", rec_join, (x, *sources), out=s.T * op.dim * bpe(a))
+        e.stream = e.residual_from = x
 
     def _pos_embed(self, e: _Emit, op: ir.PositionEmbedding, name: str) -> None:
         self._added_table(e, op.positions, op, name)
@@ -661,7 +673,83 @@ class _Lowerer:
         after it."""
         s, d = self.s, op.dtypes
         rec = _gemm(s.T, op.out, op.dim, op.bias, d)
-        e.stream = e.residual_from = self._gemm_node(e, name, rec, (e.stream,), d.weights)
+        y = self._gemm_node(e, name, rec, (e.stream,), d.weights)
+        if op.act is not None:
+            a = d.activations
+            act = UnaryOp((s.T, op.out), ACT_FN[op.act], a, a)
+            y = e.add(f"{name}.act", act, (y,), out=s.T * op.out * bpe(a))
+        e.stream = e.residual_from = y
+
+    def _conv_stem(self, e: _Emit, op: ir.ConvStem, name: str) -> None:
+        """Whisper's two convolutions (padding k//2, the second of stride 2) over twice
+        the stream's length in mel frames, each with a GELU."""
+        s, a = self.s, op.dtypes.activations
+        x, channels, frames = "", op.mels, 2 * s.S
+        for i, stride in ((1, 1), (2, 2)):
+            conv = ConvOp(
+                (s.B, channels, frames),
+                (op.dim, channels, op.kernel),
+                stride=(stride,),
+                padding=(op.kernel // 2,),
+                bias=True,
+                dtype=a,
+            )
+            frames //= stride
+            out = s.B * frames * op.dim * bpe(a)
+            x = e.add(f"{name}.conv{i}", conv, (x,) if x else (), out=out)
+            gelu = UnaryOp((s.B * frames, op.dim), "gelu", a, a)
+            x = e.add(f"{name}.gelu{i}", gelu, (x,), out=out)
+            channels = op.dim
+        e.stream = e.residual_from = x
+
+    def _rel_pos_bias(self, e: _Emit, op: ir.RelativePositionBias, name: str) -> None:
+        """T5's bias table looked up once per (query, key) pair of a sequence (the same
+        for every sequence of the batch) and read by every layer's attention."""
+        s, d = self.s, op.dtypes
+        pairs = s.S * s.n_kv
+        rec = EmbeddingOp(pairs, op.buckets, op.heads, d.weights, d.activations)
+        e.add(name, rec, (), out=pairs * op.heads * bpe(d.activations))
+
+    def _cross_attention(self, e: _Emit, op: ir.CrossAttention, name: str) -> None:
+        """Queries from this stream; keys and values from the source stream's output,
+        projected once by prefill into the cross-attention cache that decode reads."""
+        s, d = self.s, op.dtypes
+        a, w, kv = d.activations, d.weights, d.kv_cache
+        H, KV, hd = op.heads // self.tp, kv_heads(op.kv_heads, self.tp), op.head_dim
+        L = dict(s.streams)[op.source]
+        x = self._enter(e, name, op.dim, a)
+        q = self._gemm_node(e, f"{name}.q_proj", _gemm(s.T, H * hd, op.dim, op.qkv_bias, d),
+                            (x,), w)  # fmt: skip
+        inputs: tuple[str, ...] = (q,)
+        if not s.decode:
+            src, rows = self.outputs[op.source], s.B * L
+            k_rec = _gemm(rows, KV * hd, op.source_dim, op.k_bias, d)
+            v_rec = _gemm(rows, KV * hd, op.source_dim, op.qkv_bias, d)
+            k = self._gemm_node(e, f"{name}.k_proj", k_rec, (src,), w)
+            v = self._gemm_node(e, f"{name}.v_proj", v_rec, (src,), w)
+            inputs = (q, k, v)
+            if not s.train:  # kept for every decode step
+                elements = rows * cache_elements_per_token(op, self.tp)
+                rec = UnaryOp((elements,), "copy", a, kv)
+                e.add(f"{name}.kv_cache_write", rec, (k, v), out=elements * bpe(kv))
+        sdpa = SdpaOp(s.B, s.S, H, L, KV, hd, hd, causal=False, act=a,
+                      kv=kv if s.decode else a)  # fmt: skip
+        att = e.add(f"{name}.sdpa", sdpa, inputs, out=s.T * H * hd * bpe(a))
+        o = self._gemm_node(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d),
+                            (att,), w)  # fmt: skip
+        e.stream = self._exit(e, name, op.dim, a, o)
+
+    def _mtp_proj(self, e: _Emit, op: ir.MTPProjection, name: str) -> None:
+        """The next token's embedding and the main model's last hidden state, each
+        RMS-normalized, concatenated, and projected from 2·dim to dim."""
+        s, d = self.s, op.dtypes
+        a, T = d.activations, s.T
+        en = self._rmsnorm_node(e, f"{name}.enorm", 1, op.dim, a, e.stream)
+        hn = self._rmsnorm_node(e, f"{name}.hnorm", 1, op.dim, a, self.hidden)
+        cat = e.add(f"{name}.concat", UnaryOp((T, 2 * op.dim), "copy", a, a), (en, hn),
+                    out=T * 2 * op.dim * bpe(a))  # fmt: skip
+        rec = _gemm(T, op.dim, 2 * op.dim, False, d)
+        e.stream = e.residual_from = self._gemm_node(e, f"{name}.eh_proj", rec, (cat,), d.weights)
 
     def _pooler(self, e: _Emit, op: ir.Pooler, name: str) -> None:
         s, d = self.s, op.dtypes
@@ -691,9 +779,9 @@ class _Stack(Record, frozen=True):
     body: tuple[ir.Statement, ...]
 
 
-def _layer_plan(body: tuple[ir.Statement, ...]) -> list[ir.Op | _Stack]:
-    """Split the top level into model-level ops and layer groups."""
-    plan: list[ir.Op | _Stack] = []
+def _layer_plan(body: tuple[ir.Statement, ...]) -> list[ir.Op | ir.Stream | _Stack]:
+    """Split the top level into model-level ops, other streams and layer groups."""
+    plan: list[ir.Op | ir.Stream | _Stack] = []
     for node in body:
         if isinstance(node, ir.Repeat):
             blocks = [b for b in node.body if isinstance(b, ir.Block)]
@@ -709,10 +797,12 @@ def _layer_plan(body: tuple[ir.Statement, ...]) -> list[ir.Op | _Stack]:
     return plan
 
 
-def _placed(plan: list[ir.Op | _Stack]) -> list[tuple[ir.Op | _Stack, tuple[int, ...]]]:
+def _placed(
+    plan: list[ir.Op | ir.Stream | _Stack],
+) -> list[tuple[ir.Op | ir.Stream | _Stack, tuple[int, ...]]]:
     """Each plan item with its layer indices: a stack's layers, or for a model-level op
     the index of the next layer (so an op before the layers sorts before them)."""
-    placed: list[tuple[ir.Op | _Stack, tuple[int, ...]]] = []
+    placed: list[tuple[ir.Op | ir.Stream | _Stack, tuple[int, ...]]] = []
     layer = pending_end = 0
     for item in plan:
         if not isinstance(item, _Stack):
@@ -751,12 +841,18 @@ class _Stage(Record, frozen=True):
 
 
 @per_object
-def _stage(spec: ir.Spec, pp: int) -> _Stage:
+def _stage(spec: ir.Spec, pp: int, train: bool) -> _Stage:
     plan = _placed(_layer_plan(spec.body))
     stage = _last_stage(spec, plan, pp)
     items: list = []
     held: list[tuple[ir.Op, int]] = []
     for item, layers in plan:
+        if isinstance(item, ir.Stream):  # an auxiliary module is loaded to train it
+            if (layers and layers[0] < stage.start) or (item.auxiliary and not train):
+                continue
+            items.append((item, layers, ()))
+            held.extend(walk(item.body))
+            continue
         if not isinstance(item, _Stack):
             if layers and layers[0] < stage.start:  # before the layers: the first stage's
                 continue
@@ -768,14 +864,25 @@ def _stage(spec: ir.Spec, pp: int) -> _Stage:
             ops = tuple(walk(item.body))
             items.append((item, layers, ops))
             held.extend((op, times * len(layers)) for op, times in ops)
-    scopes = Counter(item.scope for item, _ in plan if not isinstance(item, _Stack))
+    scopes = Counter(item.scope for item, _ in plan if not isinstance(item, _Stack | ir.Stream))
     return _Stage(tuple(items), Held(tuple(held)), scopes)
 
 
 @per_object
+def _stream_items(stream: ir.Stream) -> tuple:
+    """A stream's model-level ops and layer groups, as a stage's items (one stage)."""
+    items: list = []
+    for item, layers in _placed(_layer_plan(stream.body)):
+        ops = tuple(walk(item.body)) if isinstance(item, _Stack) else ((item, 1),)
+        items.append((item, layers, ops))
+    return tuple(items)
+
+
+@per_object
 def _input_facts(spec: ir.Spec) -> tuple[ir.PatchEmbed | None, ir.PositionEmbedding | None, bool]:
-    """(the patch embedding, the learned positions, whether any layer decodes)."""
-    ops = [op for op, _ in walk(spec.body)]
+    """(the patch embedding, the learned positions, whether any layer decodes) of the
+    main stream."""
+    ops = [op for op, _ in walk(spec.body, streams=False)]
     patch = next((op for op in ops if isinstance(op, ir.PatchEmbed)), None)
     positions = next((op for op in ops if isinstance(op, ir.PositionEmbedding)), None)
     return patch, positions, any(op.decodes for op in ops)
@@ -831,6 +938,9 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
                 hint=f"use a sequence length that is a multiple of {par.cp}",
             )
     prompt = _serving_extras(spec, w)
+    streams, joins = _stream_lengths(spec, w)
+    S += sum(n for _, n in joins)  # image tokens join the text
+    context += sum(n for _, n in joins)
     tokens = B * (1 if w.phase is Phase.decode else S // par.cp) + w.chunk
     if par.sp and tokens % par.tp:
         raise SpecError(
@@ -839,9 +949,90 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             hint=f"use a batch and length whose tokens per replica divide by {par.tp}",
         )
     if w.phase is Phase.decode:
-        return Shape(w.phase, B, 1, context, False, par, w.chunk, prompt, w.prefix), notes
-    shape = Shape(w.phase, B, S // par.cp, S + w.prefix, w.logits == "all", par, prefix=w.prefix)
+        shape = Shape(w.phase, B, 1, context, False, par, w.chunk, prompt, w.prefix,
+                      streams, joins)  # fmt: skip
+        return shape, notes
+    shape = Shape(w.phase, B, S // par.cp, S + w.prefix, w.logits == "all", par,
+                  prefix=w.prefix, streams=streams, joins=joins)  # fmt: skip
     return shape, notes
+
+
+def _stream_lengths(
+    spec: ir.Spec, w: Workload
+) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
+    """Each encoder or tower stream's length for this workload (the spec's unless the
+    workload names it), and the tokens each joining stream adds to a main sequence.
+    Layouts and engine features not modelled across streams are refused here."""
+    streams = streams_of(spec)
+    own = {st.name: st for st in streams if not st.auxiliary}
+    for name, _ in w.streams:
+        if name not in own:
+            aux = any(st.name == name for st in streams)
+            raise SpecError(
+                f"`{spec.name}` has no stream `{name}` with a length of its own"
+                if aux or own else f"`{spec.name}` has one token stream: --stream does not apply",
+                filename="modelcost",
+                hint=("an auxiliary stream runs over the main sequence" if aux else
+                      did_you_mean(name, list(own)) or
+                      (f"streams: {', '.join(own)}" if own else None)),
+            )  # fmt: skip
+    if not own:
+        return (), ()
+    par = w.parallel
+    refused = [what for what, on in (
+        ("--pp", par.pp > 1), ("--cp", par.cp > 1), ("--sp", par.sp),
+        ("--recompute full", par.recompute == "full"), ("--chunk", bool(w.chunk)),
+        ("--prefix", bool(w.prefix)),
+    ) if on]  # fmt: skip
+    if refused:
+        raise SpecError(
+            f"{', '.join(refused)} with several token streams (`{spec.name}` has "
+            f"{', '.join(own)}) is not modelled",
+            filename="modelcost",
+            hint="use --tp, --dp and --ep with encoder-decoder and multimodal models",
+        )
+    given = dict(w.streams)
+    lengths: list[tuple[str, int]] = []
+    for st in own.values():
+        n = given.get(st.name, st.length)
+        fixed = _fixed_length(st)
+        if fixed and n != st.length:
+            raise SpecError(
+                f"stream `{st.name}` of `{spec.name}` takes its length from its {fixed}: "
+                f"{st.length} tokens, not {n}",
+                filename="modelcost",
+                hint=f"leave --stream {st.name} out",
+            )
+        positions = next((op.positions for op, _ in walk(st.body)
+                          if isinstance(op, ir.PositionEmbedding)), None)  # fmt: skip
+        if positions is not None and n > positions:
+            raise SpecError(
+                f"stream `{st.name}` of `{spec.name}` has {positions} learned positions, "
+                f"fewer than its length {n}",
+                filename="modelcost",
+                hint=f"--stream {st.name}={positions} at most",
+            )
+        if n < st.joins:
+            raise SpecError(
+                f"stream `{st.name}` joins {st.joins} tokens: its length {n} is shorter",
+                filename="modelcost",
+                hint=f"--stream {st.name}={st.joins} at least",
+            )
+        lengths.append((st.name, n))
+    joins = tuple((st.name, st.joins) for st in own.values() if st.joins)
+    return tuple(lengths), joins
+
+
+@per_object
+def _fixed_length(stream: ir.Stream) -> str:
+    """What fixes a stream's length, if anything: an image (a patch embedding) or
+    learned positions as many as its length (Whisper's 1,500 audio positions)."""
+    for op, _ in walk(stream.body):
+        if isinstance(op, ir.PatchEmbed):
+            return "image"
+        if isinstance(op, ir.ConvStem):
+            return "audio window (its convolutions and positions)"
+    return ""
 
 
 def _serving_extras(spec: ir.Spec, w: Workload) -> int:
@@ -928,21 +1119,25 @@ def _step_nodes(spec: ir.Spec, shape: Shape, facts: ModelFacts) -> list[Node]:
     return nodes
 
 
-def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
-    """Lower a resolved spec for one workload into an op graph."""
-    shape, notes = _workload_shape(spec, workload)
-    lowerer = _Lowerer(spec, shape)
-    nodes: list[Node] = []
-    groups: list[Group] = []
-    stream, residual = "", ""
-    st = _stage(spec, shape.par.pp)
-    model_emit = _Emit("", "model", 1, stream, residual, totals=st.model_scopes)
-    if shape.par.pp > 1:  # the previous stage's activations arrive (gradients go back)
-        a = spec.dtypes.activations
-        rec = CollectiveOp("p2p", shape.T_seq * residual_width(spec), 2, a, shape.par.pp_stride)
-        stream = residual = "pipeline.recv"
-        nodes.append(Node(stream, "model", 1, rec, (), shape.T_seq * residual_width(spec) * bpe(a)))
-    for item, layers, ops in st.items:
+def _lower_items(
+    lowerer: _Lowerer,
+    items,
+    prefix: str,
+    group: str,
+    scopes: Counter,
+    stream: str,
+    residual: str,
+    nodes: list[Node],
+    groups: list[Group],
+    spec: ir.Spec,
+) -> tuple[str, str]:
+    """Lower one stream's model-level ops and layer groups in order; returns the nodes
+    carrying its stream and residual at the end."""
+    model_emit = _Emit(prefix, group, 1, stream, residual, totals=scopes)
+    for item, layers, ops in items:
+        if isinstance(item, ir.Stream):
+            _lower_stream(lowerer, item, nodes, groups, spec, stream)
+            continue
         if not isinstance(item, _Stack):
             model_emit.stream, model_emit.residual_from = stream, residual
             start = len(model_emit.nodes)
@@ -951,7 +1146,7 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
             _check_size(spec, len(nodes))
             stream, residual = model_emit.stream, model_emit.residual_from
             continue
-        label = f"layers.{layers[0]}"
+        label = f"{prefix}layers.{layers[0]}"
         totals = Counter(op.scope for op, _ in ops)
         e = _Emit(f"{label}.", label, len(layers), stream, residual, totals=totals)
         for op, times in ops:
@@ -960,6 +1155,55 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
         nodes.extend(e.nodes)
         groups.append(Group(label, item.block, layers, len(layers)))
         stream, residual = e.stream, e.residual_from
+        lowerer.hidden = stream  # the last layer's output (what multi-token prediction reads)
+    return stream, residual
+
+
+def _lower_stream(
+    lowerer: _Lowerer,
+    st: ir.Stream,
+    nodes: list[Node],
+    groups: list[Group],
+    spec: ir.Spec,
+    main: str,
+) -> None:
+    """An encoder or tower over its own tokens (prefill and training: decode reuses
+    what it left), or an auxiliary module over the main stream's tokens (training)."""
+    shape = lowerer.s
+    if shape.decode and not st.auxiliary:
+        return
+    sub = shape
+    if not st.auxiliary:
+        L = dict(shape.streams)[st.name]
+        sub = Shape(shape.phase, shape.B, L, L, False, shape.par)
+    groups.append(Group(st.name, "stream", (), 1))
+    scopes = Counter(item.scope for item, _, _ in _stream_items(st) if not isinstance(item, _Stack))
+    lowerer.s = sub
+    hidden = lowerer.hidden
+    try:
+        start = st.auxiliary and main
+        out, _ = _lower_items(lowerer, _stream_items(st), f"{st.name}.", st.name, scopes,
+                              start or "", start or "", nodes, groups, spec)  # fmt: skip
+    finally:
+        lowerer.s, lowerer.hidden = shape, hidden
+    lowerer.outputs[st.name] = out
+
+
+def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
+    """Lower a resolved spec for one workload into an op graph."""
+    shape, notes = _workload_shape(spec, workload)
+    lowerer = _Lowerer(spec, shape)
+    nodes: list[Node] = []
+    groups: list[Group] = []
+    stream, residual = "", ""
+    st = _stage(spec, shape.par.pp, shape.train)
+    if shape.par.pp > 1:  # the previous stage's activations arrive (gradients go back)
+        a = spec.dtypes.activations
+        rec = CollectiveOp("p2p", shape.T_seq * residual_width(spec), 2, a, shape.par.pp_stride)
+        stream = residual = "pipeline.recv"
+        nodes.append(Node(stream, "model", 1, rec, (), shape.T_seq * residual_width(spec) * bpe(a)))
+    _lower_items(lowerer, st.items, "", "model", st.model_scopes, stream, residual, nodes,
+                 groups, spec)  # fmt: skip
     m = shape.par.microbatches
     if m > 1:  # every op of the step runs once per microbatch
         nodes = [replace(n, count=n.count * m) for n in nodes]
@@ -969,4 +1213,6 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     model_nodes = [n for n in nodes if n.group == "model"]
     if model_nodes:
         groups.insert(0, Group("model", "model", (), 1))
+    used = {n.group for n in nodes}
+    groups = [g for g in groups if g.name in used]
     return OpGraph(facts, workload, shape, tuple(nodes), tuple(groups), (*notes, *lowerer.notes))

@@ -30,11 +30,14 @@ SSM_STATE = DType.fp32  # Mamba-2's recurrent state
 
 def cache_elements_per_token(op: ir.Op, tp: int = 1) -> int:
     """Elements of KV cache one token adds to one layer op on one of `tp` tensor-parallel
-    ranks (bidirectional attention, an encoder's, keeps none). KV heads split over the
+    ranks (bidirectional attention, an encoder's, keeps none; cross-attention keeps its
+    source stream's keys and values, per source token). KV heads split over the
     ranks (one each, replicated, when tp exceeds them); MLA's latent is not split by
     heads, so every rank keeps all of it."""
     match op:
         case ir.Attention() if op.causal:
+            return 2 * kv_heads(op.kv_heads, tp) * op.head_dim
+        case ir.CrossAttention():  # per token of the source stream (its keys and values)
             return 2 * kv_heads(op.kv_heads, tp) * op.head_dim
         case ir.MLA() if op.causal:
             return op.kv_lora_rank + op.qk_rope_head_dim
@@ -87,8 +90,10 @@ def model_facts(spec: ir.Spec, shape: Shape, held: Held | None = None) -> ModelF
     if not shape.train:
         # a context-parallel rank keeps the keys of its own chunk
         length = shape.n_kv if shape.decode else shape.n_kv // par.cp
+        sources = dict(shape.streams)
         for op, times in _caching(held, par.tp):
-            cache += cache_bytes(op, shape.B_device, length, par.tp) * times
+            n = sources[op.source] if isinstance(op, ir.CrossAttention) else length
+            cache += cache_bytes(op, shape.B_device, n, par.tp) * times
             if shape.chunk:  # the chunk's prompts, at their full length
                 full = shape.prefix + shape.prompt
                 cache += cache_bytes(op, shape.chunk_sequences, full, par.tp) * times

@@ -143,6 +143,17 @@ def whole(text: str) -> int:
     return 0 if text.strip() == "0" else positive(text)
 
 
+def stream_lengths(text: str) -> tuple[tuple[str, int], ...]:
+    """Other token streams' lengths: `encoder=512`, `encoder=512,image=577`."""
+    out: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",")):
+        name, eq, value = part.partition("=")
+        if not eq or not name.strip().isidentifier():
+            raise argparse.ArgumentTypeError(f"expected NAME=LENGTH (encoder=1500), got {part!r}")
+        out[name.strip()] = positive(value)
+    return tuple(sorted(out.items()))
+
+
 def zero_stage(text: str) -> int:
     """A ZeRO stage: 0, 1, 2 or 3."""
     if text not in ("0", "1", "2", "3"):
@@ -166,6 +177,8 @@ OPTIONS: dict[str, Option] = {
                "(chunked prefill), per replica"),
         Option("prompt", whole, 0, "decode: new tokens in each prompt the chunk comes from "
                "(default: one prompt of --chunk)"),
+        Option("stream", stream_lengths, (), "another token stream's length per sequence, "
+               "NAME=LENGTH (T5's source: encoder=512); default the spec's", sided=True),
         Option("logits", None, DEFAULT_LOGITS,
                "prefill: logits for every position or each sequence's last", ("all", "last")),
         Option("conventions", None, Conventions.modelcost.value,
@@ -218,7 +231,7 @@ def add_options(
     (a sweep), each option takes several values and its default is a one-value list."""
     for name in names:
         o = OPTIONS[name]
-        shown = "" if o.default is None or o.name == "phase" else f" (default {o.default})"
+        shown = "" if o.default in (None, ()) or o.name == "phase" else f" (default {o.default})"
         if o.flag:
             parser.add_argument(f"--{name}", action="store_true", help=o.help)
             continue
@@ -243,7 +256,7 @@ def add_options(
                                                    "help": f"{name} of side B"})  # fmt: skip
 
 
-WORKLOAD = ("phase", "batch", "seq", "context", "logits")
+WORKLOAD = ("phase", "batch", "seq", "context", "stream", "logits")
 ENGINE = ("prefix", "chunk", "prompt")  # what serving engines do to a step
 LAYOUT = ("tp", "sp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
 # a site shows prefill and decode: no context parallelism (decode has no sequence to

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from enum import StrEnum
 
+from pydantic import Field
+
 from . import spec as ir
 from .frozen import Frozen
 from .memo import per_object
@@ -32,6 +34,10 @@ class ParamCount(Frozen):
     active: int
     components: dict[Component, int]
     active_components: dict[Component, int]
+    # each named stream's parameters (an encoder's, a vision tower's): in the total
+    streams: dict[str, int] = Field(default_factory=dict)
+    # an auxiliary stream's (multi-token prediction): counted apart, not in the total
+    apart: dict[str, int] = Field(default_factory=dict)
 
 
 def _linear(n_in: int, n_out: int, bias: bool) -> int:
@@ -66,7 +72,9 @@ COMPONENTS: dict[type, Component] = {
     ir.RMSNorm: Component.norms, ir.Residual: Component.norms,
     ir.Attention: Component.attention, ir.MLA: Component.attention, ir.MLP: Component.mlp,
     ir.MoE: Component.experts, ir.Linear: Component.mlp, ir.Mamba2: Component.ssm,
-    ir.GatedDeltaNet: Component.ssm,
+    ir.GatedDeltaNet: Component.ssm, ir.ConvStem: Component.embedding,
+    ir.RelativePositionBias: Component.embedding, ir.CrossAttention: Component.attention,
+    ir.MTPProjection: Component.mlp,
     ir.LMHead: Component.head,
     ir.Pooler: Component.head, ir.Classifier: Component.head,
 }  # fmt: skip
@@ -79,7 +87,25 @@ def device_params(op: ir.Op, tp: int = 1, ep: int = 1) -> tuple[int, int]:
     scale the reference implementation allocates."""
     match op:
         case ir.Embedding():  # vocabulary-parallel
-            return vocab_shard(op.vocab, tp) * op.dim, 0
+            return (0 if op.tied else vocab_shard(op.vocab, tp) * op.dim), 0
+        case ir.ConvStem():  # two convolutions with biases: mels → dim, dim → dim
+            return _linear(op.mels * op.kernel, op.dim, True) + _linear(
+                op.dim * op.kernel, op.dim, True
+            ), 0
+        case ir.RelativePositionBias():
+            return op.buckets * op.heads, 0
+        case ir.CrossAttention():  # as attention, k and v read the source's width
+            q = op.heads // tp * op.head_dim
+            kv = kv_heads(op.kv_heads, tp) * op.head_dim
+            n = (
+                _linear(op.dim, q, op.qkv_bias)
+                + _linear(op.source_dim, kv, op.k_bias)
+                + _linear(op.source_dim, kv, op.qkv_bias)
+                + _linear(q, op.dim, op.out_bias)
+            )
+            return n, 0
+        case ir.MTPProjection():  # enorm, hnorm and eh_proj (2·dim → dim, no bias)
+            return 2 * op.dim + _linear(2 * op.dim, op.dim, False), 0
         case ir.PatchEmbed():
             conv = _linear(op.channels * op.patch * op.patch, op.dim, op.bias)
             return conv + (op.dim if op.cls_token else 0), 0
@@ -94,7 +120,8 @@ def device_params(op: ir.Op, tp: int = 1, ep: int = 1) -> tuple[int, int]:
             kv = kv_heads(op.kv_heads, tp) * op.head_dim
             n = (
                 _linear(op.dim, q * (2 if op.gate else 1), op.qkv_bias)  # and its gate
-                + 2 * _linear(op.dim, kv, op.qkv_bias)
+                + _linear(op.dim, kv, op.k_bias)
+                + _linear(op.dim, kv, op.qkv_bias)
                 + _linear(q, op.dim, op.out_bias)
                 + (2 * op.head_dim if op.qk_norm else 0)
                 + (op.heads // tp if op.sinks else 0)
@@ -166,22 +193,39 @@ def op_params(op: ir.Op) -> tuple[Component, int, int]:
     return COMPONENTS[type(op)], dense + experts, active
 
 
-def walk(nodes: tuple[ir.Statement, ...], multiplicity: int = 1) -> Iterator[tuple[ir.Op, int]]:
-    """Every op of a layer tree with how many times it occurs."""
+def walk(
+    nodes: tuple[ir.Statement, ...],
+    multiplicity: int = 1,
+    *,
+    streams: bool = True,
+    auxiliary: bool = False,
+) -> Iterator[tuple[ir.Op, int]]:
+    """Every op of a layer tree with how many times it occurs: the model's, its
+    encoders' and towers' (unless `streams` is off: the main stream's alone); an
+    auxiliary stream's (multi-token prediction) only when `auxiliary` is on."""
     for node in nodes:
         if isinstance(node, ir.Repeat):
-            yield from walk(node.body, multiplicity * node.count)
+            yield from walk(node.body, multiplicity * node.count, streams=streams,
+                            auxiliary=auxiliary)  # fmt: skip
         elif isinstance(node, ir.Block):
-            yield from walk(node.body, multiplicity)
+            yield from walk(node.body, multiplicity, streams=streams, auxiliary=auxiliary)
+        elif isinstance(node, ir.Stream):
+            if streams and (auxiliary or not node.auxiliary):
+                yield from walk(node.body, multiplicity)
         else:
             yield node, multiplicity
+
+
+def streams_of(spec: ir.Spec) -> tuple[ir.Stream, ...]:
+    """The spec's streams besides the main one, in order."""
+    return tuple(n for n in spec.body if isinstance(n, ir.Stream))
 
 
 @per_object
 def residual_width(spec: ir.Spec) -> int:
     """The residual stream's width: the first layer op's `dim`, what a layer takes in
     per token and a pipeline stage passes on."""
-    return next((op.dim for op, _ in walk(spec.body)), 0)
+    return next((op.dim for op, _ in walk(spec.body, streams=False)), 0)
 
 
 @per_object
@@ -194,10 +238,17 @@ def count_params(spec: ir.Spec) -> ParamCount:
         total[component] += n * times
         active[component] += n_active * times
     present = [c for c in Component if total[c]]
+    named: dict[str, int] = {}
+    apart: dict[str, int] = {}
+    for stream in streams_of(spec):
+        n = sum(op_params(op)[1] * times for op, times in walk(stream.body))
+        (apart if stream.auxiliary else named)[stream.name] = n
     return ParamCount(
         model=spec.name,
         total=sum(total.values()),
         active=sum(active.values()),
         components={c: total[c] for c in present},
         active_components={c: active[c] for c in present},
+        streams=named,
+        apart=apart,
     )

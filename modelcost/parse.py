@@ -122,6 +122,12 @@ class _ToAst(Transformer):
     def repeat(self, meta, count, *body):
         return s.Repeat(count, tuple(body), _pos(meta), meta.end_line)
 
+    @v_args(meta=True, inline=True)
+    def stream(self, meta, name: Token, *rest):
+        body = list(rest)
+        args = tuple(body.pop(0)) if body and isinstance(body[0], list) else ()
+        return s.Stream(str(name), args, tuple(body), _pos(meta), meta.end_line)
+
     # expressions
     @v_args(inline=True)
     def number(self, tok: Token):

@@ -14,7 +14,8 @@ from pydantic import Field
 from .frozen import Frozen
 from .options import PeakMode
 
-REPORT_SCHEMA_VERSION = 5  # 3: layouts; 4: prefix, chunk, prompt; 5: kernel estimates
+REPORT_SCHEMA_VERSION = 6  # 3: layouts; 4: prefix, chunk, prompt; 5: kernel estimates;
+# 6: token streams (workload.streams, joined)
 
 Bound = Literal["compute", "memory", "network"]
 
@@ -75,6 +76,12 @@ class WorkloadInfo(Frozen):
     )
     chunk: int = Field(0, description="decode: prompt tokens prefilled in the step, per replica")
     prompt: int = Field(0, description="decode: new tokens of each prompt the chunk comes from")
+    streams: dict[str, int] = Field(
+        {}, description="each other token stream's length per sequence (an encoder's source)"
+    )
+    joined: int = Field(
+        0, description="tokens of other streams joining each sequence (image tokens), in seq"
+    )
     label: str = Field(
         description="`seq S` (prefill, train) or `context C` (decode), any prefix and "
         "chunk, then the layout"

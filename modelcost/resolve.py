@@ -22,6 +22,7 @@ from .bulk import in_bulk
 from .dtypes import DType, dtype_names, lookup_dtype
 from .errors import SpecError, did_you_mean
 from .files import read_text
+from .params import walk
 from .parse import parse
 from .recipes import RECIPES, RecipeName
 from .record import Record
@@ -414,7 +415,11 @@ def _bind(
 
 
 def _evaluate_arg(expr: s.Expr, scope: Scope, src: Source, kind: ArgType | None) -> Value:
-    """Evaluate an argument; a misspelt dtype or activation gets a message of its own."""
+    """Evaluate an argument; a misspelt dtype or activation gets a message of its own;
+    a stream is named by a bare word (`source = encoder`) or a string."""
+    bare = isinstance(expr, s.Name) and scope.get(expr.id, src, expr.pos) is None
+    if kind is ArgType.STREAM and bare:
+        return expr.id  # type: ignore[union-attr]
     if (
         (kind is ArgType.DTYPE or kind in ENUM_ARGS)
         and isinstance(expr, s.Name)
@@ -448,6 +453,10 @@ def _coerce(spec: ArgSpec, b: Bound, what: str) -> object:
             hint = did_you_mean(str(value), dtype_names()) if isinstance(value, Symbol) else None
             raise fail(f"got {_show(value)}", hint or f"dtypes: {', '.join(dtype_names())}")
         return dt
+    if t is ArgType.STREAM:
+        if not isinstance(value, str):
+            raise fail(f"got {_show(value)}", "name a stream declared above: source = encoder")
+        return value
     if t in ENUM_ARGS:
         what, enum = ENUM_ARGS[t]
         names = [m.value for m in enum]
@@ -483,6 +492,8 @@ class _Resolver:
         self.blocks: list[str] = []
         self.multiplicity = 1
         self.width: int | None = None  # the stream's width here (set by an embedding)
+        self.streams: dict[str, tuple[ir.Stream, s.Stream]] = {}
+        self.in_stream = False
 
     def body(self, stmts: tuple[s.Stmt, ...], scope: Scope, unit: LoadedFile, top: bool) -> list:
         nodes: list = []
@@ -490,13 +501,22 @@ class _Resolver:
             match stmt:
                 case s.Assign():
                     if not top:
+                        where = "a `stream`" if self.in_stream else "`repeat`"
                         raise unit.src.error(
-                            "assignments are not allowed inside `repeat`",
+                            f"assignments are not allowed inside {where}",
                             stmt.pos,
                             "set parameters at the top of the model or block",
                         )
                 case s.Repeat():
                     nodes.extend(self.repeat(stmt, scope, unit))
+                case s.Stream():
+                    if not top or self.blocks or self.in_stream:
+                        raise unit.src.error(
+                            f"stream `{stmt.name}` is inside another statement",
+                            stmt.pos,
+                            "declare streams at the top level of a model's body",
+                        )
+                    nodes.append(self.stream(stmt, scope, unit))
                 case s.OpCall():
                     nodes.append(self.call(stmt, scope, unit))
         return nodes
@@ -539,6 +559,121 @@ class _Resolver:
         if count == 0 or not body:
             return []
         return [ir.Repeat.trusted(count=count, body=tuple(body))]
+
+    STREAM_ARGS = (
+        ArgSpec("length", ArgType.DIM, None),
+        ArgSpec("joins", ArgType.COUNT, 0),
+        ArgSpec("auxiliary", ArgType.BOOL, False),
+    )
+
+    def stream(self, stmt: s.Stream, scope: Scope, unit: LoadedFile) -> ir.Stream:
+        """Another token stream: its arguments checked, its layers resolved with a width
+        of their own, and what the main stream may read of it recorded."""
+        src, what = unit.src, f"stream `{stmt.name}`"
+        if stmt.name in self.streams:
+            raise src.error(f"{what} is declared twice", stmt.pos, "give each stream its own name")
+        names = [a.name for a in self.STREAM_ARGS]
+        call = s.OpCall(stmt.name, stmt.args, True, stmt.pos)
+        kinds = {a.name: a.type for a in self.STREAM_ARGS}
+        bound = _bind(call, names, names[:2], what, scope, src, kinds)
+        v = {a.name: _coerce(a, bound[a.name], what) if a.name in bound else a.default
+             for a in self.STREAM_ARGS}  # fmt: skip
+        length, joins, auxiliary = v["length"], int(v["joins"]), bool(v["auxiliary"])  # type: ignore[call-overload]
+        length = None if length is None else int(length)  # type: ignore[call-overload]
+
+        def at(name: str) -> s.Pos:
+            return bound[name].pos if name in bound else stmt.pos
+
+        if auxiliary and (length is not None or joins):
+            raise src.error(
+                f"{what} is auxiliary: it runs over the main sequence's tokens",
+                at("length" if length is not None else "joins"),
+                "drop length and joins (an auxiliary stream feeds no other)",
+            )
+        if not auxiliary and length is None:
+            hint = f"stream {stmt.name}(length = tokens per sequence) {{ ... }}"
+            raise src.error(f"{what} is missing its argument `length`", stmt.pos, hint)
+        if length is not None and joins > length:
+            raise src.error(f"{what} joins {joins} tokens, more than its length {length}",
+                            at("joins"), "joins counts tokens of its own output")  # fmt: skip
+        outer_width = self.width
+        self.width, self.in_stream = outer_width if auxiliary else None, True
+        try:
+            body = self.body(stmt.body, scope, unit, top=False)
+        finally:
+            width, self.width, self.in_stream = self.width, outer_width, False
+        if not body:
+            raise src.error(f"{what} has no layers", stmt.pos)
+        node = ir.Stream.trusted(
+            name=stmt.name,
+            length=length or 0,
+            joins=joins,
+            auxiliary=auxiliary,
+            width=width or 0,
+            body=tuple(body),
+        )
+        patch = next((op for op, _ in walk(node.body) if isinstance(op, ir.PatchEmbed)), None)
+        if patch is not None:
+            tokens = (patch.image // patch.patch) ** 2 + (1 if patch.cls_token else 0)
+            if tokens != length:
+                raise src.error(
+                    f"{what} is {tokens} tokens long by its image "
+                    f"(({patch.image}/{patch.patch})² patches"
+                    + (" + 1 class token" if patch.cls_token else "")
+                    + f"), not {length}",
+                    at("length"),
+                    f"length = {tokens}",
+                )
+        self.streams[stmt.name] = (node, stmt)
+        return node
+
+    def check_joins(self, body: list, src: Source) -> None:
+        """A stream that joins the main sequence ends as wide as the main stream."""
+        main = next((op.dim for op, _ in walk(tuple(body), streams=False)), None)
+        for node, stmt in self.streams.values():
+            if node.joins and main is not None and node.width != main:
+                raise src.error(
+                    f"stream `{node.name}` ends {node.width} wide, but the main stream it "
+                    f"joins is {main} wide",
+                    stmt.pos,
+                    f"project it: end the stream with linear({main})",
+                )
+            if (
+                not node.joins
+                and not node.auxiliary
+                and not any(
+                    isinstance(op, ir.CrossAttention) and op.source == node.name
+                    for op, _ in walk(tuple(body))
+                )
+            ):
+                raise src.error(
+                    f"stream `{node.name}` is never read: nothing cross-attends to it and "
+                    "it joins no tokens",
+                    stmt.pos,
+                    f"cross_attention(heads, source = {node.name}), or joins = N",
+                )
+
+    def _source(self, values: dict, bound: dict, stmt: s.OpCall, src: Source) -> int:
+        """The width of the stream a cross-attention reads (declared above it)."""
+        name = values["source"]
+        found = self.streams.get(name)
+        b = bound.get("source")
+        pos, where = (b.pos, b.src) if b else (stmt.pos, src)
+        if found is None:
+            hint = did_you_mean(name, list(self.streams)) or (
+                f"streams declared above: {', '.join(self.streams)}"
+                if self.streams
+                else "declare `stream encoder(length = N) { ... }` first"
+            )
+            raise where.error(f"no stream `{name}` to cross-attend to", pos, hint)
+        node = found[0]
+        if node.joins or node.auxiliary:
+            raise where.error(
+                f"stream `{name}` joins the main sequence; cross-attention reads an encoder",
+                pos,
+                "an encoder stream has no `joins`",
+            )
+        return node.width
 
     def call(self, stmt: s.OpCall, scope: Scope, unit: LoadedFile):
         if stmt.name in unit.blocks:
@@ -611,6 +746,8 @@ class _Resolver:
             except CheckFailure as fail:
                 raise self._blame(fail, bound, stmt, src) from None
         dtypes = self.dtypes(sig, bound, scope, src, what)
+        if sig.ir_type is ir.CrossAttention:
+            values["source_dim"] = self._source(values, bound, stmt, src)
         op = sig.ir_type.trusted(**values, dtypes=dtypes)
         self._stream(op, stmt, bound, src, what)
         return op
@@ -618,7 +755,7 @@ class _Resolver:
     def _stream(self, op, stmt: s.OpCall, bound: dict, src: Source, what: str) -> None:
         """Widths agree from layer to layer: an embedding sets the stream's width, a
         linear changes it, every other layer must be as wide as the stream it reads."""
-        if isinstance(op, ir.Embedding | ir.PatchEmbed):
+        if isinstance(op, ir.Embedding | ir.PatchEmbed | ir.ConvStem):
             self.width = op.dim
         elif self.width is not None and op.dim != self.width:
             b = bound.get("dim")
@@ -785,6 +922,7 @@ def resolve_model(unit: LoadedFile, name: str) -> ir.Spec:
     scope = Scope(defs)
     resolver = _Resolver(scope)
     body = resolver.body(owner[0].body, scope, owner[1], top=True)
+    resolver.check_joins(body, owner[1].src)
     policy = ir.DtypePolicy.trusted(
         **{r: role_dtype(scope, r, leaf_unit.src) for r in ROLE_CHAIN},
         recipe=role_recipe(scope, leaf_unit.src),

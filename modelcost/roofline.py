@@ -425,6 +425,8 @@ def build_report(
             prefix=shape.prefix,
             chunk=shape.chunk,
             prompt=shape.prompt,
+            streams=dict(shape.streams),
+            joined=shape.joined,
             label=shape.label,
             conventions=costed.conventions.value,
             layout=LayoutInfo.trusted(**asdict(par), devices=par.devices, label=par.label),

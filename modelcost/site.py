@@ -47,7 +47,7 @@ class SiteOptions(Record, frozen=True):
 def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
     # a model with learned positions (GPT-2) runs at most that many (its page says so);
     # a vision model's length is its image's (its page says so too)
-    ops = [op for op, _ in walk(spec.body)]
+    ops = [op for op, _ in walk(spec.body, streams=False)]  # the main stream's
     limit = min((op.positions for op in ops if isinstance(op, ir.PositionEmbedding)), default=None)
     seq, context = o.seq or DEFAULT_SEQ, o.context or DEFAULT_CONTEXT
     if limit:

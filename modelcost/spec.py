@@ -27,6 +27,7 @@ class IR(Frozen):
 class Activation(StrEnum):
     gelu = "gelu"
     gelu_tanh = "gelu_tanh"
+    quick_gelu = "quick_gelu"  # x·sigmoid(1.702x) (CLIP)
     relu = "relu"
     silu = "silu"
     swiglu = "swiglu"  # silu(gate) * up
@@ -187,6 +188,14 @@ class Embedding(_Op):
 
     kind: Literal["embed"] = "embed"
     vocab: Annotated[int, Arg(T.DIM)]
+    tied: Annotated[
+        bool,
+        Arg(T.BOOL, False),
+        Field(
+            description="the table is another stream's (T5's shared embedding): no "
+            "parameters of its own"
+        ),
+    ]
     scope: ClassVar[str] = "embed"
 
 
@@ -220,6 +229,28 @@ class PatchEmbed(_Op):
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_patch)
 
 
+class ConvStem(_Op):
+    """An audio encoder's front end (Whisper): two 1-D convolutions of kernel `kernel`
+    over `mels` log-mel channels, the second with stride 2, each followed by GELU. It
+    reads twice the stream's length in frames (3,000 for Whisper's 30 s) and writes the
+    stream's length."""
+
+    kind: Literal["conv_stem"] = "conv_stem"
+    mels: Annotated[int, Arg(T.DIM)]
+    kernel: Annotated[int, Arg(T.DIM, 3)]
+    scope: ClassVar[str] = "conv_stem"
+
+
+class RelativePositionBias(_Op):
+    """T5's relative position bias: a `buckets` × `heads` table, looked up once per
+    (query, key) pair of a stream and added to every layer's attention logits."""
+
+    kind: Literal["rel_pos_bias"] = "rel_pos_bias"
+    heads: Annotated[int, Arg(T.DIM)]
+    buckets: Annotated[int, Arg(T.DIM, 32)]
+    scope: ClassVar[str] = "rel_pos_bias"
+
+
 class Norm(_Op):
     """LayerNorm or RMSNorm over the residual stream."""
 
@@ -245,6 +276,11 @@ class Attention(_Op):
     kv_heads: Annotated[int, Arg(T.DIM, Derived("heads", lambda v: v["heads"]))]
     head_dim: Annotated[int, Arg(T.DIM, Derived("dim / heads", _default_head_dim))]
     qkv_bias: Annotated[bool, Arg(T.BOOL, False)]
+    k_bias: Annotated[
+        bool,
+        Arg(T.BOOL, Derived("qkv_bias", lambda v: v["qkv_bias"])),
+        Field(description="a bias on k_proj (Whisper has q and v biases only)"),
+    ]
     out_bias: Annotated[bool, Arg(T.BOOL, False)]
     fused_qkv: Annotated[
         bool, Arg(T.BOOL, False), Field(description="one GEMM computes q, k and v (GPT-2's c_attn)")
@@ -290,6 +326,44 @@ class Attention(_Op):
     @property
     def decodes(self) -> bool:
         return self.causal
+
+
+def _check_cross(v: dict) -> None:
+    if v["heads"] % v["kv_heads"]:
+        raise CheckFailure(
+            "kv_heads",
+            f"kv_heads = {v['kv_heads']} does not divide heads = {v['heads']}",
+            "each KV head serves a whole group of query heads (GQA)",
+        )
+
+
+class CrossAttention(_Op):
+    """Attention from this stream's tokens to another stream's output (an encoder's):
+    queries from here, keys and values projected from `source`'s tokens once (prefill
+    writes them to a cross-attention cache that every decode step reads)."""
+
+    kind: Literal["cross_attention"] = "cross_attention"
+    heads: Annotated[int, Arg(T.DIM)]
+    kv_heads: Annotated[int, Arg(T.DIM, Derived("heads", lambda v: v["heads"]))]
+    head_dim: Annotated[int, Arg(T.DIM, Derived("dim / heads", _default_head_dim))]
+    qkv_bias: Annotated[bool, Arg(T.BOOL, False)]
+    k_bias: Annotated[
+        bool,
+        Arg(T.BOOL, Derived("qkv_bias", lambda v: v["qkv_bias"])),
+        Field(description="a bias on k_proj (Whisper has q and v biases only)"),
+    ]
+    out_bias: Annotated[bool, Arg(T.BOOL, False)]
+    source: Annotated[
+        str,
+        Arg(T.STREAM, "encoder"),
+        Field(description="the stream whose output is attended to"),
+    ]
+    # the source stream's width (what k_proj and v_proj read), set by the resolver
+    source_dim: int = 0
+    scope: ClassVar[str] = "cross_attn"
+    takes_kv_dtype: ClassVar[bool] = True
+    quantized: ClassVar[bool] = True
+    check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_cross)
 
 
 class MLA(_Op):
@@ -452,7 +526,22 @@ class Linear(_Op):
     quantized: ClassVar[bool] = True
     out: Annotated[int, Arg(T.DIM)]
     bias: Annotated[bool, Arg(T.BOOL, True)]
+    act: Annotated[
+        Activation | None,
+        Arg(T.ACT, None),
+        Field(description="an activation after it (LLaVA's projector: gelu)"),
+    ]
     scope: ClassVar[str] = "linear"
+
+
+class MTPProjection(_Op):
+    """DeepSeek-V3's multi-token-prediction input (§2.2): the next token's embedding and
+    the previous depth's hidden state, each RMS-normalized, concatenated and projected
+    from 2·dim back to dim (enorm, hnorm, eh_proj)."""
+
+    kind: Literal["mtp_proj"] = "mtp_proj"
+    quantized: ClassVar[bool] = True
+    scope: ClassVar[str] = "mtp_proj"
 
 
 class Residual(_Op):
@@ -516,6 +605,10 @@ Op = (
     | Mamba2
     | GatedDeltaNet
     | Linear
+    | ConvStem
+    | RelativePositionBias
+    | CrossAttention
+    | MTPProjection
     | Residual
     | LMHead
     | Pooler
@@ -524,9 +617,34 @@ Op = (
 OP_TYPES: tuple[type[_Op], ...] = (Embedding, PositionEmbedding, TokenTypeEmbedding, PatchEmbed,
                                    LayerNorm, RMSNorm,
                                    Attention, MLA, MLP, MoE, Mamba2, GatedDeltaNet, Linear,
-                                   Residual, LMHead,
+                                   ConvStem, RelativePositionBias, CrossAttention,
+                                   MTPProjection, Residual, LMHead,
                                    Pooler, Classifier)  # fmt: skip
-Statement = Annotated[Op | Repeat | Block, Field(discriminator="kind")]
+
+
+class Stream(IR):
+    """Layers over another token stream than the model's main one: an encoder whose
+    output the main stream cross-attends to (Whisper's audio, T5's source), a vision
+    tower whose last `joins` tokens join the main sequence (LLaVA's image tokens), or an
+    `auxiliary` module trained beside the model over its tokens and counted apart
+    (DeepSeek-V3's multi-token prediction)."""
+
+    kind: Literal["stream"] = "stream"
+    name: str
+    length: int  # tokens per sequence (0: the main sequence's, an auxiliary stream)
+    joins: int = 0
+    auxiliary: bool = False
+    width: int = 0  # its output's width
+    body: tuple[Statement, ...]
+
+    @property
+    def runs_in(self) -> str:
+        """When it runs: an encoder or tower before the main stream's prefill (decode
+        reuses its output), an auxiliary module in training only."""
+        return "training" if self.auxiliary else "prefill and training"
+
+
+Statement = Annotated[Op | Repeat | Block | Stream, Field(discriminator="kind")]
 ParamValue = bool | int | float | str
 
 

@@ -122,7 +122,17 @@ class Repeat(Syntax, frozen=True):
     end_line: int = 0
 
 
-Stmt = Assign | OpCall | Repeat
+class Stream(Syntax, frozen=True):
+    """`stream NAME(args) { ... }`: layers over another token stream (an encoder)."""
+
+    name: str
+    args: tuple[Arg, ...]
+    body: tuple[Stmt, ...]
+    pos: Pos = NOWHERE
+    end_line: int = 0
+
+
+Stmt = Assign | OpCall | Repeat | Stream
 
 # ---------------------------------------------------------------- top level
 

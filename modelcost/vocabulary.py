@@ -27,6 +27,7 @@ class ArgType(Enum):
     ACT = "an activation"
     ROUTER = "a router function"
     RECIPE = "a precision recipe"
+    STREAM = "a stream's name (a string)"
 
 
 class Ref(Record, frozen=True):

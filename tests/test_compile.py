@@ -23,11 +23,14 @@ ENCODERS = {"vit-l16", "bert-base-uncased"}  # no causal attention: no decode
 def test_every_spec_workload_and_target(path: Path) -> None:
     spec = load_spec(path)
     # GPT-2 and BERT have 1024 and 512 learned positions; ViT's length is its image's
-    seq = {"gpt2": 1024, "bert-base-uncased": 512, "vit-l16": None}.get(path.stem, 2048)
+    # Whisper's decoder 448; LLaVA's prompts carry an image's 576 tokens besides
+    seq = {"gpt2": 1024, "bert-base-uncased": 512, "vit-l16": None,
+           "whisper-large-v3": 448}.get(path.stem, 2048)  # fmt: skip
+    joined = {"llava-1.5-7b": 576}.get(path.stem, 0)
     for hw_name in shipped_hardware():
         hw = load_hardware(hw_name)
         for phase in Phase:
-            workload = Workload(phase, 2, seq, 1024)
+            workload = Workload(phase, 2, seq, min(seq or 1024, 1024) - 1)
             if phase is Phase.decode and path.stem in ENCODERS:
                 with pytest.raises(SpecError, match="decode needs a causal decoder"):
                     compile_report(spec, hw, workload)
@@ -48,14 +51,16 @@ def test_every_spec_workload_and_target(path: Path) -> None:
             assert len(report.ops) == len({o.name for o in report.ops})  # names are unique
             assert abs(sum(o.share for o in report.ops) - 1) < 1e-9
             assert all(o.time_s == max(o.compute_s, o.memory_s) for o in report.ops)
-            # tokens per step are what the layers process: the rows of the first norm
-            norm = next(o for o in report.ops if o.kind == "Normalization" and o.layer == 0)
+            # tokens per step are what the layers process: the rows of the first norm of
+            # the main stream (an encoder's or tower's layers are named after it)
+            norm = next(o for o in report.ops if o.kind == "Normalization" and o.layer == 0
+                        and o.name.startswith("layers."))  # fmt: skip
             rows = norm.shape["num_elems"] // norm.shape["num_channels"]
             assert t.per_token.tokens_per_step == rows == report.workload.tokens
             expected = {
                 Phase.decode: 2,
-                Phase.prefill: 2 * (seq or 197),
-                Phase.train: 2 * (seq or 197),
+                Phase.prefill: 2 * ((seq or 197) + joined),
+                Phase.train: 2 * ((seq or 197) + joined),
             }
             assert rows == expected[phase]
 
@@ -72,7 +77,7 @@ def test_the_issue_command_prints_a_documented_report() -> None:
     assert r.returncode == 0, r.stderr
     document = json.loads(r.stdout)
     # one layout whatever the number of phases (issue 8, item 10)
-    assert set(document) == {"schema_version", "reports"} and document["schema_version"] == 5
+    assert set(document) == {"schema_version", "reports"} and document["schema_version"] == 6
     (data,) = document["reports"]
     report = Report.model_validate(data)
     assert set(data) == {"model", "hardware", "workload", "totals",
@@ -96,7 +101,7 @@ def test_output_file_text_format_and_several_phases(tmp_path: Path) -> None:
     assert (r.returncode, r.stdout) == (0, "")
     data = json.loads(out.read_text())
     assert [x["workload"]["phase"] for x in data["reports"]] == ["prefill", "decode"]
-    assert ReportSet.model_validate(data).schema_version == 5
+    assert ReportSet.model_validate(data).schema_version == 6
     text = run("compile", "specs/models/gpt2.model", "--hw", "a100", "--seq", "512").stdout
     assert text.startswith("GPT-2 (124M) on NVIDIA A100 SXM4 80GB (datasheet peaks), prefill")
 

@@ -17,8 +17,8 @@ from modelcost.params import walk
 CONFIGS = Path(__file__).parent / "data" / "hf-configs"
 # configs whose zoo spec (of the same name) the import must equal
 ZOO = ("bert-base-uncased", "deepseek-v3", "gemma2-9b", "gpt-oss-120b", "gpt2", "llama3-8b",
-       "llama3-70b", "llama3.1-405b", "mamba2-2.7b", "mixtral-8x7b", "qwen3-30b-a3b",
-       "qwen3-next-80b-a3b")  # fmt: skip
+       "llama3-70b", "llama3.1-405b", "llava-1.5-7b", "mamba2-2.7b", "mixtral-8x7b",
+       "qwen3-30b-a3b", "qwen3-next-80b-a3b", "t5-base")  # fmt: skip
 
 
 def _nodes(spec, workload):
@@ -32,9 +32,11 @@ def test_an_imported_config_is_its_zoo_spec(name: str) -> None:
     zoo = load_spec(MODELS / f"{name}.model")
     a, b = count_params(imported), count_params(zoo)
     assert (a.total, a.active, a.components) == (b.total, b.active, b.components)
-    decodes = any(op.decodes for op, _ in walk(zoo.body))
-    for w in (Workload(Phase.prefill, 2, 512), Workload(Phase.decode, 4, context=1024)):
-        if w.phase is Phase.prefill or decodes:
+    assert (a.streams, a.apart) == (b.streams, b.apart)  # encoders, towers, MTP modules
+    decodes = any(op.decodes for op, _ in walk(zoo.body, streams=False))
+    for w in (Workload(Phase.prefill, 2, 512), Workload(Phase.decode, 4, context=1024),
+              Workload(Phase.train, 2, 512)):  # fmt: skip
+        if w.phase is not Phase.decode or decodes:
             assert _nodes(imported, w) == _nodes(zoo, w)
 
 
@@ -50,9 +52,11 @@ def test_the_import_is_canonical_readable_and_cites_its_fields(tmp_path) -> None
     assert compiled.returncode == 0 and "llama3_8b" in compiled.stdout
 
 
-def test_an_unknown_model_type_is_exit_2_pointing_at_it() -> None:
-    r = run_cli("import", str(CONFIGS / "t5-base.json"))
-    assert r.returncode == 2 and "model_type 't5' cannot be imported yet" in r.stderr
+def test_an_unknown_model_type_is_exit_2_pointing_at_it(tmp_path) -> None:
+    config = tmp_path / "falcon.json"
+    config.write_text('{\n  "model_type": "falcon",\n  "hidden_size": 4544\n}\n')
+    r = run_cli("import", str(config))
+    assert r.returncode == 2 and "model_type 'falcon' cannot be imported yet" in r.stderr
     assert '"model_type"' in r.stderr and "^" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -184,3 +188,56 @@ def test_mamba2_heads_set_directly_fix_the_inner_width() -> None:
     assert count_params(spec).total == 1000 * 1024 + 2 * layer + 1024
     (mixer,) = {op for op, _ in walk(spec.body) if op.kind == "mamba2"}
     assert (mixer.heads, mixer.d_inner) == (24, 1536)
+
+
+def test_whisper_imports_to_the_zoo_spec() -> None:
+    # openai/whisper-large-v3's values (its model card and config; no copy in the
+    # reference set), over WhisperConfig's defaults (Whisper tiny's)
+    config = {"model_type": "whisper", "d_model": 1280, "encoder_layers": 32,
+              "decoder_layers": 32, "encoder_attention_heads": 20,
+              "decoder_attention_heads": 20, "encoder_ffn_dim": 5120, "decoder_ffn_dim": 5120,
+              "num_mel_bins": 128, "vocab_size": 51866, "max_source_positions": 1500,
+              "max_target_positions": 448, "torch_dtype": "float16"}  # fmt: skip
+    text = import_config(json.dumps(config, indent=2), "whisper-large-v3.json")
+    assert "stream encoder(length = frames) {" in text and "conv_stem(mels)" in text
+    spec, zoo = parse_spec(text, "<whisper>"), load_spec(MODELS / "whisper-large-v3.model")
+    assert count_params(spec).total == count_params(zoo).total == 1_543_490_560
+    for w in (Workload(Phase.prefill, 2, 16), Workload(Phase.decode, 4, context=100)):
+        assert _nodes(spec, w) == _nodes(zoo, w)
+
+
+def test_composite_and_encoder_decoder_configs_refuse_what_they_cannot_write(tmp_path) -> None:
+    llava = json.loads((CONFIGS / "llava-1.5-7b.json").read_text())
+    t5 = json.loads((CONFIGS / "t5-base.json").read_text())
+    for config, field, message in (
+        ({**llava, "vision_feature_layer": [-2, -5]}, "vision_feature_layer",
+         "features from several tower layers"),
+        ({**llava, "text_config": {**llava["text_config"], "model_type": "qwen2"}},
+         "text_config", "a language model outside the llama family"),
+        ({**llava, "vision_config": {**llava["vision_config"], "model_type": "siglip"}},
+         "vision_config", "a vision tower other than CLIP's"),
+        ({**t5, "feed_forward_proj": "gated-relu"}, "feed_forward_proj",
+         "this feed-forward kind"),
+    ):  # fmt: skip
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(config, indent=2))
+        r = run_cli("import", str(bad))
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+        assert f'"{field}"' in r.stderr  # the caret's line: the field in the file
+
+
+def test_llava_reads_its_feature_layer_and_selection() -> None:
+    # vision_feature_layer -1: all 24 layers feed the projector; `full`: the class
+    # token's output joins the prompt too (577 tokens)
+    llava = json.loads((CONFIGS / "llava-1.5-7b.json").read_text())
+    config = {**llava, "vision_feature_layer": -1, "vision_feature_select_strategy": "full"}
+    spec = parse_spec(import_config(json.dumps(config), "llava.json"), "<llava>")
+    (stream,) = [n for n in spec.body if n.kind == "stream"]
+    assert (stream.length, stream.joins) == (577, 577)
+    assert count_params(spec).total == 7_050_828_800 + 12_596_224
+
+
+def test_the_mtp_module_imports_as_an_auxiliary_stream() -> None:
+    text = import_config((CONFIGS / "deepseek-v3.json").read_text(), "deepseek-v3.json")
+    assert "stream mtp(auxiliary = true) {" in text
+    assert count_params(parse_spec(text, "<ds>")).apart == {"mtp": 13_463_426_304}

@@ -164,6 +164,7 @@ def test_attention_variants() -> None:
         "kv_heads": 4,
         "head_dim": 128,
         "qkv_bias": True,
+        "k_bias": True,  # follows qkv_bias unless set
         "out_bias": False,
         "fused_qkv": False,
         "qk_norm": True,

@@ -62,7 +62,7 @@ def test_mixtral_8x7b() -> None:
 
 
 def test_deepseek_v3() -> None:
-    # d=7168, L=61 (3 dense + 58 MoE), H=128, V=129280, untied, no MTP module.
+    # d=7168, L=61 (3 dense + 58 MoE), H=128, V=129280, untied; the MTP module apart.
     # MLA: q_a 7168*1536 = 11,010,048; q_a_norm 1536; q_b 1536*128*192 = 37,748,736;
     #      kv_a 7168*(512+64) = 4,128,768; kv_a_norm 512; kv_b 512*128*256 = 16,777,216;
     #      o 128*128*7168 = 117,440,512; sum 187,107,328
@@ -76,6 +76,64 @@ def test_deepseek_v3() -> None:
     # active = 3*583,483,392 + 58*585,318,656 + 1,853,358,080 + 7,168 = 37,552,297,472
     c = counts("deepseek-v3.model")
     assert (c.total, c.active) == (671_026_419_200, 37_552_297_472)
+    # the multi-token-prediction module (the checkpoint's layer 61): its own embedding
+    # and head copies 2*926,679,040, enorm and hnorm 2*7168, eh_proj 14336*7168 =
+    # 102,760,448, one MoE layer 11,507,286,272 and its norm 7168 = 13,463,426,304.
+    # The technical report: "685B ... 671B of the Main Model weights and 14B of the
+    # MTP Module weights"; by this count 671.03 B + 13.46 B = 684.49 B, which the
+    # report's round figures bound from above
+    mtp = 2 * 926_679_040 + 2 * 7168 + 14336 * 7168 + 11_507_286_272 + 7168
+    assert c.apart == {"mtp": mtp} and mtp == 13_463_426_304
+    assert 684e9 < c.total + mtp < 685e9 and 13e9 < mtp < 14e9
+
+
+def test_t5_base() -> None:
+    # d=768, 12 encoder + 12 decoder layers, 12 heads of 64, ff=3072 (relu), V=32128;
+    # one shared embedding table (the LM head tied to it); no biases; T5's norms scale
+    # only. Each stack's first layer has a 32 x 12 relative position bias table.
+    # encoder layer = 4*768*768 + 2*768*3072 + 2*768 = 7,079,424
+    # decoder layer = 8*768*768 (self and cross) + 2*768*3072 + 3*768 = 9,439,488
+    # total = 32128*768 + 12*7,079,424 + 12*9,439,488 + 2*(32*12) + 2*768 = 222,903,552,
+    # the count transformers reports for T5ForConditionalGeneration (t5-base, "223M")
+    c = counts("t5-base.model")
+    assert c.total == 32128 * 768 + 12 * 7_079_424 + 12 * 9_439_488 + 2 * 384 + 2 * 768
+    assert c.total == 222_903_552
+    assert c.streams == {"encoder": 32128 * 768 + 12 * 7_079_424 + 384 + 768}
+
+
+def test_whisper_large_v3() -> None:
+    # d=1280, 32 + 32 layers, 20 heads, ff=5120 (gelu), 128 mel bins, V=51866, tied.
+    # conv_stem = (128*3*1280 + 1280) + (1280*3*1280 + 1280) = 5,409,280
+    # attention = 4*1280*1280 + 3*1280 (q, v, out biases; k_proj has none) = 6,557,440
+    # mlp = 2*1280*5120 + 5120 + 1280 = 13,113,600; a LayerNorm 2*1280
+    # encoder = 5,409,280 + 1500*1280 + 32*(6,557,440 + 13,113,600 + 2*2560) + 2560
+    #         = 636,968,960
+    # decoder = 51866*1280 + 448*1280 + 32*(2*6,557,440 + 13,113,600 + 3*2560) + 2560
+    #         = 906,521,600
+    # total = 1,543,490,560 ("1550M" in the model card's table)
+    c = counts("whisper-large-v3.model")
+    encoder = 5_409_280 + 1500 * 1280 + 32 * (6_557_440 + 13_113_600 + 2 * 2560) + 2560
+    decoder = 51866 * 1280 + 448 * 1280 + 32 * (2 * 6_557_440 + 13_113_600 + 3 * 2560) + 2560
+    assert c.streams == {"encoder": encoder} and encoder == 636_968_960
+    assert c.total == encoder + decoder == 1_543_490_560
+
+
+def test_llava_1_5_7b() -> None:
+    # Language model (Vicuna 7B, Llama 2 layers): d=4096, L=32, ff=11008, V=32064, untied
+    # = 2*32064*4096 + 32*(4*4096² + 3*4096*11008 + 2*4096) + 4096 = 6,738,939,904
+    # CLIP ViT-L/14 at 336 px: patch conv 3*14*14*1024 (no bias) + class token 1024 +
+    # 577*1024 positions + pre-LayerNorm 2048 = 1,196,032; a layer = 4*(1024² + 1024) +
+    # (1024*4096 + 4096) + (4096*1024 + 1024) + 2*2048 = 12,596,224
+    # projector = (1024*4096 + 4096) + (4096*4096 + 4096) = 20,979,712
+    # The projector reads the 23rd layer's output (vision_feature_layer -2): the spec
+    # holds 23 layers, 1,196,032 + 23*12,596,224 + 20,979,712 + 6,738,939,904
+    # = 7,050,828,800; the checkpoint adds the 24th layer and the post-LayerNorm (2048):
+    # 7,063,427,072, the count published for llava-hf/llava-1.5-7b-hf ("7.06B")
+    c = counts("llava-1.5-7b.model")
+    tower = 1_196_032 + 23 * 12_596_224 + 20_979_712
+    assert c.streams == {"image": tower}
+    assert c.total == tower + 6_738_939_904 == 7_050_828_800
+    assert c.total + 12_596_224 + 2048 == 7_063_427_072
 
 
 def test_qwen3_30b_a3b() -> None:

@@ -36,6 +36,7 @@ class UnaryElementwise:
 
 # FLOPs per element by function (TraceLens's torch.compile table uses the same counts).
 UNARY_FLOPS = {"copy": 1, "relu": 1, "silu": 4, "sigmoid": 4, "gelu": 8, "gelu_tanh": 8, "exp": 4,
+               "quick_gelu": 6,  # x·sigmoid(1.702x): a multiply, a sigmoid, a multiply
                "tanh": 4, "rsqrt": 2, "scale": 1}  # fmt: skip
 
 
