@@ -13,6 +13,7 @@ Offline only: no hub access, no transformers.
 from __future__ import annotations
 
 import json
+import math
 import re
 import textwrap
 from collections.abc import Callable
@@ -979,18 +980,22 @@ CLIP_VISION_DEFAULTS: Config = {  # transformers CLIPVisionConfig
 LLAVA_TEXT_TYPES = ("llama", "mistral")  # language models whose family the importer reads
 
 
-def _llava_prepare(c: Config) -> Config:
-    """LLaVA's config flattened: the language model's fields over its own family's
-    defaults (LlamaConfig's), the tower's as `vision_config.*` over CLIPVisionConfig's."""
+def _flatten(c: Config, text_type: str, vision_defaults: Config, vision_type: str) -> Config:
+    """A composite config flattened: the language model's fields over its own family's
+    defaults, the tower's as `vision_config.*` over its class's."""
     text = c.get("text_config") or {}
     vision = c.get("vision_config") or {}
     if not isinstance(text, dict) or not isinstance(vision, dict):
         raise TypeError("text_config and vision_config are objects")
-    flat = {**c, **BY_TYPE["llama"].defaults, **text}
-    flat["text_config.model_type"] = text.get("model_type", "llama")
-    flat.update({f"vision_config.{k}": v for k, v in {**CLIP_VISION_DEFAULTS, **vision}.items()})
-    flat["vision_config.model_type"] = vision.get("model_type", "clip_vision_model")
+    flat = {**c, **BY_TYPE[text_type].defaults, **text}
+    flat["text_config.model_type"] = text.get("model_type", text_type)
+    flat.update({f"vision_config.{k}": v for k, v in {**vision_defaults, **vision}.items()})
+    flat["vision_config.model_type"] = vision.get("model_type", vision_type)
     return flat
+
+
+def _llava_prepare(c: Config) -> Config:
+    return _flatten(c, "llama", CLIP_VISION_DEFAULTS, "clip_vision_model")
 
 
 def _patches(c: Config) -> int:
@@ -1016,14 +1021,15 @@ def _llava_blocks(c: Config) -> str:
 
 
 def _llava_model(c: Config) -> str:
-    joins = "patches" if c["vision_feature_select_strategy"] == "default" else "patches + 1"
+    default = c["vision_feature_select_strategy"] == "default"  # drops the class token
+    joins, keep = ("patches", "keep(patches)\n") if default else ("patches + 1", "")
     act = PLAIN[c["projector_hidden_act"]]
     bias = "" if c.get("multimodal_projector_bias", True) else ", bias = false"
     return (
         f"stream image(length = patches + 1, joins = {joins}) {{\n"
         "patch_embed(patch, image, channels = channels, bias = false, dim = vision_width)\n"
         "pos_embed(patches + 1)\nlayernorm\nrepeat vision_layers {\n@layer_vision\n}\n"
-        f"linear(d_model, act = {act}{bias})\nlinear(d_model{bias})\n}}\n"
+        f"{keep}linear(d_model, act = {act}{bias})\nlinear(d_model{bias})\n}}\n"
         f"{_llama_model(c)}"
     )
 
@@ -1158,6 +1164,196 @@ FAMILIES += (
 )
 
 BY_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
+
+
+# ---------------------------------------------------------------- Gemma 3 and Llama 4
+
+
+SIGLIP_VISION_DEFAULTS: Config = {  # transformers SiglipVisionConfig
+    "hidden_size": 768,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "num_channels": 3,
+    "image_size": 224,
+    "patch_size": 16,
+    "hidden_act": "gelu_pytorch_tanh",
+    "vision_use_head": True,
+}
+LLAMA4_VISION_DEFAULTS: Config = {  # transformers Llama4VisionConfig
+    "hidden_size": 768,
+    "hidden_act": "gelu",
+    "num_hidden_layers": 34,
+    "num_attention_heads": 16,
+    "num_channels": 3,
+    "intermediate_size": 5632,
+    "vision_output_dim": 7680,
+    "image_size": 448,
+    "patch_size": 14,
+    "vision_feature_layer": -1,
+    "pixel_shuffle_ratio": 0.5,
+    "projector_input_dim": 4096,
+    "projector_output_dim": 4096,
+    "multi_modal_projector_bias": False,
+}
+VISION_PARAMS: tuple[tuple[str, Rule], ...] = (
+    ("image", key("vision_config.image_size")),
+    ("patch", key("vision_config.patch_size")),
+    ("channels", key("vision_config.num_channels")),
+    ("patches", _patches),
+    ("vision_width", key("vision_config.hidden_size")),
+    ("vision_layers", key("vision_config.num_hidden_layers")),
+    ("vision_heads", key("vision_config.num_attention_heads")),
+    ("vision_d_ff", key("vision_config.intermediate_size")),
+)
+
+
+def _vision_layer(c: Config, rope: bool) -> str:
+    act = PLAIN[c["vision_config.hidden_act"]]
+    return (
+        "block @layer_vision {\nlayernorm\nattention(vision_heads, qkv_bias = true, "
+        f"out_bias = true, rope = {str(rope).lower()}, causal = false)\nresidual\nlayernorm\n"
+        f"mlp(vision_d_ff, act = {act}, bias = true)\nresidual\n}}"
+    )
+
+
+def _gemma3_model(c: Config) -> str:
+    """SigLIP over the image's patches (no class token), its post-LayerNorm, average
+    pooling to mm_tokens_per_image, Gemma's RMSNorm and a projection without bias."""
+    return (
+        "stream image(length = patches, joins = image_tokens) {\n"
+        "patch_embed(patch, image, channels = channels, cls_token = false, dim = vision_width)"
+        "\npos_embed(patches)\nrepeat vision_layers {\n@layer_vision\n}\nlayernorm\n"
+        "pool(pool_kernel)\nrmsnorm\nlinear(d_model, bias = false)\n}\n"
+        + BY_TYPE["gemma3_text"].model(c)
+    )
+
+
+def _gemma3_prepare(c: Config) -> Config:
+    return _flatten(c, "gemma3_text", SIGLIP_VISION_DEFAULTS, "siglip_vision_model")
+
+
+def _llama4_prepare(c: Config) -> Config:
+    return _flatten(c, "llama4_text", LLAMA4_VISION_DEFAULTS, "llama4_vision_model")
+
+
+def _pool_kernel(c: Config) -> int:
+    side, tokens = (
+        c["vision_config.image_size"] // c["vision_config.patch_size"],
+        c["mm_tokens_per_image"],
+    )
+    kernel = side // math.isqrt(tokens)
+    if math.isqrt(tokens) ** 2 != tokens or kernel * math.isqrt(tokens) != side:
+        raise ValueError("mm_tokens_per_image is not a square that tiles the patch grid")
+    return kernel
+
+
+def _shuffle(c: Config) -> int:
+    """Llama 4's pixel shuffle ratio as the side of the square of tokens merged."""
+    factor = round(1 / c["vision_config.pixel_shuffle_ratio"])
+    if factor * c["vision_config.pixel_shuffle_ratio"] != 1:
+        raise ValueError("a pixel shuffle ratio that is not 1/n")
+    return factor
+
+
+def _llama4_model(c: Config) -> str:
+    """Llama 4's tower: an unfolded patch projection without bias, a class token and
+    positions, LayerNorms before and after 34 layers (2-D RoPE), the class token dropped,
+    the pixel shuffle, a two-layer GELU MLP without biases, and the projector."""
+    return (
+        "stream image(length = patches + 1, joins = patches / shuffle ** 2) {\n"
+        "patch_embed(patch, image, channels = channels, bias = false, dim = vision_width)\n"
+        "pos_embed(patches + 1)\nlayernorm\nrepeat vision_layers {\n@layer_vision\n}\n"
+        "layernorm\nkeep(patches)\npixel_shuffle(shuffle)\n"
+        "linear(projector_in, bias = false, act = gelu)\n"
+        "linear(projector_out, bias = false, act = gelu)\nlinear(d_model, bias = false)\n}\n"
+        + BY_TYPE["llama4_text"].model(c)
+    )
+
+
+FAMILIES += (
+    Family(
+        model_types=("gemma3",),
+        reference="transformers Gemma3Config (text_config over Gemma3TextConfig's defaults, "
+        "vision_config over SiglipVisionConfig's)",
+        defaults={"mm_tokens_per_image": 256},
+        prepare=_gemma3_prepare,
+        params=(
+            *BY_TYPE["gemma3_text"].params,
+            *VISION_PARAMS,
+            ("image_tokens", key("mm_tokens_per_image")),
+            ("pool_kernel", _pool_kernel),
+        ),
+        layer=None,
+        blocks=lambda c: f"{_vision_layer(c, False)}\n\n{BY_TYPE['gemma3_text'].block_text(c)}",
+        model=_gemma3_model,
+        refuse=(
+            *BY_TYPE["gemma3_text"].refuse,
+            (
+                "vision_config",
+                lambda c: c["vision_config.model_type"] != "siglip_vision_model",
+                "a vision tower other than SigLIP's",
+            ),
+            (
+                "vision_use_head",
+                lambda c: bool(c["vision_config.vision_use_head"]),
+                "SigLIP's attention-pooling head",
+            ),
+        ),
+    ),
+    Family(
+        model_types=("llama4",),
+        reference="transformers Llama4Config (text_config over Llama4TextConfig's defaults, "
+        "vision_config over Llama4VisionConfig's); one 336-px tile per image",
+        defaults={"tie_word_embeddings": False},
+        prepare=_llama4_prepare,
+        params=(
+            *BY_TYPE["llama4_text"].params,
+            *VISION_PARAMS,
+            ("shuffle", _shuffle),
+            ("projector_in", key("vision_config.projector_input_dim")),
+            ("projector_out", key("vision_config.projector_output_dim")),
+        ),
+        layer=None,
+        blocks=lambda c: f"{_vision_layer(c, True)}\n\n{BY_TYPE['llama4_text'].block_text(c)}",
+        model=_llama4_model,
+        refuse=(
+            *BY_TYPE["llama4_text"].refuse,
+            (
+                "vision_config",
+                lambda c: c["vision_config.model_type"] != "llama4_vision_model",
+                "a vision tower other than Llama 4's",
+            ),
+            (
+                "vision_feature_layer",
+                lambda c: c["vision_config.vision_feature_layer"] != -1,
+                "features from a tower layer other than the last",
+            ),
+            (
+                "vision_output_dim",
+                lambda c: (
+                    c["vision_config.vision_output_dim"] != c["vision_config.projector_output_dim"]
+                ),
+                "a projector whose input is not the adapter's output",
+            ),
+            (
+                "intermediate_size",
+                lambda c: (
+                    c["vision_config.hidden_size"] * _shuffle(c) ** 2
+                    != c["vision_config.intermediate_size"]
+                ),
+                "an adapter whose input is not the pixel-shuffled width",
+            ),
+            (
+                "multi_modal_projector_bias",
+                lambda c: bool(c["vision_config.multi_modal_projector_bias"]),
+                "projector biases",
+            ),
+        ),
+    ),
+)
+
+BY_TYPE = {t: f for f in FAMILIES for t in f.model_types}
 
 
 def import_config(text: str, filename: str, name: str | None = None) -> str:

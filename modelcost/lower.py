@@ -8,6 +8,7 @@ own group. Each IR layer statement lowers to the ops its reference implementatio
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Literal
 
@@ -49,6 +50,7 @@ from .perfmodel import (
     NormOp,
     OpRecord,
     QuantizeOp,
+    ReduceOp,
     RopeOp,
     SdpaOp,
     UnaryOp,
@@ -151,7 +153,8 @@ class _Lowerer:
         self.recipe = NO_RECIPE
         self.outputs: dict[str, str] = {}  # each stream lowered so far: its output node
         self.hidden = ""  # the main stream's last layer output
-        self.joining = bool(shape.joins)  # other streams' tokens still to join the main
+        # other streams' tokens still to join the main one (decode finds them cached)
+        self.joining = bool(shape.joins) and not shape.decode
 
     # ---- tensor parallelism: the collectives around a column-/row-parallel pair
     def _collective(
@@ -739,6 +742,26 @@ class _Lowerer:
                             (att,), w)  # fmt: skip
         e.stream = self._exit(e, name, op.dim, a, o)
 
+    def _keep(self, e: _Emit, op: ir.Keep, name: str) -> None:
+        """A slice of the stream's tokens: no work, fewer tokens from here on."""
+        self.s = replace(self.s, S=op.tokens, n_kv=op.tokens)
+
+    def _pool(self, e: _Emit, op: ir.Pool, name: str) -> None:
+        """The mean of each kernel × kernel square of the token grid."""
+        s, a, k = self.s, op.dtypes.activations, op.kernel
+        side = math.isqrt(s.S) // k
+        rec = ReduceOp((s.B, side, k, side, k, op.dim), (2, 4), "mean", a, a)
+        out = s.B * side * side * op.dim * bpe(a)
+        e.stream = e.residual_from = e.add(name, rec, (e.stream,), out=out)
+        self.s = replace(s, S=side * side, n_kv=side * side)
+
+    def _pixel_shuffle(self, e: _Emit, op: ir.PixelShuffle, name: str) -> None:
+        """Neighbouring tokens' features moved side by side: a copy of the stream."""
+        s, a, k = self.s, op.dtypes.activations, op.factor
+        rec = UnaryOp((s.T, op.dim), "copy", a, a)
+        e.stream = e.residual_from = e.add(name, rec, (e.stream,), out=s.T * op.dim * bpe(a))
+        self.s = replace(s, S=s.S // (k * k), n_kv=s.S // (k * k))
+
     def _mtp_proj(self, e: _Emit, op: ir.MTPProjection, name: str) -> None:
         """The next token's embedding and the main model's last hidden state, each
         RMS-normalized, concatenated, and projected from 2·dim to dim."""
@@ -1032,6 +1055,8 @@ def _fixed_length(stream: ir.Stream) -> str:
             return "image"
         if isinstance(op, ir.ConvStem):
             return "audio window (its convolutions and positions)"
+        if isinstance(op, ir.TOKEN_OPS):
+            return "token grid (its keep, pool or pixel shuffle)"
     return ""
 
 

@@ -74,7 +74,8 @@ COMPONENTS: dict[type, Component] = {
     ir.MoE: Component.experts, ir.Linear: Component.mlp, ir.Mamba2: Component.ssm,
     ir.GatedDeltaNet: Component.ssm, ir.ConvStem: Component.embedding,
     ir.RelativePositionBias: Component.embedding, ir.CrossAttention: Component.attention,
-    ir.MTPProjection: Component.mlp,
+    ir.MTPProjection: Component.mlp, ir.Keep: Component.norms, ir.Pool: Component.norms,
+    ir.PixelShuffle: Component.norms,
     ir.LMHead: Component.head,
     ir.Pooler: Component.head, ir.Classifier: Component.head,
 }  # fmt: skip
@@ -174,7 +175,7 @@ def device_params(op: ir.Op, tp: int = 1, ep: int = 1) -> tuple[int, int]:
             return n, 0
         case ir.Linear():  # replicated on every tensor-parallel rank
             return _linear(op.dim, op.out, op.bias), 0
-        case ir.Residual():
+        case ir.Residual() | ir.Keep() | ir.Pool() | ir.PixelShuffle():
             return 0, 0
         case ir.LMHead():  # vocabulary-parallel
             return (0 if op.tied else _linear(op.dim, vocab_shard(op.vocab, tp), op.bias)), 0

@@ -494,6 +494,7 @@ class _Resolver:
         self.width: int | None = None  # the stream's width here (set by an embedding)
         self.streams: dict[str, tuple[ir.Stream, s.Stream]] = {}
         self.in_stream = False
+        self.tokens: int | None = None  # a stream's tokens per sequence here
 
     def body(self, stmts: tuple[s.Stmt, ...], scope: Scope, unit: LoadedFile, top: bool) -> list:
         nodes: list = []
@@ -593,20 +594,22 @@ class _Resolver:
         if not auxiliary and length is None:
             hint = f"stream {stmt.name}(length = tokens per sequence) {{ ... }}"
             raise src.error(f"{what} is missing its argument `length`", stmt.pos, hint)
-        if length is not None and joins > length:
-            raise src.error(f"{what} joins {joins} tokens, more than its length {length}",
-                            at("joins"), "joins counts tokens of its own output")  # fmt: skip
         outer_width = self.width
-        self.width, self.in_stream = outer_width if auxiliary else None, True
+        self.width, self.in_stream, self.tokens = outer_width if auxiliary else None, True, length
         try:
             body = self.body(stmt.body, scope, unit, top=False)
         finally:
             width, self.width, self.in_stream = self.width, outer_width, False
+            tokens_out, self.tokens = self.tokens, None
+        if joins > (tokens_out or 0):
+            raise src.error(f"{what} joins {joins} tokens, more than the {tokens_out} it ends with",
+                            at("joins"), "joins counts tokens of its own output")  # fmt: skip
         if not body:
             raise src.error(f"{what} has no layers", stmt.pos)
         node = ir.Stream.trusted(
             name=stmt.name,
             length=length or 0,
+            tokens_out=tokens_out or 0,
             joins=joins,
             auxiliary=auxiliary,
             width=width or 0,
@@ -766,6 +769,41 @@ class _Resolver:
             )
         if isinstance(op, ir.Linear):
             self.width = op.out
+        if isinstance(op, ir.TOKEN_OPS):
+            self._tokens(op, stmt, bound, src, what)
+
+    def _tokens(self, op, stmt: s.OpCall, bound: dict, src: Source, what: str) -> None:
+        """Keep, pool and pixel shuffle change a stream's token count: at the top level
+        of a stream (not repeated), over a square grid of tokens that divides evenly."""
+        if not self.in_stream or self.multiplicity > 1 or self.blocks or self.tokens is None:
+            raise src.error(
+                f"{what} changes the token count: it belongs at the top of a stream's body",
+                stmt.pos,
+                "stream image(length = N) { ...; pool(4); ... } (not in a repeat or block)",
+            )
+        n = self.tokens
+        args: dict[type, str] = {ir.Keep: "tokens", ir.Pool: "kernel", ir.PixelShuffle: "factor"}
+        arg = args[type(op)]
+        b = bound.get(arg)
+        pos, where = (b.pos, b.src) if b else (stmt.pos, src)
+        if isinstance(op, ir.Keep):
+            if op.tokens > n:
+                raise where.error(f"{what} keeps {op.tokens} of the stream's {n} tokens", pos,
+                                  f"keep at most {n}")  # fmt: skip
+            self.tokens = op.tokens
+            return
+        k = op.kernel if isinstance(op, ir.Pool) else op.factor
+        side = math.isqrt(n)
+        if side * side != n or side % k:
+            raise where.error(
+                f"{what} needs a square grid of tokens whose side divides by {k}; the stream "
+                f"has {n} tokens",
+                pos,
+                "drop a class token first: keep(N)" if math.isqrt(n - 1) ** 2 == n - 1 else None,
+            )
+        self.tokens = (side // k) ** 2
+        if isinstance(op, ir.PixelShuffle):
+            self.width = op.dim * k * k
 
     @staticmethod
     def _blame(fail: CheckFailure, bound: dict[str, Bound], stmt: s.OpCall, src: Source):

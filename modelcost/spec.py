@@ -534,6 +534,36 @@ class Linear(_Op):
     scope: ClassVar[str] = "linear"
 
 
+class Keep(_Op):
+    """Keep `tokens` of the stream's tokens, dropping the rest (a tower's class token):
+    a slice, no work of its own; the layers after it run over `tokens`."""
+
+    kind: Literal["keep"] = "keep"
+    tokens: Annotated[int, Arg(T.DIM)]
+    scope: ClassVar[str] = "keep"
+
+
+class Pool(_Op):
+    """2-D average pooling over the stream's square token grid, kernel = stride =
+    `kernel`: kernel² times fewer tokens (Gemma 3's 4,096 patches to 256)."""
+
+    kind: Literal["pool"] = "pool"
+    kernel: Annotated[int, Arg(T.DIM)]
+    scope: ClassVar[str] = "pool"
+
+
+class PixelShuffle(_Op):
+    """Each `factor` × `factor` square of neighbouring tokens of the grid merged into one
+    token factor² times as wide (Llama 4's pixel shuffle, ratio 1/factor)."""
+
+    kind: Literal["pixel_shuffle"] = "pixel_shuffle"
+    factor: Annotated[int, Arg(T.DIM)]
+    scope: ClassVar[str] = "pixel_shuffle"
+
+
+TOKEN_OPS = (Keep, Pool, PixelShuffle)  # they change a stream's token count
+
+
 class MTPProjection(_Op):
     """DeepSeek-V3's multi-token-prediction input (§2.2): the next token's embedding and
     the previous depth's hidden state, each RMS-normalized, concatenated and projected
@@ -609,6 +639,9 @@ Op = (
     | RelativePositionBias
     | CrossAttention
     | MTPProjection
+    | Keep
+    | Pool
+    | PixelShuffle
     | Residual
     | LMHead
     | Pooler
@@ -618,7 +651,7 @@ OP_TYPES: tuple[type[_Op], ...] = (Embedding, PositionEmbedding, TokenTypeEmbedd
                                    LayerNorm, RMSNorm,
                                    Attention, MLA, MLP, MoE, Mamba2, GatedDeltaNet, Linear,
                                    ConvStem, RelativePositionBias, CrossAttention,
-                                   MTPProjection, Residual, LMHead,
+                                   MTPProjection, Keep, Pool, PixelShuffle, Residual, LMHead,
                                    Pooler, Classifier)  # fmt: skip
 
 
@@ -632,6 +665,7 @@ class Stream(IR):
     kind: Literal["stream"] = "stream"
     name: str
     length: int  # tokens per sequence (0: the main sequence's, an auxiliary stream)
+    tokens_out: int = 0  # at its end, after any keep, pool or pixel shuffle
     joins: int = 0
     auxiliary: bool = False
     width: int = 0  # its output's width

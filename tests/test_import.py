@@ -241,3 +241,81 @@ def test_the_mtp_module_imports_as_an_auxiliary_stream() -> None:
     text = import_config((CONFIGS / "deepseek-v3.json").read_text(), "deepseek-v3.json")
     assert "stream mtp(auxiliary = true) {" in text
     assert count_params(parse_spec(text, "<ds>")).apart == {"mtp": 13_463_426_304}
+
+
+# google/gemma-3-27b-it's config.json (its model card; no copy in the reference set):
+# what it sets over Gemma3Config's, Gemma3TextConfig's and SiglipVisionConfig's defaults
+GEMMA3_27B = {
+    "model_type": "gemma3", "mm_tokens_per_image": 256, "torch_dtype": "bfloat16",
+    "text_config": {"model_type": "gemma3_text", "head_dim": 128, "hidden_size": 5376,
+                    "intermediate_size": 21504, "num_attention_heads": 32,
+                    "num_hidden_layers": 62, "num_key_value_heads": 16,
+                    "sliding_window": 1024},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152,
+                      "image_size": 896, "intermediate_size": 4304, "num_attention_heads": 16,
+                      "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": False},
+}  # fmt: skip
+# meta-llama/Llama-4-Scout-17B-16E's: the text model is Llama4TextConfig's defaults
+LLAMA4_SCOUT = {
+    "model_type": "llama4", "torch_dtype": "bfloat16",
+    "text_config": {"model_type": "llama4_text"},
+    "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408,
+                      "image_size": 336, "intermediate_size": 5632, "num_attention_heads": 16,
+                      "num_hidden_layers": 34, "patch_size": 14, "pixel_shuffle_ratio": 0.5,
+                      "projector_input_dim": 4096, "projector_output_dim": 4096,
+                      "vision_output_dim": 4096},
+}  # fmt: skip
+
+
+def test_gemma3_imports_its_siglip_tower_pooled_to_256_tokens() -> None:
+    # SigLIP at 896 px: (896/14)² = 4096 patches, conv 3·14·14·1152 + 1152, positions
+    # 4096·1152; a layer = 4·(1152² + 1152) + (1152·4304 + 4304) + (4304·1152 + 1152)
+    # + 2·2304 = 15,239,504; post-LayerNorm 2304. Projector: RMSNorm 1152 + 1152·5376.
+    # tower = 678,528 + 4,718,592 + 27·15,239,504 + 2304 + 1152 + 6,193,152 = 423,060,336
+    # With the zoo's text model (27,009,346,304): 27,432,406,640, the count transformers
+    # reports for google/gemma-3-27b-it
+    text = import_config(json.dumps(GEMMA3_27B, indent=2), "gemma-3-27b-it.json")
+    spec, zoo = parse_spec(text, "<gemma3>"), load_spec(MODELS / "gemma3-27b.model")
+    tower = 678_528 + 4_718_592 + 27 * 15_239_504 + 2304 + 1152 + 6_193_152
+    c = count_params(spec)
+    assert c.streams == {"image": tower} and tower == 423_060_336
+    assert c.total == count_params(zoo).total + tower == 27_432_406_640
+    # 4,096 patches average-pooled 4 × 4 to 256 image tokens, which join the prompt
+    n = {x.name: x for x in lower(spec, Workload(Phase.prefill, 1, 100)).nodes}
+    assert n["image.layers.0.attn.q_proj"].op.M == 4096
+    assert n["image.pool"].op.tensor == (1, 16, 4, 16, 4, 1152)
+    assert n["image.linear"].op.M == 256 and n["layers.0.attn.q_proj"].op.M == 356
+    # decode: the language model alone, the zoo's, over a cache that holds the image
+    assert _nodes(spec, Workload(Phase.decode, 4, context=768)) == _nodes(
+        zoo, Workload(Phase.decode, 4, context=1024)
+    )
+
+
+def test_llama4_imports_its_tower_pixel_shuffled_to_144_tokens() -> None:
+    # Llama 4's tower at 336 px: 576 patches + a class token; patches unfolded and
+    # projected without bias 588·1408, class token 1408, positions 577·1408, LayerNorms
+    # before and after 2·2816; a layer = 4·(1408² + 1408) + (1408·5632 + 5632) +
+    # (5632·1408 + 1408) + 2·2816 = 23,807,872. The adapter (after the pixel shuffle,
+    # 144 tokens 5632 wide) 5632·4096 + 4096², the projector 4096·5120, no biases:
+    # tower = 827,904 + 1408 + 812,416 + 5632 + 34·23,807,872 + 23,068,672
+    #       + 16,777,216 + 20,971,520 = 871,932,416
+    # With the zoo's Scout text model (107,769,861,120): 108,641,793,536, the "109B"
+    # total Meta publishes
+    spec = parse_spec(import_config(json.dumps(LLAMA4_SCOUT), "scout.json"), "<llama4>")
+    zoo = load_spec(MODELS / "llama4-scout.model")
+    tower = (827_904 + 1408 + 812_416 + 5632 + 34 * 23_807_872 + 23_068_672 + 16_777_216
+             + 20_971_520)  # fmt: skip
+    c = count_params(spec)
+    assert c.streams == {"image": tower} and tower == 871_932_416
+    assert c.total == count_params(zoo).total + tower == 108_641_793_536
+    n = {x.name: x for x in lower(spec, Workload(Phase.prefill, 1, 100)).nodes}
+    adapter = n["image.linear.0"].op
+    assert (adapter.M, adapter.N, adapter.K) == (144, 4096, 5632)
+    assert n["layers.0.attn.q_proj"].op.M == 244  # 100 text + 144 image tokens
+    assert _nodes(spec, Workload(Phase.decode, 4, context=880)) == _nodes(
+        zoo, Workload(Phase.decode, 4, context=1024)
+    )
+    bad = {**LLAMA4_SCOUT, "vision_config": {**LLAMA4_SCOUT["vision_config"],
+                                             "pixel_shuffle_ratio": 0.25}}  # fmt: skip
+    with pytest.raises(SpecError, match="an adapter whose input is not the pixel-shuffled"):
+        import_config(json.dumps(bad), "m.json")

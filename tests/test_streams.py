@@ -89,8 +89,9 @@ def test_llava_prefill_counts_the_image_tokens_with_the_text(llava) -> None:
     # the tower: 577 tokens ((336/14)² patches + a class token) 1024 wide, 23 layers
     q = n["image.layers.0.attn.q_proj"]
     assert (q.count, q.op.M, q.op.K) == (23, 577, 1024)
+    # the class token dropped (keep), the projector runs over the 576 patch tokens
     proj = n["image.linear.1"].op
-    assert (proj.M, proj.N, proj.K) == (577, 4096, 4096)
+    assert (proj.M, proj.N, proj.K) == (576, 4096, 4096)
     # 100 text tokens are looked up, 576 image tokens written into their places: the
     # language model runs over 676
     assert n["embed"].op.tokens == 100
@@ -105,6 +106,7 @@ def test_llava_decode_runs_the_language_model_over_a_cache_holding_the_image(lla
     g = lower(llava, Workload(Phase.decode, 1, context=100))
     n = {x.name: x for x in g.nodes}
     assert not any(name.startswith("image.") for name in n)
+    assert n["embed"].op.tokens == 1 and "embed.join" not in n  # the new token's alone
     assert n["layers.0.attn.sdpa"].op.N_KV == 676
     # 32 layers × 676 positions × (k + v) × 4096 × 2 bytes (fp16)
     assert g.facts.cache_bytes == 32 * 676 * 2 * 4096 * 2
