@@ -1,4 +1,4 @@
-"""Golden reports: Markdown, HTML and JSON of three zoo models and one diff, byte for byte.
+"""Golden reports: Markdown, HTML and JSON of four zoo models and one diff, byte for byte.
 
 After an intended change to the output: `python -m pytest tests/test_golden.py
 --update-goldens`, then review `git diff tests/golden`.
@@ -22,6 +22,8 @@ CASES = {
     "llama3-8b-mi355x": ("llama3-8b", "mi355x", 1, 2048, 4096),
     "mixtral-8x7b-h200": ("mixtral-8x7b", "h200", 4, 1024, 2048),
     "mamba2-2.7b-mi300x": ("mamba2-2.7b", "mi300x", 8, 2048, 2048),
+    # an encoder and a decoder: the encoder's stream, cross-attention and its cache
+    "whisper-large-v3-mi325x": ("whisper-large-v3", "mi325x", 4, 64, 256),
 }
 RENDER = {"md": render_markdown, "html": render_html, "json": render_json}
 
