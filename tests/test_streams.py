@@ -163,3 +163,24 @@ def test_a_stream_formats_canonically_and_resolves_by_name() -> None:
     # 64 × 64 projections: 100·64 · 2 + 2 · 64 + 4 · 4096
     assert count_params(spec).total == 2 * 6400 + 2 * 64 + 4 * 4096
     assert count_params(spec).streams == {"encoder": 6400 + 2 * 64}
+
+
+def test_the_cli_takes_a_streams_length_and_reports_it() -> None:
+    import json
+    import subprocess
+    import sys
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "modelcost", *args],
+                              capture_output=True, text=True)  # fmt: skip
+
+    r = run("compile", str(MODELS / "t5-base.model"), "--hw", "h100", "--seq", "64",
+            "--stream", "encoder=1K", "--format", "json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (report,) = json.loads(r.stdout)["reports"]
+    assert report["workload"]["streams"] == {"encoder": 1024}  # 1K = 1,024 tokens
+    assert report["workload"]["label"] == "seq 64, encoder stream 1024"
+    bad = run("compile", str(MODELS / "t5-base.model"), "--hw", "h100", "--stream", "encoder")
+    assert bad.returncode == 2 and "expected NAME=LENGTH" in bad.stderr
+    params = run("params", str(MODELS / "deepseek-v3.model"))
+    assert "apart: `mtp` (auxiliary)   13,463,426,304" in params.stdout
