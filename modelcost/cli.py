@@ -28,7 +28,7 @@ from .options import (
     positive,
     seconds,
 )
-from .render import FORMATS, SWEEP_FORMATS
+from .render import DIFF_FORMATS, FORMATS, SWEEP_FORMATS
 from .render.escape import terminal
 from .render.units import count, fixed
 
@@ -375,7 +375,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from .diff import diff
+    from .diff import diff, gate
     from .hardware import load_hardware
     from .render import render_diff
     from .resolve import load_spec
@@ -392,16 +392,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
-    status = _emit(render_diff(d, args.format), args.output)
-    if status == EXIT_OK and args.fail_above is not None:
-        worst = max(p.time_change for p in d.phases)
-        if worst * 100 > args.fail_above:
-            print(
-                f"modelcost: total time grows by {worst * 100:.1f}%, "
-                f"more than --fail-above {args.fail_above:g}%",
-                file=sys.stderr,
-            )
-            return EXIT_CHECK_FAILED
+    verdict = gate(d, args.fail_above)
+    status = _emit(render_diff(d, args.format, verdict), args.output)
+    if status == EXIT_OK and not verdict.passed:
+        print(f"modelcost: {verdict.message}", file=sys.stderr)
+        return EXIT_CHECK_FAILED
     return status
 
 
@@ -469,9 +464,13 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
 
     from .hardware import load_hardware, shipped_hardware
 
+    targets = [load_hardware(name) for name in shipped_hardware()]
+    if args.format == "json":  # every figure of every target, as `hw show --format json`
+        print(json.dumps([h.model_dump(mode="json") for h in targets], indent=2))
+        return EXIT_OK
     rows = []
-    for name in shipped_hardware():
-        h = load_hardware(name)
+    for h in targets:
+        name = h.name
         bf16 = h.peak("matrix", "bf16")[0]
         rows.append([name, h.title, h.arch, _tflops(bf16), f"{h.memory_bandwidth / 1e12:g}",
                      f"{h.memory / 1e9:g}"])  # fmt: skip
@@ -608,7 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hw", required=True, help="target of A (and of B unless --hw-b)")
     p.add_argument("--hw-b", help="target of B")
     add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE + ESTIMATE, sides=True)
-    p.add_argument("--format", choices=list(FORMATS), default="text")
+    p.add_argument("--format", choices=DIFF_FORMATS, default="text",
+                   help="text, md, gfm (a pull-request summary with the gate's verdict), "
+                   "html or json")  # fmt: skip
     p.add_argument("--fail-above", type=_percent, metavar="PCT",
                    help="exit 1 when the total time grows by more than PCT percent")  # fmt: skip
     p.add_argument("-o", "--output", metavar="FILE")
@@ -626,6 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
     hw = sub.add_parser("hw", help="shipped hardware targets", description="hardware targets")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="COMMAND")
     p = hw_sub.add_parser("list", help="list the shipped targets")
+    p.add_argument("--format", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_hw_list)
     p = hw_sub.add_parser("show", help="one target's figures")
     p.add_argument("name", help="a shipped name or a .hw file")

@@ -116,3 +116,30 @@ def diff(a_reports: list[Report], b_reports: list[Report]) -> DiffReport:
     return DiffReport(
         phases=tuple(diff_reports(a, b) for a, b in zip(a_reports, b_reports, strict=True))
     )
+
+
+class Verdict(Frozen):
+    """A diff against a threshold (`--fail-above`): the phase whose total time grew the
+    most, by how much, and whether that passes. The CLI's exit code and every rendered
+    verdict come from here."""
+
+    threshold: float | None  # percent; None: no gate
+    phase: str
+    growth: float  # relative change of the worst phase's step time (0.12 = +12%)
+    passed: bool
+
+    @property
+    def message(self) -> str:
+        grew = f"{self.phase} time {self.growth * 100:+.1f}%"
+        if self.threshold is None:
+            return f"{grew} (no gate)"
+        relation = "within" if self.passed else "more than"
+        return f"{grew}: {relation} --fail-above {self.threshold:g}%"
+
+
+def gate(d: DiffReport, threshold: float | None) -> Verdict:
+    """The verdict of `--fail-above threshold` (percent) on diff `d`."""
+    worst = max(d.phases, key=lambda p: p.time_change)
+    growth = worst.time_change
+    passed = threshold is None or growth * 100 <= threshold
+    return Verdict(threshold=threshold, phase=worst.a.phase, growth=growth, passed=passed)

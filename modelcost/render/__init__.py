@@ -13,17 +13,18 @@ from typing import TYPE_CHECKING
 from ..bulk import in_bulk
 
 if TYPE_CHECKING:
-    from ..diff import DiffReport
+    from ..diff import DiffReport, Verdict
     from ..report import Report
 
-# format name → (module, report renderer, diff renderer's format), imported on first use
-# so the CLI loads one; diffs have no terminal layout of their own: `text` gives Markdown
-FORMATS: dict[str, tuple[str, str, str]] = {
-    "text": ("text", "render_text", "md"),
-    "md": ("formats", "render_markdown", "md"),
-    "html": ("formats", "render_html", "html"),
-    "json": ("json_format", "render_json", "json"),
+# format name → (module, report renderer), imported on first use so the CLI loads one
+FORMATS: dict[str, tuple[str, str]] = {
+    "text": ("text", "render_text"),
+    "md": ("formats", "render_markdown"),
+    "html": ("formats", "render_html"),
+    "json": ("json_format", "render_json"),
 }
+# a diff's formats: a report's, and `gfm`, a short pull-request summary with the verdict
+DIFF_FORMATS = ("text", "md", "gfm", "html", "json")
 SWEEP_FORMATS = ("csv", "json", "md", "html")  # render/sweep_format.py
 
 
@@ -33,7 +34,7 @@ def render(reports: Report | Sequence[Report], fmt: str = "md") -> str:
     as `text`, `md`, `html` or `json`."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
-    module, name, _ = FORMATS[fmt]
+    module, name = FORMATS[fmt]
     fn = getattr(importlib.import_module(f".{module}", __name__), name)
     items = [reports] if not isinstance(reports, Sequence) else list(reports)
     return fn(items)
@@ -47,13 +48,14 @@ class _CallableModule(types.ModuleType):
         return render(reports, fmt)
 
 
-def render_diff(d: DiffReport, fmt: str = "md") -> str:
-    """A diff in any registered format (`text` renders as Markdown)."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+def render_diff(d: DiffReport, fmt: str = "md", verdict: Verdict | None = None) -> str:
+    """A diff in any of DIFF_FORMATS; `verdict` (diff.gate) is the one `gfm` and `text`
+    state (none: no gate)."""
+    if fmt not in DIFF_FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(DIFF_FORMATS)}")
     from .formats import render_diff as render_one
 
-    return render_one(d, FORMATS[fmt][2])
+    return render_one(d, fmt, verdict)
 
 
 sys.modules[__name__].__class__ = _CallableModule

@@ -4,8 +4,9 @@ shown is computed here; templates only place it."""
 from __future__ import annotations
 
 from .. import __version__
-from ..diff import DiffReport
+from ..diff import DiffReport, PhaseDiff, Verdict
 from ..record import Record
+from .escape import Markdown, md
 from .table import Cell, Table, num
 from .units import count, duration, fixed, pct, si, signed
 
@@ -45,7 +46,7 @@ def _rel(c) -> Cell:
     return Cell(f"{c.rel * 100:+.1f}%", c.rel)
 
 
-def _time_table(id_: str, label: str, changes) -> Table:
+def _time_table(id_: str, label: str, changes, top: int | None = None) -> Table:
     def ms(v: float | None) -> Cell:
         return Cell("—", -1.0) if v is None else num(fixed(v * 1e3, 3), v)
 
@@ -57,7 +58,7 @@ def _time_table(id_: str, label: str, changes) -> Table:
             Cell("—", 0.0) if c.delta is None else num(f"{c.delta * 1e3:+,.3f}", c.delta),
             _rel(c),
         )
-        for c in sorted(changes, key=lambda c: -abs(c.delta or 0))
+        for c in sorted(changes, key=lambda c: -abs(c.delta or 0))[:top]
     )
     return Table(
         id_,
@@ -105,4 +106,51 @@ def build_diff_view(d: DiffReport) -> DiffView:
         "for one step on one device.",
         phases=tuple(phases),
         footer=f"modelcost {__version__}",
+    )
+
+
+GATE_TOP = 5  # rows of each table in a pull-request summary
+
+
+class GatePhaseView(Record, frozen=True):
+    headline: Markdown  # `**prefill** step time 12.345 ms → 70.123 ms (**+468.0%**)`
+    kinds: Table
+    layers: Table
+
+
+class GateView(Record, frozen=True):
+    """A diff as a pull-request comment: the headline change per phase, the top
+    changed kinds and layers, and the gate's verdict."""
+
+    title: str
+    sides: str
+    verdict: str  # `✅ …` or `❌ …`
+    phases: tuple[GatePhaseView, ...]
+    footer: str
+
+
+def _headline(p: PhaseDiff) -> Markdown:
+    t = next(c for c in p.totals if c.key == "time_s")
+    rel = "" if t.rel is None else f" (**{t.rel * 100:+.1f}%**)"
+    name = p.a.phase if p.a.phase == p.b.phase else f"{p.a.phase} vs {p.b.phase}"
+    return Markdown(f"**{md(name)}** step time {duration(t.a or 0)} → {duration(t.b or 0)}{rel}")
+
+
+def build_gate_view(d: DiffReport, verdict: Verdict) -> GateView:
+    first = d.phases[0]
+    mark = "✅" if verdict.passed else "❌"
+    return GateView(
+        title=f"{first.a.title} → {first.b.title}",
+        sides=f"A: {first.a.title} on {first.a.hardware} · B: {first.b.title} on "
+        f"{first.b.hardware}",
+        verdict=f"{mark} {verdict.message}",
+        phases=tuple(
+            GatePhaseView(
+                headline=_headline(p),
+                kinds=_time_table(f"gate-kinds-{i}", "op kind", p.kinds, GATE_TOP),
+                layers=_time_table(f"gate-layers-{i}", "layer group", p.layers, GATE_TOP),
+            )
+            for i, p in enumerate(d.phases)
+        ),
+        footer=f"roofline times, one device · modelcost {__version__}",
     )
