@@ -13,6 +13,7 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .errors import SpecError
@@ -33,6 +34,9 @@ from .render.escape import terminal
 from .render.units import count, fixed
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+if TYPE_CHECKING:
+    from .render.formats import ChartMode
 
 
 def _report(err: SpecError) -> None:
@@ -178,12 +182,49 @@ def cmd_compile(args: argparse.Namespace) -> int:
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
-    text = _render_reports(reports, args.format)
     if args.format != "text" or args.output:  # the text summary already says it
         for r in reports:
             if r.totals.memory.warning:
                 print(terminal(f"modelcost: warning: {r.totals.memory.warning}"), file=sys.stderr)
-    return _emit(text, args.output)
+    if args.format == "md":
+        from .render.formats import markdown_files, render_markdown
+
+        mode = _chart_mode(args)
+        if mode == "files":
+            return _emit_files(markdown_files(reports, args.output), args.output)
+        return _emit(render_markdown(reports, mode), args.output)
+    if args.charts:
+        return _usage("--charts applies to --format md")
+    return _emit(_render_reports(reports, args.format), args.output)
+
+
+def _chart_mode(args: argparse.Namespace) -> ChartMode:
+    """Markdown's charts: SVG files beside a page written with -o, else a note."""
+    to_file = args.output not in (None, "-")
+    if args.charts == "files" and not to_file:
+        raise SystemExit(_usage("--charts files needs -o PAGE.md (the charts go beside it)"))
+    mode: ChartMode = args.charts or ("files" if to_file else "note")
+    return mode
+
+
+def _usage(message: str) -> int:
+    print(f"modelcost: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _emit_files(files: dict[str, str], output: str) -> int:
+    """A page and its charts: the charts first, the page last, each never half-written."""
+    base = Path(output).parent
+    page = Path(output).name
+    try:
+        for rel, text in sorted(files.items(), key=lambda kv: kv[0] == page):
+            target = Path(output) if rel == page else base / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_text(target, text)
+    except OSError as exc:
+        print(f"{output}: error: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK
 
 
 def _render_reports(reports: list, fmt: str) -> str:
@@ -393,7 +434,19 @@ def cmd_diff(args: argparse.Namespace) -> int:
         _report(err)
         return EXIT_BAD_INPUT
     verdict = gate(d, args.fail_above)
-    status = _emit(render_diff(d, args.format, verdict), args.output)
+    if args.format == "md":
+        from .render.formats import diff_markdown_files
+        from .render.formats import render_diff as render_md
+
+        mode = _chart_mode(args)
+        if mode == "files":
+            status = _emit_files(diff_markdown_files(d, args.output, "files", (a, b)), args.output)
+        else:
+            status = _emit(render_md(d, "md", verdict, mode, sides=(a, b)), args.output)
+    elif args.charts:
+        return _usage("--charts applies to --format md")
+    else:
+        status = _emit(render_diff(d, args.format, verdict, (a, b)), args.output)
     if status == EXIT_OK and not verdict.passed:
         print(f"modelcost: {verdict.message}", file=sys.stderr)
         return EXIT_CHECK_FAILED
@@ -510,6 +563,12 @@ def _tflops(value: float | None) -> str:
     return "" if value is None else fixed(value / 1e12, 1)
 
 
+CHART_MODES_CLI = ("files", "inline", "none")
+CHARTS_HELP = ("Markdown's charts: SVG files beside the page (the default with -o; GitHub "
+               "and MkDocs show them), inline SVG (MkDocs renders it, GitHub does not) or "
+               "none; without -o, a line says how to get them")  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="modelcost",
@@ -546,6 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", type=_kinds, default=None, metavar="KINDS",
                    help="count only these op kinds, e.g. GEMM,SDPA")  # fmt: skip
     p.add_argument("--format", choices=list(FORMATS), default="text")
+    p.add_argument("--charts", choices=CHART_MODES_CLI, help=CHARTS_HELP)
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
 
     p = add("sweep", cmd_sweep, "one row per combination of specs, targets and option values")
@@ -607,6 +667,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hw", required=True, help="target of A (and of B unless --hw-b)")
     p.add_argument("--hw-b", help="target of B")
     add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE + ESTIMATE, sides=True)
+    p.add_argument("--charts", choices=CHART_MODES_CLI, help=CHARTS_HELP)
     p.add_argument("--format", choices=DIFF_FORMATS, default="text",
                    help="text, md, gfm (a pull-request summary with the gate's verdict), "
                    "html or json")  # fmt: skip

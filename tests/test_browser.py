@@ -78,7 +78,12 @@ def test_report_renders_sorts_and_plots_every_op(browser, tmp_path: Path) -> Non
     charts = page.locator("svg.roofline")
     assert charts.count() == 2
     for i, r in enumerate(reports):
-        assert charts.nth(i).locator("circle.op-point").count() == len(r.ops)
+        # every op with FLOPs is a point; the others (lookups, copies) a note
+        plotted = [o for o in r.ops if o.flops > 0 and o.bytes > 0]
+        assert charts.nth(i).locator("circle.op-point").count() == len(plotted)
+        note = charts.nth(i).locator("text.note")
+        hidden = len(r.ops) - len(plotted)
+        assert note.text_content().startswith(f"not plotted: {hidden} ops without FLOPs")
     # sort the prefill op table by roofline time (column 10), descending then ascending
     header = page.locator("#ops-prefill th").nth(10)
     assert header.inner_text() == "roofline (µs)"

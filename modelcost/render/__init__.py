@@ -48,14 +48,19 @@ class _CallableModule(types.ModuleType):
         return render(reports, fmt)
 
 
-def render_diff(d: DiffReport, fmt: str = "md", verdict: Verdict | None = None) -> str:
+def render_diff(
+    d: DiffReport,
+    fmt: str = "md",
+    verdict: Verdict | None = None,
+    sides: tuple[list[Report], list[Report]] | None = None,
+) -> str:
     """A diff in any of DIFF_FORMATS; `verdict` (diff.gate) is the one `gfm` and `text`
-    state (none: no gate)."""
+    state (none: no gate); with the `sides`' reports, HTML shows their rooflines."""
     if fmt not in DIFF_FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(DIFF_FORMATS)}")
     from .formats import render_diff as render_one
 
-    return render_one(d, fmt, verdict)
+    return render_one(d, fmt, verdict, sides=sides)
 
 
 sys.modules[__name__].__class__ = _CallableModule

@@ -7,9 +7,10 @@ import math
 from html import escape
 
 from ..record import Record
+from .palette import kind_color
 from .units import si
 
-# A fixed palette, assigned by the sorted order of the kinds present.
+# the series of a line chart (op kinds are coloured by render/palette.py)
 PALETTE = (
     "#4e79a7",
     "#f28e2b",
@@ -21,15 +22,7 @@ PALETTE = (
     "#ff9da7",
     "#9c755f",
     "#bab0ac",
-    "#1f77b4",
-    "#8c564b",
-    "#17becf",
-    "#bcbd22",
 )
-
-
-def colors(keys) -> dict[str, str]:
-    return {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(sorted(set(keys)))}
 
 
 def _r(x: float) -> str:
@@ -47,11 +40,27 @@ class Point(Record, frozen=True):
     flops_per_s: float
     share: float
     tooltip: str
+    label: str = ""  # a short name, shown beside the point when it is among the largest
 
 
 class Roof(Record, frozen=True):
     label: str  # e.g. "matrix bf16"
     peak: float  # FLOP/s
+
+
+class Extent(Record, frozen=True):
+    """A log-log chart's axes, in decades: x from 10^x0 to 10^x1, y from 10^y0 to 10^y1.
+    Charts given the same extent (a report's phases, a diff's sides) compare at a
+    glance."""
+
+    x0: int
+    x1: int
+    y0: int
+    y1: int
+
+    def union(self, other: Extent) -> Extent:
+        return Extent(x0=min(self.x0, other.x0), x1=max(self.x1, other.x1),
+                      y0=min(self.y0, other.y0), y1=max(self.y1, other.y1))  # fmt: skip
 
 
 def _decades(lo: float, hi: float) -> tuple[int, int]:
@@ -63,38 +72,59 @@ def _tick(decade: int) -> str:
     return si(10.0**decade, sep="")
 
 
-def roofline_svg(
-    points: list[Point], roofs: list[Roof], bandwidth: float, width: int = 760, height: int = 440
-) -> str:
-    """A log-log roofline: attainable FLOP/s against arithmetic intensity, one roof per
-    precision present (with its ridge point), every op a point sized by its share of the
-    time and coloured by kind, with a tooltip."""
-    left, right, top, bottom = 70, 170, 20, 50
-    pw, ph = width - left - right, height - top - bottom
+def _plotted(p: Point) -> bool:
+    """An op with no FLOPs (a lookup, a copy) has no place on a log-log roofline."""
+    return p.intensity > 0 and p.flops_per_s > 0
+
+
+def roofline_extent(points: list[Point], roofs: list[Roof], bandwidth: float) -> Extent:
+    """The axes that hold every plotted point, roof and ridge of one or more charts."""
     ridges = [r.peak / bandwidth for r in roofs]
-    ais = [p.intensity for p in points if p.intensity > 0] + ridges
-    ys = [p.flops_per_s for p in points if p.flops_per_s > 0] + [r.peak for r in roofs]
+    ais = [p.intensity for p in points if _plotted(p)] + ridges
+    ys = [p.flops_per_s for p in points if _plotted(p)] + [r.peak for r in roofs]
     x0, x1 = _decades(min(ais) / 2, max(ais) * 4)
     y0, y1 = _decades(min(ys) / 2, max(ys) * 1.5)
+    return Extent(x0=x0, x1=x1, y0=y0, y1=y1)
+
+
+LABELLED = 3  # the ops with the largest shares are named on the chart
+
+
+def roofline_svg(
+    points: list[Point],
+    roofs: list[Roof],
+    bandwidth: float,
+    extent: Extent | None = None,
+    width: int = 760,
+    height: int = 440,
+) -> str:
+    """A log-log roofline: attainable FLOP/s against arithmetic intensity, one roof per
+    precision present (its ridge point labelled in FLOP/B), the bandwidth roof labelled
+    in TB/s, every op a point sized by its share of the time and coloured by kind (the
+    largest named), a legend by share of time, and a note for the ops without FLOPs,
+    which are not plotted. Pages stretch it to their width (the style sheet)."""
+    left, right, top, bottom = 70, 170, 20, 66
+    pw, ph = width - left - right, height - top - bottom
+    e = extent or roofline_extent(points, roofs, bandwidth)
 
     def X(ai: float) -> float:
-        return left + (math.log10(ai) - x0) / (x1 - x0) * pw
+        return left + (math.log10(ai) - e.x0) / (e.x1 - e.x0) * pw
 
     def Y(f: float) -> float:
-        return top + ph - (math.log10(f) - y0) / (y1 - y0) * ph
+        return top + ph - (math.log10(f) - e.y0) / (e.y1 - e.y0) * ph
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="roofline" viewBox="0 0 {width} {height}" '
         f'width="{width}" height="{height}" role="img" aria-label="roofline chart">',
         f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="plot"/>',
     ]
-    for d in range(x0, x1 + 1):
+    for d in range(e.x0, e.x1 + 1):
         x = _r(X(10.0**d))
         out.append(f'<line x1="{x}" y1="{top}" x2="{x}" y2="{top + ph}" class="grid"/>')
         out.append(
             f'<text x="{x}" y="{top + ph + 16}" class="tick" text-anchor="middle">{_tick(d)}</text>'
         )
-    for d in range(y0, y1 + 1):
+    for d in range(e.y0, e.y1 + 1):
         y = _r(Y(10.0**d))
         out.append(f'<line x1="{left}" y1="{y}" x2="{left + pw}" y2="{y}" class="grid"/>')
         out.append(
@@ -102,77 +132,79 @@ def roofline_svg(
             f'dominant-baseline="middle">{_tick(d)}</text>'
         )
     out.append(
-        f'<text x="{_r(left + pw / 2)}" y="{height - 8}" class="axis" '
+        f'<text x="{_r(left + pw / 2)}" y="{top + ph + 34}" class="axis" '
         'text-anchor="middle">arithmetic intensity (FLOP/byte)</text>'
     )
     out.append(
         f'<text x="14" y="{_r(top + ph / 2)}" class="axis" text-anchor="middle" '
         f'transform="rotate(-90 14 {_r(top + ph / 2)})">attainable FLOP/s</text>'
     )
-    lo, hi = 10.0**x0, 10.0**x1
-    for roof, ridge in zip(roofs, ridges, strict=True):
-        start = max(lo, 10.0**y0 / bandwidth)
+    lo, hi = 10.0**e.x0, 10.0**e.x1
+    start = max(lo, 10.0**e.y0 / bandwidth)  # where the bandwidth roof enters the plot
+    for roof in roofs:
+        ridge = roof.peak / bandwidth
         pts = [(start, start * bandwidth), (ridge, roof.peak), (hi, roof.peak)]
         path = " ".join(f"{_r(X(a))},{_r(Y(f))}" for a, f in pts if lo <= a <= hi)
         out.append(f'<polyline points="{path}" class="roof"/>')
+        rx, ry = _r(X(ridge)), _r(Y(roof.peak))
         out.append(
-            f'<circle cx="{_r(X(ridge))}" cy="{_r(Y(roof.peak))}" r="3" class="ridge">'
+            f'<circle cx="{rx}" cy="{ry}" r="3" class="ridge">'
             f"<title>ridge {ridge:,.1f} FLOP/B ({escape(roof.label)})</title></circle>"
         )
         out.append(
-            f'<text x="{left + pw + 6}" y="{_r(Y(roof.peak))}" class="roof-label" '
+            f'<text x="{rx}" y="{ry}" dx="5" dy="13" class="ridge-label">{ridge:,.0f} FLOP/B</text>'
+        )
+        out.append(
+            f'<text x="{left + pw + 6}" y="{ry}" class="roof-label" '
             f'dominant-baseline="middle">{escape(roof.label)} {si(roof.peak, "FLOP/s")}'
             "</text>"
         )
-    palette = colors(p.kind for p in points)
-    for p in sorted(points, key=lambda p: -p.share):  # big first, small drawn on top
-        ai = p.intensity if p.intensity > 0 else lo
-        fy = p.flops_per_s if p.flops_per_s > 0 else 10.0**y0
+    # the bandwidth roof's label, along its slope
+    a0 = start * 1.6
+    x_a, y_a = X(a0), Y(a0 * bandwidth)
+    angle = math.degrees(math.atan2(Y(a0 * 10 * bandwidth) - y_a, X(a0 * 10) - x_a))
+    out.append(
+        f'<text x="{_r(x_a)}" y="{_r(y_a)}" dy="-5" class="bw-label" '
+        f'transform="rotate({_r(angle)} {_r(x_a)} {_r(y_a)})">HBM {bandwidth / 1e12:,.2f} TB/s'
+        "</text>"
+    )
+    plotted = [p for p in points if _plotted(p)]
+    share: dict[str, float] = {}
+    for p in plotted:
+        share[p.kind] = share.get(p.kind, 0.0) + p.share
+    ranked = sorted(plotted, key=lambda p: (-p.share, p.name))
+    for p in ranked:  # the largest drawn first, the small ones on top
         radius = _r(2.5 + 14 * math.sqrt(p.share))
-        hollow = ' fill-opacity="0.15"' if p.intensity <= 0 else ""
         out.append(
-            f'<circle cx="{_r(X(ai))}" cy="{_r(Y(fy))}" r="{radius}" class="op-point" '
-            f'fill="{palette[p.kind]}"{hollow} data-name="{escape(p.name)}" '
+            f'<circle cx="{_r(X(p.intensity))}" cy="{_r(Y(p.flops_per_s))}" r="{radius}" '
+            f'class="op-point" fill="{kind_color(p.kind)}" data-name="{escape(p.name)}" '
             f'data-kind="{escape(p.kind)}"><title>{escape(p.tooltip)}</title></circle>'
         )
-    ly = top + ph - 14 * len(palette)
-    for i, (kind, color) in enumerate(palette.items()):
+    placed: list[tuple[float, float]] = []
+    for p in ranked[:LABELLED]:
+        tx, ty = X(p.intensity) + 4 + 14 * math.sqrt(p.share), Y(p.flops_per_s)
+        while any(abs(ty - py) < 12 and abs(tx - px) < 120 for px, py in placed):
+            ty += 12  # below a label already there (ops at one point: gate_up and down)
+        placed.append((tx, ty))
+        out.append(
+            f'<text x="{_r(tx)}" y="{_r(ty)}" class="op-label" dominant-baseline="middle">'
+            f"{escape(p.label or p.name)}</text>"
+        )
+    kinds = sorted(share, key=lambda k: (-share[k], k))
+    ly = top + ph - 14 * len(kinds)
+    for i, kind in enumerate(kinds):
         ky = ly + 14 * i
         out.append(
             f'<rect x="{left + pw + 8}" y="{ky - 8}" width="9" height="9" '
-            f'fill="{color}"/><text x="{left + pw + 21}" y="{ky}" class="legend">'
-            f"{escape(kind)}</text>"
+            f'fill="{kind_color(kind)}"/><text x="{left + pw + 21}" y="{ky}" class="legend">'
+            f"{escape(kind)} {share[kind] * 100:.0f}%</text>"
         )
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-def stacked_bar_svg(segments: list[tuple[str, float]], title: str, width: int = 760) -> str:
-    """One horizontal bar split by share, labelled, with a legend below."""
-    total = sum(v for _, v in segments) or 1.0
-    palette = colors(label for label, _ in segments)
-    bar_h, legend_rows = 26, math.ceil(len(segments) / 3)
-    height = 24 + bar_h + 10 + 16 * legend_rows
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="bars" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
-        f'<text x="0" y="14" class="axis">{escape(title)}</text>',
-    ]
-    x = 0.0
-    for label, value in segments:
-        w = value / total * width
+    hidden = [p for p in points if not _plotted(p)]
+    if hidden:
+        off = sum(p.share for p in hidden)
         out.append(
-            f'<rect x="{_r(x)}" y="22" width="{_r(w)}" height="{bar_h}" '
-            f'fill="{palette[label]}" class="segment"><title>{escape(label)}: '
-            f"{value / total * 100:.1f}%</title></rect>"
-        )
-        x += w
-    for i, (label, value) in enumerate(segments):
-        lx, ly = (i % 3) * (width / 3), 22 + bar_h + 22 + 16 * (i // 3)
-        out.append(
-            f'<rect x="{_r(lx)}" y="{ly - 9}" width="9" height="9" '
-            f'fill="{palette[label]}"/><text x="{_r(lx + 13)}" y="{ly}" class="legend">'
-            f"{escape(label)} {value / total * 100:.1f}%</text>"
+            f'<text x="{left}" y="{height - 6}" class="note">not plotted: {len(hidden)} ops '
+            f"without FLOPs (lookups, copies), {off * 100:.1f}% of the time</text>"
         )
     out.append("</svg>")
     return "\n".join(out)

@@ -6,9 +6,13 @@ from __future__ import annotations
 from .. import __version__
 from ..diff import DiffReport, PhaseDiff, Verdict
 from ..record import Record
+from ..report import Report
+from .bars import paired_bars_svg, waterfall_svg
 from .escape import Markdown, md
+from .palette import kind_color
 from .table import Cell, Table, num
 from .units import count, duration, fixed, pct, si, signed
+from .view import Chart, roofline_axes, roofline_for
 
 _TOTAL_LABELS = {
     "time_s": ("step time (ms)", lambda v: fixed(v * 1e3, 3)),
@@ -31,6 +35,7 @@ class DiffPhaseView(Record, frozen=True):
     kinds: Table
     layers: Table
     ops: Table
+    charts: tuple[Chart, ...]  # time by kind for A and B, and the waterfall of the change
 
 
 class DiffView(Record, frozen=True):
@@ -38,6 +43,33 @@ class DiffView(Record, frozen=True):
     subtitle: str
     phases: tuple[DiffPhaseView, ...]
     footer: str
+
+    @property
+    def charts(self) -> tuple[Chart, ...]:
+        return tuple(c for p in self.phases for c in p.charts)
+
+
+def _diff_charts(p: PhaseDiff, slug: str) -> tuple[Chart, ...]:
+    """Time by op kind, A against B (the largest first), and the waterfall from A's step
+    time to B's through each kind's change (the largest changes first)."""
+    kinds = sorted(p.kinds, key=lambda c: -max(c.a or 0, c.b or 0))
+    pairs = paired_bars_svg(
+        [(c.key, c.a or 0.0, c.b or 0.0, kind_color(c.key)) for c in kinds],
+        "time by op kind, A and B", f"A: {p.a.title}", f"B: {p.b.title}",
+    )  # fmt: skip
+    t = next(c for c in p.totals if c.key == "time_s")
+    moved = [(c.key, (c.b or 0.0) - (c.a or 0.0)) for c in p.kinds]  # new or gone: from 0
+    steps = [(k, d, kind_color(k)) for k, d in sorted(moved, key=lambda kd: -abs(kd[1])) if d]
+    # a step's time is the sum of its kinds' unless collectives overlap or a pipeline
+    # bubble adds to it: that remainder is a step of its own
+    rest = (t.b or 0.0) - (t.a or 0.0) - sum(d for _, d, _ in steps)
+    if abs(rest) > 1e-9 * max(t.a or 0.0, t.b or 0.0, 1e-30):
+        steps.append(("overlap and bubble", rest, "#8a94a6"))
+    fall = waterfall_svg(t.a or 0.0, steps, t.b or 0.0, "from A's step time to B's")
+    return (
+        Chart(f"{slug}-kinds", f"Time by op kind, A and B ({slug})", pairs),
+        Chart(f"{slug}-waterfall", f"From A to B ({slug})", fall),
+    )
 
 
 def _rel(c) -> Cell:
@@ -68,7 +100,24 @@ def _time_table(id_: str, label: str, changes, top: int | None = None) -> Table:
     )
 
 
-def build_diff_view(d: DiffReport) -> DiffView:
+def _side_rooflines(a: Report, b: Report, slug: str) -> tuple[Chart, ...]:
+    """Each side's roofline on the same axes."""
+    axes = roofline_axes([a, b])
+    return tuple(
+        Chart(
+            f"{slug}-roofline-{side.lower()}",
+            f"Roofline, {side}: {r.model.title} ({slug})",
+            roofline_for(r, axes),
+        )
+        for side, r in (("A", a), ("B", b))
+    )
+
+
+def build_diff_view(
+    d: DiffReport, sides: tuple[list[Report], list[Report]] | None = None
+) -> DiffView:
+    """The diff's tables and charts; with the two sides' reports, also each phase's two
+    rooflines on one set of axes."""
     phases = []
     for i, p in enumerate(d.phases):
         rows = []
@@ -97,6 +146,10 @@ def build_diff_view(d: DiffReport) -> DiffView:
                 kinds=_time_table(f"diff-kinds-{i}", "op kind", p.kinds),
                 layers=_time_table(f"diff-layers-{i}", "layer group", p.layers),
                 ops=_time_table(f"diff-ops-{i}", "op (all copies)", p.ops),
+                charts=_diff_charts(
+                    p, slug := p.a.phase if p.a.phase == p.b.phase else f"phase-{i}"
+                )
+                + (_side_rooflines(sides[0][i], sides[1][i], slug) if sides else ()),
             )
         )
     first = d.phases[0]

@@ -9,9 +9,20 @@ from __future__ import annotations
 from .. import __version__
 from ..record import Record
 from ..report import OpEntry, Report
-from .charts import Point, Roof, roofline_svg, stacked_bar_svg
+from .bars import stacked_bar_svg
+from .charts import Extent, Point, Roof, roofline_extent, roofline_svg
+from .palette import kind_color, layer_color
 from .table import Cell, Table, num
 from .units import count, duration, fixed, pct, si
+
+
+class Chart(Record, frozen=True):
+    """One chart of a page: its file name beside a Markdown page (`prefill-roofline`
+    + `.svg`), its title (the image's alt text) and its SVG."""
+
+    slug: str
+    title: str
+    svg: str
 
 
 class PhaseView(Record, frozen=True):
@@ -21,9 +32,7 @@ class PhaseView(Record, frozen=True):
     layers: Table
     ops: Table
     kernels: Table
-    roofline_svg: str
-    kind_bar_svg: str
-    layer_bar_svg: str
+    charts: tuple[Chart, ...]  # the roofline, time by op kind, time by layer group
     point_count: int
 
 
@@ -36,6 +45,21 @@ class ReportView(Record, frozen=True):
     notes: tuple[str, ...]
     footer: str
     memory_warning: str | None
+    toc: tuple[tuple[str, str, int], ...]  # (anchor, text, level) of the page's sections
+
+    @property
+    def charts(self) -> tuple[Chart, ...]:
+        return tuple(c for p in self.phases for c in p.charts)
+
+
+SECTIONS = (  # each phase's sections: (anchor suffix, heading)
+    ("roofline", "Roofline"),
+    ("time", "Where the time goes"),
+    ("kinds", "Time by op kind"),
+    ("layers", "Layers"),
+    ("ops", "Ops"),
+    ("kernels", "Gluon kernels"),
+)
 
 
 def _backward_cells(o: OpEntry, training: bool) -> tuple[Cell, ...]:
@@ -176,7 +200,7 @@ def _per_token(reports: list[Report]) -> Table:
     return Table("per-token", headers, rows, (False, *(True for _ in reports)))
 
 
-def _phase(r: Report, many: bool) -> PhaseView:
+def _phase(r: Report, many: bool, extent: Extent) -> PhaseView:
     phase = r.workload.phase
     kinds = Table(
         f"kinds-{phase}",
@@ -314,7 +338,36 @@ def _phase(r: Report, many: bool) -> PhaseView:
         tuple(kernel_rows),
         (False, False, True, True, True, True),
     )
-    points = [
+    points = _points(r)
+    chart = roofline_for(r, extent)
+    kind_bar = stacked_bar_svg(
+        [(k.kind, k.time_s, kind_color(k.kind)) for k in r.kinds], "time by op kind"
+    )
+    ranked = sorted(r.layers, key=lambda g: -g.time_s)
+    shade = {g.group: layer_color(i) for i, g in enumerate(ranked)}
+    layer_bar = stacked_bar_svg(
+        [
+            (
+                f"{g.group} ({g.block}, ×{g.count})" if g.group != "model" else "model level",
+                g.time_s,
+                shade[g.group],
+            )
+            for g in r.layers
+        ],
+        "time by layer group",
+    )
+    w = r.workload
+    heading = f"{phase.capitalize()}: batch {w.batch}, {w.label}"
+    charts = (
+        Chart(f"{phase}-roofline", f"Roofline ({phase})", chart),
+        Chart(f"{phase}-kinds", f"Time by op kind ({phase})", kind_bar),
+        Chart(f"{phase}-layers", f"Time by layer group ({phase})", layer_bar),
+    )
+    return PhaseView(phase, heading, kinds, layers, ops, kernels, charts, len(points))
+
+
+def _points(r: Report) -> list[Point]:
+    return [
         Point(
             o.name,
             o.kind,
@@ -323,31 +376,33 @@ def _phase(r: Report, many: bool) -> PhaseView:
             o.share,
             f"{o.name} ({o.kind} ×{o.count}): {o.shape_label}; {si(o.flops)}FLOP, {si(o.bytes)}B, "
             f"AI {o.intensity:,.1f}; {o.time_s * 1e6:,.2f} µs {o.bound}-bound",
+            ".".join(o.name.split(".")[-2:]),  # `attn.sdpa`, `mlp.down_proj`
         )
         for o in r.ops
     ]
+
+
+def _roofs(r: Report) -> list[Roof]:
     roofs = sorted(
         {(o.unit, o.peak_precision, o.peak_flops) for o in r.ops if o.unit != "network"},
         key=lambda t: (-t[2], t[0], t[1]),
     )
-    roof_list = [Roof(f"{u} {p}", f) for u, p, f in roofs]
-    chart = roofline_svg(points, roof_list, r.hardware.memory_bandwidth)
-    kind_bar = stacked_bar_svg([(k.kind, k.time_s) for k in r.kinds], "time by op kind")
-    layer_bar = stacked_bar_svg(
-        [
-            (
-                f"{g.group} ({g.block}, ×{g.count})" if g.group != "model" else "model level",
-                g.time_s,
-            )
-            for g in r.layers
-        ],
-        "time by layer group",
-    )
-    w = r.workload
-    heading = f"{phase.capitalize()}: batch {w.batch}, {w.label}"
-    return PhaseView(
-        phase, heading, kinds, layers, ops, kernels, chart, kind_bar, layer_bar, len(points)
-    )
+    return [Roof(f"{u} {p}", f) for u, p, f in roofs]
+
+
+def roofline_for(r: Report, extent: Extent | None = None) -> str:
+    """A report's roofline chart (on the given axes)."""
+    return roofline_svg(_points(r), _roofs(r), r.hardware.memory_bandwidth, extent)
+
+
+def roofline_axes(reports: list[Report]) -> Extent:
+    """One set of axes for every phase's roofline (and both sides of a diff)."""
+    extents = [roofline_extent(_points(r), _roofs(r), r.hardware.memory_bandwidth)
+               for r in reports]  # fmt: skip
+    out = extents[0]
+    for e in extents[1:]:
+        out = out.union(e)
+    return out
 
 
 def build_view(reports: list[Report]) -> ReportView:
@@ -361,13 +416,27 @@ def build_view(reports: list[Report]) -> ReportView:
     )
     notes = tuple(dict.fromkeys(n for x in reports for n in x.notes))
     warning = next((x.totals.memory.warning for x in reports if x.totals.memory.warning), None)
+    axes = roofline_axes(reports)
     return ReportView(
         title=title,
         subtitle=subtitle,
         summary=_summary(reports),
         per_token=_per_token(reports),
-        phases=tuple(_phase(x, len(reports) > 1) for x in reports),
+        phases=tuple(_phase(x, len(reports) > 1, axes) for x in reports),
         notes=notes,
         footer=f"modelcost {__version__}",
         memory_warning=warning,
+        toc=(
+            ("summary", "Summary", 1),
+            ("per-token", "Per token", 1),
+            *(
+                entry
+                for x in reports
+                for entry in (
+                    (x.workload.phase, x.workload.phase.capitalize(), 1),
+                    *((f"{x.workload.phase}-{a}", h, 2) for a, h in SECTIONS),
+                )
+            ),
+            *((("notes", "Notes", 1),) if notes else ()),
+        ),
     )
