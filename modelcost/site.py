@@ -24,9 +24,10 @@ from .options import DEFAULT_PEAK
 from .params import walk
 from .perfmodel import Conventions
 from .record import Record
+from .render.bars import GridCell, grid_svg
 from .render.env import render
 from .render.escape import safe_href
-from .render.formats import render_diff, render_html, render_markdown
+from .render.formats import diff_markdown_files, markdown_files, render_diff, render_html
 from .render.table import Cell, Table
 from .render.units import count, duration, fixed
 from .report import PeakMode, Report
@@ -62,57 +63,131 @@ def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
     return out
 
 
+class SitePage(Record, frozen=True):
+    """One model on one target: its page name, its reports and its files (the Markdown
+    page and its charts, the HTML page), by path relative to the site."""
+
+    name: str
+    spec: str
+    hardware: Hardware
+    reports: tuple[Report, ...]
+    files: tuple[tuple[str, str], ...]
+
+
+FORMATS = ("md", "html")
+
+
+def site_page(
+    name: str, spec: ir.Spec, hw: Hardware, options: SiteOptions, formats=FORMATS
+) -> SitePage:
+    """Compile and render one model × target page."""
+    reports = _reports(spec, hw, options)
+    page = f"{name}-{hw.name}"
+    files: dict[str, str] = {}
+    if "md" in formats:
+        files |= markdown_files(reports, f"{page}.md")
+    if "html" in formats:
+        files[f"{page}.html"] = render_html(reports)
+    return SitePage(name=page, spec=name, hardware=hw, reports=tuple(reports),
+                    files=tuple(sorted(files.items())))  # fmt: skip
+
+
 def build_site(
     specs: list[tuple[str, ir.Spec]],
     targets: list[Hardware],
     diffs: list[tuple[str, str]],
     options: SiteOptions | None = None,
+    formats: tuple[str, ...] = FORMATS,
 ) -> dict[str, str]:
     """Every file of the site by relative path. `specs` pairs a page name with a spec."""
     options = options or SiteOptions()
-    files: dict[str, str] = {}
-    by_name = dict(specs)
-    rows = []
-    computed: dict[tuple[str, str], list[Report]] = {}
     _check_names(specs, targets)
-    for name, spec in specs:
-        for hw in targets:
-            reports = _reports(spec, hw, options)
-            computed[(name, hw.name)] = reports
-            page = f"{name}-{hw.name}"
-            files[f"{page}.md"] = render_markdown(reports)
-            files[f"{page}.html"] = render_html(reports)
-            rows.append((name, hw, reports, page))
+    pages = [site_page(name, spec, hw, options, formats) for name, spec in specs for hw in targets]
+    return assemble(pages, [n for n, _ in specs], targets, diffs, options, formats)
+
+
+def assemble(
+    pages: list[SitePage],
+    names: list[str],
+    targets: list[Hardware],
+    diffs: list[tuple[str, str]],
+    options: SiteOptions,
+    formats: tuple[str, ...] = FORMATS,
+) -> dict[str, str]:
+    """The site from its pages: theirs, the diffs' and the index's files."""
+    files: dict[str, str] = {}
+    for p in pages:
+        files.update(p.files)
+    computed = {(p.spec, p.hardware.name): list(p.reports) for p in pages}
     diff_rows = []
     for a, b in diffs:
         for side in (a, b):
-            if side not in by_name:
+            if side not in names:
                 raise SpecError(
                     f"--diff names `{side}`, which is not among the specs",
                     filename="modelcost",
-                    hint=f"specs: {', '.join(by_name)}",
+                    hint=f"specs: {', '.join(names)}",
                 )
         for hw in targets:
             ra, rb = computed[(a, hw.name)], computed[(b, hw.name)]
             n = min(len(ra), len(rb))
             d = diff(ra[:n], rb[:n])
             page = f"diff-{a}-vs-{b}-{hw.name}"
-            files[f"{page}.md"] = render_diff(d, "md")
-            files[f"{page}.html"] = render_diff(d, "html")
+            if "md" in formats:
+                files |= diff_markdown_files(d, f"{page}.md", "files", (ra[:n], rb[:n]))
+            if "html" in formats:
+                files[f"{page}.html"] = render_diff(d, "html", sides=(ra[:n], rb[:n]))
             diff_rows.append((a, b, hw, page, d))
-    pages = [p for _, _, _, p in rows] + [p for _, _, _, p, _ in diff_rows]
-    clash = next((p for p in pages if pages.count(p) > 1 or p == "index"), None)
+    all_pages = [p.name for p in pages] + [p for _, _, _, p, _ in diff_rows]
+    clash = next((p for p in all_pages if all_pages.count(p) > 1 or p == "index"), None)
     if clash is not None:
         raise SpecError(
             f"two pages of the site would both be `{clash}`",
             filename="modelcost",
             hint="give the spec files distinct names (pages are named spec-hardware)",
         )
-    for ext in ("md", "html"):
+    grid = _grid(pages, names, targets, options)
+    if "md" in formats:
+        files["index-charts/grid.svg"] = grid + "\n"
+    for ext in formats:
         files[f"index.{ext}"] = render(
-            f"site_index.{ext}.j2", index=_index(rows, ext), diffs=_diff_index(diff_rows, ext)
+            f"site_index.{ext}.j2",
+            index=_index(pages, ext),
+            diffs=_diff_index(diff_rows, ext),
+            workload=workload_statement(options),
+            grid=grid,
         )
     return files
+
+
+def workload_statement(o: SiteOptions) -> str:
+    """What every page of the site ran, in words (the index states it)."""
+    seq, context = o.seq or DEFAULT_SEQ, o.context or DEFAULT_CONTEXT
+    layout = o.parallel.label or "one device"
+    return (
+        f"batch {o.batch}; prefill of {seq} tokens and decode at context {context} (or a "
+        f"model's own length: its learned positions or its image); {layout}; "
+        f"{o.conventions.value} conventions, {o.peak} peaks, {o.bandwidth} bandwidth"
+    )
+
+
+def _grid(pages: list[SitePage], names: list[str], targets: list[Hardware], o) -> str:
+    """The model × hardware grid of the index."""
+    titles: dict[str, str] = {}
+    cells = {}
+    for p in pages:
+        by_phase = {r.workload.phase: r for r in p.reports}
+        pre, dec = by_phase.get("prefill"), by_phase.get("decode")
+        titles[p.spec] = p.reports[0].model.title
+        i, j = names.index(p.spec), [h.name for h in targets].index(p.hardware.name)
+        cells[(i, j)] = GridCell(
+            prefill_s=pre.totals.per_token.ms_per_token / 1e3 if pre else 0.0,
+            decode_s=dec.totals.per_token.ms_per_token / 1e3 if dec else None,
+            decode_tps=dec.totals.per_token.tokens_per_s if dec else None,
+            fits=all(r.totals.memory.fits for r in p.reports),
+        )
+    return grid_svg([titles.get(n, n) for n in names], [h.title for h in targets], cells,
+                    "per token and tokens/s, by model and target")  # fmt: skip
 
 
 def _check_names(specs: list[tuple[str, ir.Spec]], targets: list[Hardware]) -> None:
@@ -132,9 +207,10 @@ def _check_names(specs: list[tuple[str, ir.Spec]], targets: list[Hardware]) -> N
             )
 
 
-def _index(rows, ext: str) -> Table:
+def _index(pages: list[SitePage], ext: str) -> Table:
     out = []
-    for _name, hw, reports, page in rows:
+    for sp in pages:
+        hw, reports, page = sp.hardware, sp.reports, sp.name
         by_phase = {r.workload.phase: r for r in reports}
         p, d = by_phase.get("prefill"), by_phase.get("decode")
         m = reports[0].model
@@ -204,4 +280,5 @@ def write_site(files: dict[str, str], out: Path, write) -> None:
     """Write every file (each atomically) once all were rendered."""
     out.mkdir(parents=True, exist_ok=True)
     for rel, text in sorted(files.items()):
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)  # a page's charts folder
         write(out / rel, marked(text))

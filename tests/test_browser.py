@@ -99,6 +99,7 @@ def test_site_index_renders_and_sorts(browser, tmp_path: Path) -> None:
     specs = [(n, load_spec(MODELS / f"{n}.model")) for n in ("llama3-8b", "mixtral-8x7b", "gpt2")]
     files = build_site(specs, [load_hardware("mi300x"), load_hardware("h200")], [])
     for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(exist_ok=True)
         (tmp_path / rel).write_text(text, encoding="utf-8")
     page, errors = open_page(browser, tmp_path / "index.html")
     assert page.locator("#index tbody tr").count() == 6

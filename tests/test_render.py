@@ -100,15 +100,28 @@ def test_site_pages_and_relative_links(tmp_path: Path) -> None:
              ("vit-l16", load_spec(MODELS / "vit-l16.model"))]  # fmt: skip
     files = build_site(specs, [load_hardware("mi300x"), load_hardware("h200")],
                        [("llama3-8b", "vit-l16")])  # fmt: skip
-    assert set(files) == {
+    pages = {
         "index.md", "index.html",
         *(f"{m}-{h}.{e}" for m in ("llama3-8b", "vit-l16") for h in ("mi300x", "h200")
           for e in ("md", "html")),
         *(f"diff-llama3-8b-vs-vit-l16-{h}.{e}" for h in ("mi300x", "h200") for e in ("md", "html")),
     }  # fmt: skip
+    charts = set(files) - pages  # each Markdown page's charts, in a folder beside it
+    assert pages <= set(files) and all(
+        re.fullmatch(r"[\w.-]+-charts/[\w-]+\.svg", c) for c in charts
+    )
+    # Llama 3 8B: prefill and decode, three charts each; ViT: its forward pass; a diff:
+    # per phase time by kind, the waterfall and both rooflines; the index its grid
+    assert sum(c.startswith("llama3-8b-mi300x-charts/") for c in charts) == 6
+    assert sum(c.startswith("vit-l16-mi300x-charts/") for c in charts) == 3
+    assert sum(c.startswith("diff-llama3-8b-vs-vit-l16-h200-charts/") for c in charts) == 4
+    assert "index-charts/grid.svg" in charts
     index = files["index.md"]
     links = re.findall(r"\]\(([^)]+)\)", index)
     assert links and all(link in files for link in links)  # relative, and they resolve
+    for page in ("llama3-8b-mi300x.md", "diff-llama3-8b-vs-vit-l16-h200.md"):
+        images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", files[page])
+        assert images and all(i in files for i in images)
     html_links = re.findall(r'href="([^"]+)"', files["index.html"])
     assert html_links and all(link in files for link in html_links)
     assert "| no " not in index.split("vit-l16")[0]  # llama3-8b fits in HBM
@@ -120,7 +133,9 @@ def test_site_cli_writes_everything(tmp_path: Path) -> None:
     r = run("site", "specs/models/gpt2.model", "specs/models/mamba2-2.7b.model",
             "--hw", "mi300x,mi355x", "-o", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert r.stderr == f"wrote 10 files to {out}\n"
+    # 2 models × 2 targets: a Markdown page (and 3 charts beside it: gpt2 and Mamba-2
+    # decode, so prefill and decode, 6) and an HTML page each; the index twice and its grid
+    assert r.stderr == f"wrote {4 * (1 + 6 + 1) + 3} files to {out}\n"
     assert (out / "index.html").exists() and (out / "gpt2-mi355x.md").exists()
     # GPT-2 runs at its 1024 learned positions, and says so in its page
     assert "seq 1024" in (out / "gpt2-mi300x.md").read_text()

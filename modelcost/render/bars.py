@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from html import escape
 
+from ..record import Record
 from .charts import _r
 from .units import duration
 
@@ -129,5 +130,77 @@ def waterfall_svg(
         lx, ly = _r(x + bar / 2), top + ph + 12
         out.append(f'<text x="{lx}" y="{ly}" class="legend" text-anchor="end" '
                    f'transform="rotate(-35 {lx} {ly})">{escape(label)}</text>')  # fmt: skip
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+class GridCell(Record, frozen=True):
+    """One model on one target, for the site's grid: per-token times (None: the model
+    does not decode), decode tokens/s and whether it fits in memory."""
+
+    prefill_s: float
+    decode_s: float | None
+    decode_tps: float | None
+    fits: bool
+
+
+# the grid's three measures (not op kinds: colours of their own)
+MEASURES = (("prefill per token", "#3f4a59"), ("decode per token", "#7b8696"),
+            ("decode tokens/s", "#2f5fb3"))  # fmt: skip
+
+
+def grid_svg(
+    models: list[str],
+    targets: list[str],
+    cells: dict[tuple[int, int], GridCell],
+    title: str,
+    width: int = 1000,
+) -> str:
+    """Models down, targets across; in each cell a bar per measure, each measure on one
+    scale over the whole grid (longer: slower per token, or more tokens/s), its value
+    beside it, and whether the model fits."""
+    label_w, row_h, head = 170, 58, 54
+    col_w = (width - label_w) / max(len(targets), 1)
+    height = head + row_h * len(models) + 8
+    tops = [
+        max((getattr(c, f) or 0.0 for c in cells.values()), default=0.0) or 1.0
+        for f in ("prefill_s", "decode_s", "decode_tps")
+    ]
+    out = [_open("grid", title, width, height),
+           f'<text x="0" y="14" class="axis">{escape(title)}</text>']  # fmt: skip
+    for i, (name, color) in enumerate(MEASURES):
+        lx = label_w + i * 170
+        out.append(f'<rect x="{lx}" y="22" width="9" height="9" fill="{color}"/>'
+                   f'<text x="{lx + 13}" y="31" class="legend">{name}</text>')  # fmt: skip
+    for j, target in enumerate(targets):
+        out.append(f'<text x="{_r(label_w + j * col_w)}" y="{head - 6}" class="axis">'
+                   f"{escape(target)}</text>")  # fmt: skip
+    for i, model in enumerate(models):
+        y = head + row_h * i
+        out.append(f'<line x1="0" y1="{y}" x2="{width}" y2="{y}" class="grid"/>')
+        out.append(f'<text x="0" y="{y + 20}" class="legend">{escape(model)}</text>')
+        for j in range(len(targets)):
+            c = cells.get((i, j))
+            if c is None:
+                continue
+            x0 = label_w + j * col_w
+            bar_w = col_w - 90
+            values = (
+                (c.prefill_s, duration(c.prefill_s)),
+                (c.decode_s, duration(c.decode_s) if c.decode_s is not None else "—"),
+                (c.decode_tps, f"{c.decode_tps:,.0f}/s" if c.decode_tps is not None else "—"),
+            )
+            for k, ((value, text), (measure, color)) in enumerate(zip(values, MEASURES,
+                                                                      strict=True)):  # fmt: skip
+                by = y + 6 + 13 * k
+                w = (value or 0.0) / tops[k] * bar_w
+                out.append(f'<rect x="{_r(x0)}" y="{by}" width="{_r(max(w, 0.5))}" height="10" '
+                           f'fill="{color}" class="cell-bar" data-measure="{measure}">'
+                           f"<title>{escape(model)} on {escape(targets[j])}: {measure} "
+                           f"{text}</title></rect>")  # fmt: skip
+                out.append(f'<text x="{_r(x0 + w + 4)}" y="{by + 9}" class="tick">{text}</text>')
+            fit = "fits" if c.fits else "does not fit"
+            out.append(f'<text x="{_r(x0)}" y="{y + 53}" class="{"fits" if c.fits else "no-fit"}">'
+                       f"{fit} in HBM</text>")  # fmt: skip
     out.append("</svg>")
     return "\n".join(out)
