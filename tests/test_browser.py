@@ -164,3 +164,87 @@ def test_serving_search_page_charts_each_layouts_curve(browser, tmp_path: Path) 
     assert page.locator("table.sweep tbody tr").count() == 2
     assert "chosen" in page.locator("table.sweep tbody tr").first.text_content()
     assert errors == []
+
+
+FIT = """() => {
+  const out = [];
+  for (const t of document.querySelectorAll('table')) {
+    const box = t.parentElement, style = getComputedStyle(box), r = box.getBoundingClientRect();
+    const fits = t.scrollWidth <= box.clientWidth + 1;
+    const scrolls = ['auto', 'scroll'].includes(style.overflowX) && r.right <= innerWidth + 1
+      && box.clientHeight <= innerHeight;
+    if (!fits && !scrolls) out.push(t.id || t.className);
+  }
+  return {clipped: out, page: document.documentElement.scrollWidth, width: innerWidth};
+}"""
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_no_table_is_clipped_and_charts_carry_their_labels(browser, tmp_path: Path, width) -> None:
+    from modelcost.diff import diff
+    from modelcost.render.formats import render_diff
+
+    hw = load_hardware("mi355x")
+    ds = load_spec(MODELS / "deepseek-v3.model")
+    reports = [compile_report(ds, hw, Workload(p, 1, 2048, 2048))
+               for p in (Phase.prefill, Phase.decode)]  # fmt: skip
+    llama = load_spec(MODELS / "llama3-70b.model")
+    other = [compile_report(llama, hw, Workload(p, 1, 2048, 2048))
+             for p in (Phase.prefill, Phase.decode)]  # fmt: skip
+    (tmp_path / "report.html").write_text(render_html(reports), encoding="utf-8")
+    page_html = render_diff(diff(other, reports), "html", sides=(other, reports))
+    (tmp_path / "diff.html").write_text(page_html, encoding="utf-8")
+    files = build_site([("llama3-70b", llama), ("deepseek-v3", ds)], [hw], [])
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    for name in ("report.html", "diff.html", "index.html"):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto((tmp_path / name).as_uri())
+        fit = page.evaluate(FIT)
+        assert fit["clipped"] == [], (name, fit)  # each table fits or scrolls on screen
+        assert fit["page"] <= fit["width"], (name, fit)  # the page itself never does
+        page.close()
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto((tmp_path / "report.html").as_uri())
+    roof = page.locator("svg.roofline").first
+    assert roof.locator("text.bw-label").text_content() == "HBM 8.00 TB/s"
+    assert roof.locator("text.ridge-label").count() == 3  # fp8, bf16 matrix; bf16 vector
+    assert roof.locator("text.op-label").count() == 3
+    # both phases on one set of axes
+    ticks = [page.locator("svg.roofline").nth(i).locator("text.tick").all_text_contents()
+             for i in range(2)]  # fmt: skip
+    assert ticks[0] == ticks[1]
+    assert page.locator("nav.toc a").count() >= 14  # summary, per token, 2 × (1 + 6)
+    page.goto((tmp_path / "diff.html").as_uri())
+    assert page.locator("svg.waterfall rect.step").count() >= 4
+    assert page.locator("svg.paired-bars rect.bar-b").count() >= 4
+    page.goto((tmp_path / "index.html").as_uri())
+    assert page.locator("svg.grid rect.cell-bar").count() == 2 * 3
+    assert "Workload: batch 1" in page.locator("p.workload").text_content()
+    page.close()
+
+
+def test_the_mkdocs_site_loads_with_its_charts(browser, tmp_path: Path) -> None:
+    from test_mkdocs import build, make_site
+
+    # pages as files (file://), and a built-in theme without its CDN-hosted highlighter
+    # (the `mkdocs` theme's search modal throws on file://, readthedocs' does not)
+    extra = "use_directory_urls: false\ntheme:\n  name: readthedocs\n  highlightjs: false\n"
+    root = make_site(tmp_path, extra=extra)
+    build(root)
+    site = root / "site"
+    page, errors = open_page(browser, site / "costs" / "index.html")
+    images = page.locator("img")
+    assert images.count() == 1  # the grid
+    loaded = page.evaluate("() => [...document.images].map(i => i.complete && i.naturalWidth)")
+    assert all(loaded), loaded
+    with page.expect_navigation():
+        page.locator('[role="main"] a[href="gpt2-h200.html"]').first.click()  # not the nav's
+    page.wait_for_load_state("load")
+    assert page.url.endswith("/costs/gpt2-h200.html")
+    loaded = page.evaluate("() => [...document.images].map(i => i.complete && i.naturalWidth)")
+    assert len(loaded) == 6 and all(loaded)  # prefill and decode, 3 charts each
+    page.goto((site / "index.html").as_uri())
+    assert page.locator("svg.roofline").count() == 3  # the report block and the diff's
+    assert errors == []
