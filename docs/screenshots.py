@@ -57,13 +57,22 @@ def main() -> None:
              "--batch", "1..512", "--context", "4K,32K,128K", "--tp", "4,8", "--format",
              "html", "-o", str(out / "sweep.html")]  # fmt: skip
     subprocess.run([*run, *sweep], cwd=ROOT, check=True)
+    diff = ["diff", "specs/models/llama3-70b.model", "specs/models/llama3.1-405b-fp8.model",
+            "--hw", "mi355x", "--phase", "prefill", "--format", "html", "-o",
+            str(out / "diff.html")]  # fmt: skip
+    subprocess.run([*run, *diff], cwd=ROOT, check=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 1500})
+        page = browser.new_page(viewport={"width": 1400, "height": 1500})
         page.goto((out / "r.html").as_uri())
         page.screenshot(path=str(ROOT / "docs" / "report-screenshot.png"))
+        page.locator("svg.roofline").first.screenshot(
+            path=str(ROOT / "docs" / "roofline-screenshot.png")
+        )
+        page.goto((out / "diff.html").as_uri())
+        page.locator("div.charts").first.screenshot(path=str(ROOT / "docs" / "diff-screenshot.png"))
         page.goto((out / "site" / "index.html").as_uri())
-        page.set_viewport_size({"width": 1200, "height": 900})
+        page.set_viewport_size({"width": 1400, "height": 1100})
         page.screenshot(path=str(ROOT / "docs" / "site-screenshot.png"))
         page.set_viewport_size({"width": 820, "height": 900})
         page.goto((out / "sweep.html").as_uri())
