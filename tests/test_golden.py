@@ -15,7 +15,14 @@ from modelcost.compile import compile_report
 from modelcost.diff import diff
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.render.formats import render_diff, render_html, render_json, render_markdown
+from modelcost.diff import gate
+from modelcost.render.formats import (
+    markdown_files,
+    render_diff,
+    render_html,
+    render_json,
+    render_markdown,
+)
 
 CASES = {
     # name: (spec, hardware, batch, seq, context)
@@ -50,12 +57,29 @@ def test_report_golden(request: pytest.FixtureRequest, case: str, fmt: str) -> N
     check(request, f"{case}.{fmt}", RENDER[fmt](reports(*CASES[case])))
 
 
-@pytest.mark.parametrize("fmt", ["md", "html", "json"])
+@pytest.mark.parametrize("fmt", ["md", "html", "json", "gfm", "text"])
 def test_diff_golden(request: pytest.FixtureRequest, fmt: str) -> None:
     hw = "mi355x"
     a = reports("llama3-70b", hw, 1, 2048, 2048)
     b = reports("llama3.1-405b", hw, 1, 2048, 2048)
-    check(request, f"diff-llama3-70b-vs-llama3.1-405b-{hw}.{fmt}", render_diff(diff(a, b), fmt))
+    d = diff(a, b)
+    # the pull-request summary and the terminal text under a 5 % gate (which fails)
+    text = render_diff(d, fmt, gate(d, 5.0), sides=(a, b))
+    ext = {"gfm": "gfm.md", "text": "txt"}.get(fmt, fmt)
+    check(request, f"diff-llama3-70b-vs-llama3.1-405b-{hw}.{ext}", text)
+
+
+def test_markdown_with_chart_files_golden(request: pytest.FixtureRequest) -> None:
+    # the page references its charts beside it; one chart's SVG is golden too
+    files = markdown_files(reports(*CASES["llama3-8b-mi355x"]), "llama3-8b-mi355x-files.md")
+    assert set(files) - {"llama3-8b-mi355x-files.md"} == {
+        f"llama3-8b-mi355x-files-charts/{p}-{c}.svg"
+        for p in ("decode", "prefill")
+        for c in ("kinds", "layers", "roofline")
+    }
+    check(request, "llama3-8b-mi355x-files.md", files["llama3-8b-mi355x-files.md"])
+    svg = files["llama3-8b-mi355x-files-charts/prefill-roofline.svg"]
+    check(request, "llama3-8b-mi355x-prefill-roofline.svg", svg)
 
 
 def test_cli_output_is_the_golden_and_stable() -> None:
