@@ -12,10 +12,9 @@ from conftest import GOLDEN, MODELS, ROOT
 
 from modelcost import load_spec
 from modelcost.compile import compile_report
-from modelcost.diff import diff
+from modelcost.diff import diff, gate
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.diff import gate
 from modelcost.render.formats import (
     markdown_files,
     render_diff,
