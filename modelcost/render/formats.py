@@ -14,7 +14,7 @@ from .json_format import render_diff_json, render_json
 
 __all__ = ["render_diff", "render_html", "render_json", "render_markdown"]
 from .escape import Markdown, md, safe_href
-from .view import Chart, build_view
+from .view import Chart, ReportView, build_view
 
 ChartMode = Literal["files", "inline", "note", "none"]
 CHART_MODES: tuple[ChartMode, ...] = ("files", "inline", "note", "none")
@@ -48,7 +48,10 @@ def chart_embeds(charts: tuple[Chart, ...], mode: ChartMode, folder: str) -> dic
 def render_markdown(
     reports: list[Report], charts: ChartMode = "note", folder: str = "charts"
 ) -> str:
-    view = build_view(reports)
+    return _markdown(build_view(reports), charts, folder)
+
+
+def _markdown(view: ReportView, charts: ChartMode, folder: str) -> str:
     embeds: dict[str, Markdown] = {}
     for phase in view.phases:
         embeds |= chart_embeds(phase.charts, charts, folder)
@@ -58,10 +61,10 @@ def render_markdown(
 def markdown_files(reports: list[Report], page: str, charts: ChartMode = "files") -> dict[str, str]:
     """A Markdown page named `page` and, with `files`, its charts' SVG files beside it
     (paths relative to the page's folder)."""
-    folder = chart_folder(page)
-    files = {page.rsplit("/", 1)[-1]: render_markdown(reports, charts, folder)}
+    folder, view = chart_folder(page), build_view(reports)
+    files = {page.rsplit("/", 1)[-1]: _markdown(view, charts, folder)}
     if charts == "files":
-        for c in build_view(reports).charts:
+        for c in view.charts:
             files[f"{folder}/{c.slug}.svg"] = c.svg + "\n"
     return files
 
@@ -104,9 +107,13 @@ def diff_markdown_files(
     sides: tuple[list[Report], list[Report]] | None = None,
 ) -> dict[str, str]:
     """A diff's Markdown page and, with `files`, its charts beside it."""
-    folder = chart_folder(page)
-    files = {page.rsplit("/", 1)[-1]: render_diff(d, "md", None, charts, folder, sides)}
+    folder, view = chart_folder(page), build_diff_view(d, sides)
+    files = {
+        page.rsplit("/", 1)[-1]: render(
+            "diff.md.j2", view=view, embeds=chart_embeds(view.charts, charts, folder)
+        )
+    }
     if charts == "files":
-        for c in build_diff_view(d, sides).charts:
+        for c in view.charts:
             files[f"{folder}/{c.slug}.svg"] = c.svg + "\n"
     return files
