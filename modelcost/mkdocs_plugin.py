@@ -45,7 +45,7 @@ from mkdocs.structure.pages import Page
 
 from . import __version__
 from .errors import SpecError
-from .graph import Phase, Workload
+from .graph import Parallel, Phase, Workload
 from .hardware import Hardware, load_hardware
 from .report import ReportSet
 from .resolve import load_spec
@@ -65,6 +65,10 @@ class ModelcostConfig(base.Config):
     batch = c.Type(int, default=1)
     seq = c.Optional(c.Type(int))
     context = c.Optional(c.Type(int))
+    tp = c.Type(int, default=1)  # the layout of every page (as `modelcost site --tp ...`)
+    sp = c.Type(bool, default=False)
+    dp = c.Type(int, default=1)
+    ep = c.Type(int, default=1)
     folder = c.Type(str, default="costs")
     cache = c.Type(str, default=".modelcost-cache")
 
@@ -78,7 +82,11 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
     # ---- the pages
     def on_files(self, files: Files, *, config: MkDocsConfig) -> Files:
         cfg = self.config
-        options = SiteOptions(batch=cfg.batch, seq=cfg.seq, context=cfg.context)
+        try:
+            layout = Parallel(tp=cfg.tp, sp=cfg.sp, dp=cfg.dp, ep=cfg.ep)
+        except ValueError as err:
+            raise PluginError(f"modelcost: {err}") from None
+        options = SiteOptions(batch=cfg.batch, seq=cfg.seq, context=cfg.context, parallel=layout)
         try:
             specs = self._specs()
             targets = [load_hardware(h) for h in cfg.hardware]

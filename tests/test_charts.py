@@ -5,7 +5,7 @@ orders its legend by share; an op kind has one colour on every chart."""
 import re
 
 from modelcost.render.bars import paired_bars_svg, stacked_bar_svg, waterfall_svg
-from modelcost.render.charts import Extent, Point, Roof, roofline_extent, roofline_svg
+from modelcost.render.charts import PALETTE, Extent, Point, Roof, roofline_extent, roofline_svg
 from modelcost.render.palette import KIND_COLORS, LAYER_SHADES, kind_color
 
 POINTS = [
@@ -72,6 +72,7 @@ def test_an_op_kind_has_one_colour_everywhere() -> None:
         assert f'fill="{KIND_COLORS["GEMM"]}"' in svg
     assert len(set(KIND_COLORS.values())) == len(KIND_COLORS)  # no colour means two kinds
     assert not set(LAYER_SHADES) & set(KIND_COLORS.values())  # nor a kind and a layer
+    assert not set(PALETTE) & (set(KIND_COLORS.values()) | set(LAYER_SHADES))  # nor a series
 
 
 def test_stacked_bar_shares() -> None:

@@ -122,3 +122,14 @@ def test_a_bad_block_or_spec_stops_the_build_saying_where(tmp_path: Path, caplog
     with pytest.raises((PluginError, Abort)):
         build(root)
     assert "gpt2.model:3:27: error: kv_heads = 3 does not divide heads = 8" in caplog.text
+
+
+def test_the_pages_can_be_of_a_device_layout(tmp_path: Path) -> None:
+    root = make_site(tmp_path, "# Home\n")
+    config = CONFIG.replace("      context: 1024\n", "      context: 1024\n      tp: 2\n")
+    (root / "mkdocs.yml").write_text(config, encoding="utf-8")
+    build(root)
+    index = (root / "site" / "costs" / "index.html").read_text()
+    assert "decode at context 1024 (or a model's own length" in index and "; tp 2;" in index
+    page = (root / "site" / "costs" / "llama3-8b-h200" / "index.html").read_text()
+    assert "tp 2" in page and "all_reduce" in page  # the tensor-parallel collectives

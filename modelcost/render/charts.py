@@ -10,18 +10,19 @@ from ..record import Record
 from .palette import kind_color
 from .units import si
 
-# the series of a line chart (op kinds are coloured by render/palette.py)
+# the series of a line chart (layouts, contexts): colours no op kind or layer group has
+# (render/palette.py), so a colour never means two things across pages
 PALETTE = (
-    "#4e79a7",
-    "#f28e2b",
-    "#e15759",
-    "#76b7b2",
-    "#59a14f",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#bab0ac",
+    "#1b9e77",
+    "#d95f02",
+    "#7570b3",
+    "#e7298a",
+    "#66a61e",
+    "#e6ab02",
+    "#a6761d",
+    "#1f78b4",
+    "#6a3d9a",
+    "#b15928",
 )
 
 
