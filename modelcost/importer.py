@@ -1070,9 +1070,7 @@ FAMILIES += (
         refuse=(
             (
                 "feed_forward_proj",
-                lambda c: (
-                    c["feed_forward_proj"] not in ("relu", "gelu", "gated-gelu", "gated-silu")
-                ),
+                lambda c: c["feed_forward_proj"] not in T5_FFN,
                 "this feed-forward kind",
             ),
             ("is_decoder", lambda c: bool(c.get("is_decoder")), "a decoder-only T5"),
@@ -1271,24 +1269,44 @@ def _llama4_model(c: Config) -> str:
     )
 
 
-FAMILIES += (
-    Family(
-        model_types=("gemma3",),
-        reference="transformers Gemma3Config (text_config over Gemma3TextConfig's defaults, "
-        "vision_config over SiglipVisionConfig's)",
-        defaults={"mm_tokens_per_image": 256},
-        prepare=_gemma3_prepare,
-        params=(
-            *BY_TYPE["gemma3_text"].params,
-            *VISION_PARAMS,
-            ("image_tokens", key("mm_tokens_per_image")),
-            ("pool_kernel", _pool_kernel),
-        ),
+def _tower_family(
+    model_type: str,
+    text_type: str,
+    tower: str,
+    prepare: Callable[[Config], Config],
+    params: tuple[tuple[str, Rule], ...],
+    rope: bool,
+    model: Callable[[Config], str],
+    refuse: tuple[tuple[str, Callable[[Config], bool], str], ...],
+    defaults: Config,
+) -> Family:
+    """A vision tower before a language model of a family the importer reads: that
+    family's parameters, layer blocks and refusals, and the tower's own."""
+    text = BY_TYPE[text_type]
+    return Family(
+        model_types=(model_type,),
+        reference=f"transformers {tower}",
+        defaults=defaults,
+        prepare=prepare,
+        params=(*text.params, *VISION_PARAMS, *params),
         layer=None,
-        blocks=lambda c: f"{_vision_layer(c, False)}\n\n{BY_TYPE['gemma3_text'].block_text(c)}",
-        model=_gemma3_model,
-        refuse=(
-            *BY_TYPE["gemma3_text"].refuse,
+        blocks=lambda c: f"{_vision_layer(c, rope)}\n\n{text.block_text(c)}",
+        model=model,
+        refuse=(*text.refuse, *refuse),
+    )
+
+
+FAMILIES += (
+    _tower_family(
+        "gemma3",
+        "gemma3_text",
+        "Gemma3Config (text_config over Gemma3TextConfig's defaults, vision_config over "
+        "SiglipVisionConfig's)",
+        _gemma3_prepare,
+        (("image_tokens", key("mm_tokens_per_image")), ("pool_kernel", _pool_kernel)),
+        False,
+        _gemma3_model,
+        (
             (
                 "vision_config",
                 lambda c: c["vision_config.model_type"] != "siglip_vision_model",
@@ -1300,25 +1318,22 @@ FAMILIES += (
                 "SigLIP's attention-pooling head",
             ),
         ),
+        {"mm_tokens_per_image": 256},
     ),
-    Family(
-        model_types=("llama4",),
-        reference="transformers Llama4Config (text_config over Llama4TextConfig's defaults, "
-        "vision_config over Llama4VisionConfig's); one 336-px tile per image",
-        defaults={"tie_word_embeddings": False},
-        prepare=_llama4_prepare,
-        params=(
-            *BY_TYPE["llama4_text"].params,
-            *VISION_PARAMS,
+    _tower_family(
+        "llama4",
+        "llama4_text",
+        "Llama4Config (text_config over Llama4TextConfig's defaults, vision_config over "
+        "Llama4VisionConfig's); one 336-px tile per image",
+        _llama4_prepare,
+        (
             ("shuffle", _shuffle),
             ("projector_in", key("vision_config.projector_input_dim")),
             ("projector_out", key("vision_config.projector_output_dim")),
         ),
-        layer=None,
-        blocks=lambda c: f"{_vision_layer(c, True)}\n\n{BY_TYPE['llama4_text'].block_text(c)}",
-        model=_llama4_model,
-        refuse=(
-            *BY_TYPE["llama4_text"].refuse,
+        True,
+        _llama4_model,
+        (
             (
                 "vision_config",
                 lambda c: c["vision_config.model_type"] != "llama4_vision_model",
@@ -1350,6 +1365,7 @@ FAMILIES += (
                 "projector biases",
             ),
         ),
+        {"tie_word_embeddings": False},
     ),
 )
 

@@ -76,13 +76,17 @@ def _divides(small: str, big: str, values: dict, what: str) -> None:
         )
 
 
-def _check_attention(v: dict) -> None:
+def _check_gqa(v: dict) -> None:
     if v["heads"] % v["kv_heads"]:
         raise CheckFailure(
             "kv_heads",
             f"kv_heads = {v['kv_heads']} does not divide heads = {v['heads']}",
             "each KV head serves a whole group of query heads (GQA)",
         )
+
+
+def _check_attention(v: dict) -> None:
+    _check_gqa(v)
     if v["chunk"] and v["window"]:
         raise CheckFailure(
             "chunk",
@@ -268,10 +272,9 @@ class RMSNorm(Norm):
     kind: Literal["rmsnorm"] = "rmsnorm"
 
 
-class Attention(_Op):
-    """Multi-head attention with free head_dim; MHA when kv_heads = heads, MQA when 1."""
+class _Heads(_Op):
+    """Query and key/value heads with their projections (attention, cross-attention)."""
 
-    kind: Literal["attention"] = "attention"
     heads: Annotated[int, Arg(T.DIM)]
     kv_heads: Annotated[int, Arg(T.DIM, Derived("heads", lambda v: v["heads"]))]
     head_dim: Annotated[int, Arg(T.DIM, Derived("dim / heads", _default_head_dim))]
@@ -282,6 +285,14 @@ class Attention(_Op):
         Field(description="a bias on k_proj (Whisper has q and v biases only)"),
     ]
     out_bias: Annotated[bool, Arg(T.BOOL, False)]
+    takes_kv_dtype: ClassVar[bool] = True
+    quantized: ClassVar[bool] = True
+
+
+class Attention(_Heads):
+    """Multi-head attention with free head_dim; MHA when kv_heads = heads, MQA when 1."""
+
+    kind: Literal["attention"] = "attention"
     fused_qkv: Annotated[
         bool, Arg(T.BOOL, False), Field(description="one GEMM computes q, k and v (GPT-2's c_attn)")
     ]
@@ -319,8 +330,6 @@ class Attention(_Op):
     ]
     causal: Annotated[bool, Arg(T.BOOL, True)]
     scope: ClassVar[str] = "attn"
-    takes_kv_dtype: ClassVar[bool] = True
-    quantized: ClassVar[bool] = True
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_attention)
 
     @property
@@ -328,31 +337,12 @@ class Attention(_Op):
         return self.causal
 
 
-def _check_cross(v: dict) -> None:
-    if v["heads"] % v["kv_heads"]:
-        raise CheckFailure(
-            "kv_heads",
-            f"kv_heads = {v['kv_heads']} does not divide heads = {v['heads']}",
-            "each KV head serves a whole group of query heads (GQA)",
-        )
-
-
-class CrossAttention(_Op):
+class CrossAttention(_Heads):
     """Attention from this stream's tokens to another stream's output (an encoder's):
     queries from here, keys and values projected from `source`'s tokens once (prefill
     writes them to a cross-attention cache that every decode step reads)."""
 
     kind: Literal["cross_attention"] = "cross_attention"
-    heads: Annotated[int, Arg(T.DIM)]
-    kv_heads: Annotated[int, Arg(T.DIM, Derived("heads", lambda v: v["heads"]))]
-    head_dim: Annotated[int, Arg(T.DIM, Derived("dim / heads", _default_head_dim))]
-    qkv_bias: Annotated[bool, Arg(T.BOOL, False)]
-    k_bias: Annotated[
-        bool,
-        Arg(T.BOOL, Derived("qkv_bias", lambda v: v["qkv_bias"])),
-        Field(description="a bias on k_proj (Whisper has q and v biases only)"),
-    ]
-    out_bias: Annotated[bool, Arg(T.BOOL, False)]
     source: Annotated[
         str,
         Arg(T.STREAM, "encoder"),
@@ -361,9 +351,7 @@ class CrossAttention(_Op):
     # the source stream's width (what k_proj and v_proj read), set by the resolver
     source_dim: int = 0
     scope: ClassVar[str] = "cross_attn"
-    takes_kv_dtype: ClassVar[bool] = True
-    quantized: ClassVar[bool] = True
-    check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_cross)
+    check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_gqa)
 
 
 class MLA(_Op):
