@@ -17,7 +17,7 @@ from cmarkgfm.cmark import Options
 
 from modelcost import parse_spec
 from modelcost.compile import compile_report
-from modelcost.diff import diff
+from modelcost.diff import diff, gate
 from modelcost.graph import Workload
 from modelcost.hardware import parse_hardware
 from modelcost.render.escape import md
@@ -72,9 +72,13 @@ def outputs() -> dict[str, str]:
     ra = [compile_report(a, hw, Workload(p, 1, 16, 16)) for p in ("prefill", "decode")]
     rb = [compile_report(b, hw, Workload(p, 1, 32, 32)) for p in ("prefill", "decode")]
     site = build_site([("page", a), ("javascript:alert(1)", b)], [hw], [])
+    d = diff(ra, rb)
     return {
         "report": render_markdown(ra),
-        "diff": render_diff(diff(ra, rb), "md"),
+        "diff": render_diff(d, "md"),
+        "gfm": render_diff(d, "gfm", gate(d, 5.0)),
+        "diff_text": render_diff(d, "text", gate(d, 5.0)),
+        "inline": render_markdown(ra, "inline"),
         "index": site["index.md"],
         "text": render_text(ra),
         "html": render_html(ra),
@@ -89,12 +93,33 @@ def _gfm(text: str) -> str:
     return cmarkgfm.github_flavored_markdown_to_html(text, options=Options.CMARK_OPT_UNSAFE)
 
 
-ALLOWED_TAGS = {"h1", "h2", "h3", "p", "table", "thead", "tbody", "tr", "th", "td", "ul", "li",
-                "strong", "blockquote", "hr", "a", "code", "em"}  # fmt: skip
+ALLOWED_TAGS = {
+    "h1",
+    "h2",
+    "h3",
+    "p",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "ul",
+    "li",
+    "strong",
+    "blockquote",
+    "hr",
+    "a",
+    "code",
+    "em",
+    "details",
+    "summary",
+    "sub",
+}  # fmt: skip  (the PR summary's own)
 
 
 @pytest.mark.parametrize("convert", [_python_markdown, _gfm], ids=["python-markdown", "gfm"])
-@pytest.mark.parametrize("which", ["report", "diff", "index"])
+@pytest.mark.parametrize("which", ["report", "diff", "index", "gfm"])
 def test_markdown_yields_no_markup_from_user_text(outputs, convert, which: str) -> None:
     html = convert(outputs[which])
     tags = set(re.findall(r"<([a-z0-9]+)[\s>]", html))
@@ -129,8 +154,20 @@ def test_user_text_in_markdown_is_escaped_exactly(outputs) -> None:
 
 
 def test_text_output_has_no_control_characters(outputs) -> None:
-    assert "\x1b" not in outputs["text"] and "\a" not in outputs["text"]
-    assert "[31mred" in outputs["text"]  # the printable rest stays
+    for text in (outputs["text"], outputs["diff_text"]):
+        assert "\x1b" not in text and "\a" not in text
+        assert "[31mred" in text  # the printable rest stays
+
+
+def test_inline_charts_escape_user_text_inside_their_svg(outputs) -> None:
+    # Markdown with inline SVG (for MkDocs): the SVG is ours, every user string in it
+    # is escaped, and the rest of the page is as escaped as ever
+    page = outputs["inline"]
+    for svg in re.findall(r"<svg.*?</svg>", page, re.S):
+        assert "<img" not in svg and "<script" not in svg
+    outside = re.sub(r'<div class="modelcost-chart">.*?</div>', "", page, flags=re.S)
+    html = _python_markdown(outside)
+    assert "<img" not in html and "<script" not in html
 
 
 def test_html_escapes_user_text(outputs) -> None:
