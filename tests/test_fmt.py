@@ -40,6 +40,9 @@ model m extends p { # trailing header
      layer
      # inside end
   } # after repeat
+  stream  encoder( length=8 ){ # the source
+   embed(100) ; repeat 2{rmsnorm}
+  }
   attention(
      64,   # heads
      kv_heads = 8,
@@ -69,6 +72,12 @@ model m extends p {  # trailing header
     layer
     # inside end
   }  # after repeat
+  stream encoder(length = 8) {  # the source
+    embed(100)
+    repeat 2 {
+      rmsnorm
+    }
+  }
   attention(64, kv_heads = 8)  # heads
 }
 
