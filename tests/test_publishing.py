@@ -57,3 +57,31 @@ def test_hw_list_as_json_gives_every_target_with_its_figures() -> None:
     mi300x = next(h for h in data if h["name"] == "mi300x")
     # the MI300X datasheet: 5.3 TB/s HBM3, 192 GB
     assert (mi300x["memory_bandwidth"], mi300x["memory"]) == (5.3e12, 192e9)
+
+
+def test_markdown_written_with_o_carries_its_charts_beside_it(tmp_path) -> None:
+    page = tmp_path / "out" / "llama.md"
+    page.parent.mkdir()
+    r = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "mi355x", "--phase",
+                "prefill,decode", "--format", "md", "-o", str(page))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page.read_text())
+    # three charts a phase, each a file beside the page that its link reaches
+    assert images == [f"llama-charts/{p}-{c}.svg" for p in ("prefill", "decode")
+                      for c in ("roofline", "kinds", "layers")]  # fmt: skip
+    assert all((page.parent / i).read_text().startswith("<svg") for i in images)
+    diff = tmp_path / "out" / "d.md"
+    r = run_cli("diff", A, B, "--hw", "mi355x", "--format", "md", "-o", str(diff))
+    charts = sorted(p.name for p in (tmp_path / "out" / "d-charts").iterdir())
+    assert r.returncode == 0 and charts == [
+        "prefill-kinds.svg", "prefill-roofline-a.svg", "prefill-roofline-b.svg",
+        "prefill-waterfall.svg"]  # fmt: skip
+    # to stdout: a line says how to get them, or the SVG inline (MkDocs renders it)
+    note = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "mi355x", "--format", "md")
+    assert "written as SVG files beside the page with `-o PAGE.md`" in note.stdout
+    inline = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "mi355x", "--format",
+                     "md", "--charts", "inline")  # fmt: skip
+    assert inline.stdout.count('<div class="modelcost-chart">') == 3
+    bad = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "mi355x", "--format", "md",
+                  "--charts", "files")  # fmt: skip
+    assert bad.returncode == 2 and "--charts files needs -o PAGE.md" in bad.stderr
