@@ -29,14 +29,14 @@ from .options import (
     positive,
     seconds,
 )
-from .render import DIFF_FORMATS, FORMATS, SWEEP_FORMATS
+from .render import CHART_MODES, DIFF_FORMATS, FORMATS, SWEEP_FORMATS
 from .render.escape import terminal
 from .render.units import count, fixed
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 if TYPE_CHECKING:
-    from .render.formats import ChartMode
+    from .render import ChartMode
 
 
 def _report(err: SpecError) -> None:
@@ -563,7 +563,8 @@ def _tflops(value: float | None) -> str:
     return "" if value is None else fixed(value / 1e12, 1)
 
 
-CHART_MODES_CLI = ("files", "inline", "none")
+# the note is what Markdown on stdout gets by itself, not a choice
+CHART_MODES_CLI = tuple(m for m in CHART_MODES if m != "note")
 CHARTS_HELP = ("Markdown's charts: SVG files beside the page (the default with -o; GitHub "
                "and MkDocs show them), inline SVG (MkDocs renders it, GitHub does not) or "
                "none; without -o, a line says how to get them")  # fmt: skip

@@ -1153,6 +1153,11 @@ FAMILIES += (
                 "features from several tower layers",
             ),
             (
+                "vision_feature_layer",
+                lambda c: not 0 < _vision_layers(c) <= c["vision_config.num_hidden_layers"],
+                "a feature layer outside the tower",
+            ),
+            (
                 "vision_feature_select_strategy",
                 lambda c: c["vision_feature_select_strategy"] not in ("default", "full"),
                 "this feature selection",
@@ -1235,23 +1240,38 @@ def _llama4_prepare(c: Config) -> Config:
     return _flatten(c, "llama4_text", LLAMA4_VISION_DEFAULTS, "llama4_vision_model")
 
 
+def _pool(c: Config) -> int | None:
+    """Gemma 3's average-pool kernel: the patch grid's side over the image tokens' (None
+    when mm_tokens_per_image is not a square grid that tiles the patches evenly)."""
+    side = c["vision_config.image_size"] // c["vision_config.patch_size"]
+    tokens = c["mm_tokens_per_image"]
+    if not isinstance(tokens, int) or tokens <= 0 or math.isqrt(tokens) ** 2 != tokens:
+        return None
+    kernel, rest = divmod(side, math.isqrt(tokens))
+    return kernel if kernel and not rest else None
+
+
 def _pool_kernel(c: Config) -> int:
-    side, tokens = (
-        c["vision_config.image_size"] // c["vision_config.patch_size"],
-        c["mm_tokens_per_image"],
-    )
-    kernel = side // math.isqrt(tokens)
-    if math.isqrt(tokens) ** 2 != tokens or kernel * math.isqrt(tokens) != side:
-        raise ValueError("mm_tokens_per_image is not a square that tiles the patch grid")
+    kernel = _pool(c)
+    if kernel is None:  # refused before the parameters are read
+        raise ValueError("mm_tokens_per_image does not tile the patch grid")
     return kernel
+
+
+def _one_over(ratio: object) -> int | None:
+    """n when `ratio` is 1/n for a whole n ≥ 1 (Llama 4's pixel shuffle ratio 0.5: 2)."""
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or ratio <= 0:
+        return None
+    n = round(1 / ratio)
+    return n if n >= 1 and n * ratio == 1 else None
 
 
 def _shuffle(c: Config) -> int:
     """Llama 4's pixel shuffle ratio as the side of the square of tokens merged."""
-    factor = round(1 / c["vision_config.pixel_shuffle_ratio"])
-    if factor * c["vision_config.pixel_shuffle_ratio"] != 1:
+    n = _one_over(c["vision_config.pixel_shuffle_ratio"])
+    if n is None:  # refused before the parameters are read
         raise ValueError("a pixel shuffle ratio that is not 1/n")
-    return factor
+    return n
 
 
 def _llama4_model(c: Config) -> str:
@@ -1313,9 +1333,14 @@ FAMILIES += (
                 "a vision tower other than SigLIP's",
             ),
             (
-                "vision_use_head",
+                "vision_config.vision_use_head",
                 lambda c: bool(c["vision_config.vision_use_head"]),
                 "SigLIP's attention-pooling head",
+            ),
+            (
+                "mm_tokens_per_image",
+                lambda c: _pool(c) is None,
+                "image tokens that do not pool the patch grid evenly",
             ),
         ),
         {"mm_tokens_per_image": 256},
@@ -1340,19 +1365,24 @@ FAMILIES += (
                 "a vision tower other than Llama 4's",
             ),
             (
-                "vision_feature_layer",
+                "vision_config.vision_feature_layer",
                 lambda c: c["vision_config.vision_feature_layer"] != -1,
                 "features from a tower layer other than the last",
             ),
             (
-                "vision_output_dim",
+                "vision_config.pixel_shuffle_ratio",
+                lambda c: _one_over(c["vision_config.pixel_shuffle_ratio"]) is None,
+                "a pixel shuffle ratio other than 1/n",
+            ),
+            (
+                "vision_config.vision_output_dim",
                 lambda c: (
                     c["vision_config.vision_output_dim"] != c["vision_config.projector_output_dim"]
                 ),
                 "a projector whose input is not the adapter's output",
             ),
             (
-                "intermediate_size",
+                "vision_config.intermediate_size",
                 lambda c: (
                     c["vision_config.hidden_size"] * _shuffle(c) ** 2
                     != c["vision_config.intermediate_size"]
@@ -1360,7 +1390,7 @@ FAMILIES += (
                 "an adapter whose input is not the pixel-shuffled width",
             ),
             (
-                "multi_modal_projector_bias",
+                "vision_config.multi_modal_projector_bias",
                 lambda c: bool(c["vision_config.multi_modal_projector_bias"]),
                 "projector biases",
             ),
@@ -1402,7 +1432,12 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
                          f"`{field}` must be a number, got {json.dumps(c[field])[:60]}",
                          f"{family.reference}")  # fmt: skip
     for field, test, why in family.refuse:
-        if test(c):
+        try:
+            refused = test(c)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
+            raise _field(text, filename, field, f"`{field}` cannot be read ({err})",
+                         family.reference) from None  # fmt: skip
+        if refused:
             raise _field(text, filename, field,
                          f"`{field}` = {json.dumps(c[field])}: {why} cannot be written yet",
                          f"{family.reference}; write the .model by hand")  # fmt: skip
@@ -1410,7 +1445,7 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
     for pname, rule in family.params:
         try:
             value = rule(c)
-        except (KeyError, TypeError, ZeroDivisionError) as err:
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
             raise SpecError(f"the config lacks what `{pname}` needs ({err})",
                             filename=filename) from None  # fmt: skip
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -1530,9 +1565,13 @@ def _at(text: str, filename: str, line: int, column: int, message: str, hint=Non
 
 def _field(text: str, filename: str, field: str, message: str, hint: str) -> SpecError:
     """An error pointing at the field's key in the JSON text (or the file, when absent);
-    a nested field (`vision_config.hidden_act`) at its last key."""
-    last = field.rsplit(".", 1)[-1]
+    a nested field (`vision_config.hidden_act`) at its key after its parent's."""
+    parent, _, last = field.rpartition(".")
+    seen_parent = not parent
     for number, line in enumerate(text.splitlines(), 1):
+        if not seen_parent:
+            seen_parent = f'"{parent}"' in line
+            continue
         col = line.find(f'"{last}"')
         if col >= 0:
             err = _at(text, filename, number, col + 1, message, hint)

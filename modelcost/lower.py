@@ -1205,10 +1205,10 @@ def _lower_stream(
     scopes = Counter(item.scope for item, _, _ in _stream_items(st) if not isinstance(item, _Stack))
     lowerer.s = sub
     hidden = lowerer.hidden
+    start = main if st.auxiliary else ""  # a module reads the main stream; a tower, nothing
     try:
-        start = st.auxiliary and main
         out, _ = _lower_items(lowerer, _stream_items(st), f"{st.name}.", st.name, scopes,
-                              start or "", start or "", nodes, groups, spec)  # fmt: skip
+                              start, start, nodes, groups, spec)  # fmt: skip
     finally:
         lowerer.s, lowerer.hidden = shape, hidden
     lowerer.outputs[st.name] = out

@@ -45,7 +45,7 @@ from mkdocs.structure.pages import Page
 
 from . import __version__
 from .errors import SpecError
-from .graph import Parallel, Phase, Workload
+from .graph import DEFAULT_BATCH, Parallel, Phase, Workload
 from .hardware import Hardware, load_hardware
 from .report import ReportSet
 from .resolve import load_spec
@@ -93,7 +93,7 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
             diffs = [self._pair(d) for d in cfg.diffs]
             pages = [self._page(name, spec, hw, options) for name, spec in specs for hw in targets]
             site = assemble(pages, [n for n, _ in specs], targets, diffs, options, FORMATS)
-        except SpecError as err:
+        except (SpecError, ValueError) as err:  # ValueError: a workload the config sets
             raise PluginError(f"modelcost: {err}") from None
         folder = cfg.folder.strip("/")
         for rel, text in sorted(site.items()):
@@ -162,6 +162,7 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
 
         where = f"{src}:{fence}"
         keys: dict[str, str] = {}
+        lines: dict[str, int] = {}  # the page line of each key
         for n, raw in enumerate(body.splitlines(), fence + 1):
             text = raw.split("#", 1)[0].strip()
             if not text:
@@ -174,10 +175,11 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
                     f"{src}:{n}: modelcost block: expected `key: value` with a key of "
                     f"{keys_known}, got {raw.strip()!r}"
                 )
-            keys[name] = value.strip()
+            keys[name], lines[name] = value.strip(), n
         show = keys.get("show", "report")
         if show not in SHOWS:
-            raise PluginError(f"{where}: show: {show!r} is not one of {', '.join(SHOWS)}")
+            at = f"{src}:{lines['show']}"
+            raise PluginError(f"{at}: show: {show!r} is not one of {', '.join(SHOWS)}")
         if "spec" not in keys or "hw" not in keys:
             raise PluginError(f"{where}: a modelcost block needs `spec:` and `hw:`")
         if show == "diff" and "vs" not in keys:
@@ -188,21 +190,24 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
             if name not in keys:
                 return None
             try:
-                return int(keys[name].replace("_", ""))
+                value = int(keys[name].replace("_", ""))
             except ValueError:
-                raise PluginError(
-                    f"{where}: {name}: {keys[name]!r} is not a whole number"
-                ) from None
+                value = 0
+            if value <= 0:
+                at = f"{src}:{lines[name]}"
+                raise PluginError(f"{at}: {name}: {keys[name]!r} is not a positive whole number")
+            return value
 
         phases = [p.strip() for p in keys.get("phase", "prefill,decode").split(",") if p.strip()]
         bad = [p for p in phases if p not in Phase.__members__]
         if bad or not phases:
-            raise PluginError(f"{where}: phase: {', '.join(bad) or 'none'} is not one of "
+            at = f"{src}:{lines.get('phase', fence)}"
+            raise PluginError(f"{at}: phase: {', '.join(bad) or 'none'} is not one of "
                               f"{', '.join(Phase)}")  # fmt: skip
 
         def reports(path: str) -> list:
             spec = load_spec(self.root / path)
-            batch, seq, context = ints("batch") or 1, ints("seq"), ints("context")
+            batch, seq, context = ints("batch") or DEFAULT_BATCH, ints("seq"), ints("context")
             return [compile_report(spec, hw, Workload(Phase(p), batch, seq, context))
                     for p in phases]  # fmt: skip
 

@@ -609,7 +609,6 @@ class _Resolver:
         node = ir.Stream.trusted(
             name=stmt.name,
             length=length or 0,
-            tokens_out=tokens_out or 0,
             joins=joins,
             auxiliary=auxiliary,
             width=width or 0,

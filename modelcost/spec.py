@@ -646,24 +646,17 @@ OP_TYPES: tuple[type[_Op], ...] = (Embedding, PositionEmbedding, TokenTypeEmbedd
 class Stream(IR):
     """Layers over another token stream than the model's main one: an encoder whose
     output the main stream cross-attends to (Whisper's audio, T5's source), a vision
-    tower whose last `joins` tokens join the main sequence (LLaVA's image tokens), or an
+    tower whose `joins` output tokens join the main sequence (LLaVA's image tokens), or an
     `auxiliary` module trained beside the model over its tokens and counted apart
     (DeepSeek-V3's multi-token prediction)."""
 
     kind: Literal["stream"] = "stream"
     name: str
     length: int  # tokens per sequence (0: the main sequence's, an auxiliary stream)
-    tokens_out: int = 0  # at its end, after any keep, pool or pixel shuffle
     joins: int = 0
     auxiliary: bool = False
     width: int = 0  # its output's width
     body: tuple[Statement, ...]
-
-    @property
-    def runs_in(self) -> str:
-        """When it runs: an encoder or tower before the main stream's prefill (decode
-        reuses its output), an auxiliary module in training only."""
-        return "training" if self.auxiliary else "prefill and training"
 
 
 Statement = Annotated[Op | Repeat | Block | Stream, Field(discriminator="kind")]

@@ -319,3 +319,20 @@ def test_llama4_imports_its_tower_pixel_shuffled_to_144_tokens() -> None:
                                              "pixel_shuffle_ratio": 0.25}}  # fmt: skip
     with pytest.raises(SpecError, match="an adapter whose input is not the pixel-shuffled"):
         import_config(json.dumps(bad), "m.json")
+
+
+def test_tower_values_the_importer_cannot_write_are_refused_not_tracebacks() -> None:
+    # each a positioned SpecError (exit 2 through the CLI), never a Python exception
+    def vision(**values):
+        return {**LLAMA4_SCOUT, "vision_config": {**LLAMA4_SCOUT["vision_config"], **values}}
+
+    for config, message in (
+        (vision(pixel_shuffle_ratio=0.3), "a pixel shuffle ratio other than 1/n"),
+        (vision(pixel_shuffle_ratio=0), "a pixel shuffle ratio other than 1/n"),
+        ({**GEMMA3_27B, "mm_tokens_per_image": 100},
+         "image tokens that do not pool the patch grid evenly"),
+        ({**json.loads((CONFIGS / "llava-1.5-7b.json").read_text()), "vision_feature_layer": 30},
+         "a feature layer outside the tower"),
+    ):  # fmt: skip
+        with pytest.raises(SpecError, match=message):
+            import_config(json.dumps(config, indent=2), "m.json")

@@ -4,8 +4,6 @@ The terminal summary is render/text.py. Registered by name in render/__init__.py
 
 from __future__ import annotations
 
-from typing import Literal
-
 from ..diff import DiffReport, Verdict, gate
 from ..report import Report
 from .diff_view import build_diff_view, build_gate_view
@@ -13,11 +11,9 @@ from .env import render
 from .json_format import render_diff_json, render_json
 
 __all__ = ["render_diff", "render_html", "render_json", "render_markdown"]
+from . import ChartMode
 from .escape import Markdown, md, safe_href
 from .view import Chart, ReportView, build_view
-
-ChartMode = Literal["files", "inline", "note", "none"]
-CHART_MODES: tuple[ChartMode, ...] = ("files", "inline", "note", "none")
 
 
 def chart_folder(page: str) -> str:
