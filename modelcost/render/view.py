@@ -33,7 +33,6 @@ class PhaseView(Record, frozen=True):
     ops: Table
     kernels: Table
     charts: tuple[Chart, ...]  # the roofline, time by op kind, time by layer group
-    point_count: int
 
 
 class ReportView(Record, frozen=True):
@@ -338,7 +337,6 @@ def _phase(r: Report, many: bool, extent: Extent) -> PhaseView:
         tuple(kernel_rows),
         (False, False, True, True, True, True),
     )
-    points = _points(r)
     chart = roofline_for(r, extent)
     kind_bar = stacked_bar_svg(
         [(k.kind, k.time_s, kind_color(k.kind)) for k in r.kinds], "time by op kind"
@@ -363,7 +361,7 @@ def _phase(r: Report, many: bool, extent: Extent) -> PhaseView:
         Chart(f"{phase}-kinds", f"Time by op kind ({phase})", kind_bar),
         Chart(f"{phase}-layers", f"Time by layer group ({phase})", layer_bar),
     )
-    return PhaseView(phase, heading, kinds, layers, ops, kernels, charts, len(points))
+    return PhaseView(phase, heading, kinds, layers, ops, kernels, charts)
 
 
 def _points(r: Report) -> list[Point]:
