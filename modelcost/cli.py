@@ -178,7 +178,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     try:
         spec = load_spec(args.spec, args.model)
-        reports = _compile_all(spec, load_hardware(args.hw), args)
+        reports = _compile_all(spec, load_hardware(args.hw), args, phases=_phases(spec, args))
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
@@ -196,6 +196,20 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.charts:
         return _usage("--charts applies to --format md")
     return _emit(_render_reports(reports, args.format), args.output)
+
+
+def _phases(spec, args: argparse.Namespace) -> list:
+    """The phases to compile: of several, decode is skipped (with a note) for a model
+    that has none (an encoder); asked alone, lowering refuses it."""
+    from .graph import Phase
+    from .lower import decodes
+
+    phases = list(args.phase)
+    if len(phases) > 1 and Phase.decode in phases and not decodes(spec):
+        print(terminal(f"modelcost: note: `{spec.name}` has no causal attention or SSM, so no "
+                       "decode step: decode skipped"), file=sys.stderr)  # fmt: skip
+        phases.remove(Phase.decode)
+    return phases
 
 
 def _chart_mode(args: argparse.Namespace) -> ChartMode:
@@ -233,8 +247,11 @@ def _render_reports(reports: list, fmt: str) -> str:
     return render(reports, fmt)
 
 
-def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
-    """One report per requested phase; `suffix` picks the `--X-b` overrides of a diff."""
+def _compile_all(
+    spec, hw, args: argparse.Namespace, suffix: str = "", phases: list | None = None
+) -> list:
+    """One report per requested phase (or `phases`); `suffix` picks the `--X-b`
+    overrides of a diff."""
     from .compile import compile_report
     from .graph import Workload
     from .perfmodel import Conventions
@@ -270,7 +287,7 @@ def _compile_all(spec, hw, args: argparse.Namespace, suffix: str = "") -> list:
             kernels=getattr(args, "estimate", "roofline") == "kernels",
             calibration=calibration,
         )
-        for phase in pick("phase")
+        for phase in (phases if phases is not None else pick("phase"))
     ]
 
 

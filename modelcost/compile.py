@@ -9,7 +9,7 @@ from . import spec as ir
 from .bulk import in_bulk
 from .cost import cost
 from .errors import SpecError
-from .graph import OpGraph, Phase, Workload
+from .graph import OpGraph, Phase, Workload, settled
 from .hardware import Hardware, load_hardware
 from .lower import lower
 from .options import DEFAULT_PEAK
@@ -48,6 +48,7 @@ def compile_report(
         hw = load_hardware(hw)
     if not isinstance(workload, Workload):
         workload = Workload(Phase(workload))
+    workload = settled(workload, Conventions(conventions))
     graph = lower(spec, workload)
     advice = None if not advise or fits(graph, hw) else fitting_tp(spec, hw, workload)
     costed = cost(graph, Conventions(conventions))
@@ -67,7 +68,7 @@ def compile_totals(
     """The same pipeline as `compile_report`, stopping at the totals: what a sweep row
     or a serving figure reads, without the report's per-op, layer and kind entries
     (the totals are the very ones `compile_report` puts in its report)."""
-    costed = cost(lower(spec, workload), conventions)
+    costed = cost(lower(spec, settled(workload, conventions)), conventions)
     return costed.graph, totals(costed, time_nodes(costed, hw, peak, bandwidth), hw, peak)
 
 

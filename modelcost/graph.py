@@ -6,8 +6,8 @@ from enum import StrEnum
 from typing import Literal
 
 from .dtypes import DType
-from .perfmodel import OpRecord
-from .record import Record, force_setattr
+from .perfmodel import MODELCOST, Conventions, OpRecord
+from .record import Record, force_setattr, replace
 
 
 class Phase(StrEnum):
@@ -19,7 +19,6 @@ class Phase(StrEnum):
 DEFAULT_BATCH = 1
 DEFAULT_SEQ = 2048  # prefill/train queries per sequence, when not given
 DEFAULT_CONTEXT = 2048  # decode cached positions per sequence, when not given
-DEFAULT_LOGITS: Literal["all", "last"] = "all"
 
 
 class Parallel(Record, frozen=True):
@@ -143,7 +142,9 @@ class Workload(Record, frozen=True):
     """What runs: prefill(batch, seq), decode(batch, context) or train(batch, seq).
 
     Decode produces one new token per sequence, attending to `context` cached positions.
-    Prefill computes logits for every token (`all`) or only each sequence's last one.
+    Prefill computes logits for every token (`all`) or only each sequence's last one;
+    None leaves it to the counting conventions (`Conventions.logits`: `last`, or `all`
+    under TraceLens's).
     `seq` and `context` left as None take DEFAULT_SEQ and DEFAULT_CONTEXT (the CLI's
     defaults too), or the length a model fixes itself (a vision model's patch count).
     `phase` may be given as its name (`Workload("decode", 8)`). `batch` is the whole
@@ -163,7 +164,7 @@ class Workload(Record, frozen=True):
     batch: int = DEFAULT_BATCH
     seq: int | None = None
     context: int | None = None
-    logits: Literal["all", "last"] = DEFAULT_LOGITS
+    logits: Literal["all", "last"] | None = None
     parallel: Parallel = ONE_DEVICE
     prefix: int = 0
     chunk: int = 0
@@ -185,7 +186,7 @@ class Workload(Record, frozen=True):
                 raise ValueError(
                     f"unknown phase {self.phase!r}; choose from {', '.join(Phase)}"
                 ) from None
-        if self.logits not in ("all", "last"):
+        if self.logits not in ("all", "last", None):
             raise ValueError(f"logits must be 'all' or 'last', got {self.logits!r}")
         for name in ("batch", "seq", "context"):
             value = getattr(self, name)
@@ -366,3 +367,8 @@ class OpGraph(Record, frozen=True):
     nodes: tuple[Node, ...]
     groups: tuple[Group, ...]
     notes: tuple[str, ...] = ()
+
+
+def settled(w: Workload, conventions: Conventions = MODELCOST) -> Workload:
+    """`w` with what it left to the conventions filled in (prefill's logits)."""
+    return w if w.logits is not None else replace(w, logits=conventions.logits)

@@ -27,6 +27,7 @@ from .graph import (
     Phase,
     Shape,
     Workload,
+    settled,
 )
 from .memo import per_object
 from .memory import SSM_STATE, Held, cache_elements_per_token, model_facts
@@ -911,6 +912,11 @@ def _input_facts(spec: ir.Spec) -> tuple[ir.PatchEmbed | None, ir.PositionEmbedd
     return patch, positions, any(op.decodes for op in ops)
 
 
+def decodes(spec: ir.Spec) -> bool:
+    """Whether the main stream has a decode step (causal attention or an SSM)."""
+    return _input_facts(spec)[2]
+
+
 def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     notes: list[str] = []
     patch, positions, decodes = _input_facts(spec)
@@ -920,7 +926,10 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             filename="modelcost",
             hint="use --phase prefill (a forward pass) or train",
         )
-    S = w.seq if w.seq is not None else DEFAULT_SEQ
+    limit = positions.positions if positions is not None else None
+    S = w.seq
+    if S is None:
+        S = _default_length("sequence length", DEFAULT_SEQ, limit, spec, notes)
     if patch is not None:
         image_tokens = (patch.image // patch.patch) ** 2 + (1 if patch.cls_token else 0)
         if w.seq is not None and w.seq != image_tokens:
@@ -935,7 +944,12 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             f"sequence length {S} is set by the image: ({patch.image}/{patch.patch})² patches"
             + (" + 1 class token" if patch.cls_token else "")
         )
-    context = w.context if w.context is not None else DEFAULT_CONTEXT
+    if w.context is not None:
+        context = w.context
+    elif w.phase is Phase.decode:
+        context = _default_length("context", DEFAULT_CONTEXT, limit, spec, notes)
+    else:
+        context = DEFAULT_CONTEXT  # read by decode only
     length = context if w.phase is Phase.decode else S
     if positions is not None and length > positions.positions:
         what = "context" if w.phase is Phase.decode else "sequence length"
@@ -975,9 +989,21 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
         shape = Shape(w.phase, B, 1, context, False, par, w.chunk, prompt, w.prefix,
                       streams, joins)  # fmt: skip
         return shape, notes
-    shape = Shape(w.phase, B, S // par.cp, S + w.prefix, w.logits == "all", par,
+    shape = Shape(w.phase, B, S // par.cp, S + w.prefix, settled(w).logits == "all", par,
                   prefix=w.prefix, streams=streams, joins=joins)  # fmt: skip
     return shape, notes
+
+
+def _default_length(
+    what: str, default: int, limit: int | None, spec: ir.Spec, notes: list[str]
+) -> int:
+    """A length the user left out: the default, or the model's learned positions where
+    it has fewer (GPT-2's 1,024, BERT's 512), said in a note."""
+    if limit is None or default <= limit:
+        return default
+    notes.append(f"{what} {limit}: the default {default} capped at the {limit} learned "
+                 f"positions of `{spec.name}`")  # fmt: skip
+    return limit
 
 
 def _stream_lengths(

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_LOGITS, DEFAULT_SEQ, ONE_DEVICE, Phase
+from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_SEQ, ONE_DEVICE, Phase
 from .perfmodel import Conventions
 from .record import Record
 
@@ -179,8 +179,10 @@ OPTIONS: dict[str, Option] = {
                "(default: one prompt of --chunk)"),
         Option("stream", stream_lengths, (), "another token stream's length per sequence, "
                "NAME=LENGTH (T5's source: encoder=512); default the spec's", sided=True),
-        Option("logits", None, DEFAULT_LOGITS,
-               "prefill: logits for every position or each sequence's last", ("all", "last")),
+        Option("logits", None, None,
+               "prefill: logits for every position or each sequence's last (default last, "
+               "as serving engines compute them; all under --conventions tracelens)",
+               ("all", "last")),
         Option("conventions", None, Conventions.modelcost.value,
                "counting conventions: modelcost's, or TraceLens's exactly",
                tuple(c.value for c in Conventions)),

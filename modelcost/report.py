@@ -207,11 +207,15 @@ class Memory(Frozen):
     warning: str | None = None
 
 
+PER_TOKEN = "per token (step ÷ tokens)"  # the label of PerToken.ms_per_token, everywhere
+
+
 class PerToken(Frozen):
     tokens_per_step: int = Field(description="the whole job's")
     ms_per_step: float
     ms_per_token: float = Field(
-        description="prefill/train: step time / tokens; decode: the step time"
+        description="step time / tokens per step, in every phase (1,000 / tokens_per_s); "
+        "a decode sequence waits the whole step for its token"
     )
     tokens_per_s: float = Field(description="the whole job's")
     tokens_per_s_device: float = Field(description="tokens_per_s / devices")

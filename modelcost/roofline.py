@@ -202,7 +202,7 @@ def totals(
     per_token = PerToken.trusted(
         tokens_per_step=tokens,
         ms_per_step=step * 1e3,
-        ms_per_token=step * 1e3 if shape.decode else step * 1e3 / tokens,
+        ms_per_token=step * 1e3 / tokens,
         tokens_per_s=tokens / step if step else 0.0,
         tokens_per_s_device=tokens / step / par.devices if step else 0.0,
     )

@@ -173,15 +173,24 @@ class _Scenario:
         """(the most sequences per replica that fit, the KV bytes of one per device)."""
         full = self.isl + self.osl
         per_seq = self.decode(1, full).memory.kv_cache  # one sequence per replica
-        n = 1
-        while True:  # activations grow with the batch: solve again until it holds
-            m = self.decode(n, full).memory
-            free = m.capacity - m.weights - m.activations - m.gradients - m.optimizer_states
-            solved = int(free // per_seq) if per_seq else 0
-            if solved <= n:
-                break
-            n = solved
-        most = max(solved, 0)
+
+        def fits(n: int) -> bool:
+            return self.decode(n, full).memory.fits
+
+        # Memory only grows with the batch (KV and activations), so what fits beside the
+        # one-sequence activations bounds the answer from above, and `fits` is true up to
+        # the answer and false after: a binary search between them finds it exactly.
+        m = self.decode(1, full).memory
+        free = m.capacity - m.weights - m.activations - m.gradients - m.optimizer_states
+        solved = max(int(free // per_seq), 0) if per_seq else 0
+        lo, hi = 0, solved
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        most = solved = lo
         if self.engine.budget:  # the decodes, the chunk and its prompts must all fit
             while most and (most + self.chunk(most) > self.engine.budget
                             or most + -(-self.chunk(most) // self.new) > solved):  # fmt: skip
@@ -335,6 +344,10 @@ class Search(Tabular, Frozen):
     """The layouts tried for a request class, and the one chosen: the fewest devices
     meeting the targets, then the most output tokens/s per device."""
 
+    model: str
+    hardware: str
+    isl: int
+    osl: int
     tried: tuple[Serving, ...]
     refused: tuple[str, ...]  # layouts that cannot run the model or hold one sequence
     chosen: Serving | None
@@ -376,12 +389,30 @@ def search(
         except SpecError as err:
             refused.append(f"tp {tp}: {err.message}")
         tp *= 2
+    if not tried:  # nothing to compare: an error, as `serve` on one layout says it
+        raise SpecError(
+            f"no tensor-parallel size up to {MAX_SEARCH_TP} runs {spec.name} on {hw.title} "
+            f"with {isl:,} + {osl:,}-token requests",
+            filename="modelcost",
+            hint=_grouped(refused),
+        )
+    found = {"model": spec.name, "hardware": hw.name, "isl": isl, "osl": osl,
+             "tried": tuple(tried), "refused": tuple(refused)}  # fmt: skip
     meeting = [s for s in tried if s.meets_targets]
     if not meeting:
         why = f"no tensor-parallel size up to {MAX_SEARCH_TP} meets the targets"
-        return Search.trusted(tried=tuple(tried), refused=tuple(refused), chosen=None, why=why)
+        return Search.trusted(**found, chosen=None, why=why)
     chosen = min(meeting, key=lambda s: (s.devices, -s.output_tokens_per_s_device))
-    return Search.trusted(tried=tuple(tried), refused=tuple(refused), chosen=chosen)
+    return Search.trusted(**found, chosen=chosen)
+
+
+def _grouped(refused: list[str]) -> str:
+    """'tp 1: why; tp 2: why; tp 4: other' said as 'tp 1, 2: why; tp 4: other'."""
+    by_why: dict[str, list[str]] = {}
+    for line in refused:
+        layout, _, why = line.partition(": ")
+        by_why.setdefault(why, []).append(layout.removeprefix("tp "))
+    return "; ".join(f"tp {', '.join(sizes)}: {why}" for why, sizes in by_why.items())
 
 
 # ---- request mixes

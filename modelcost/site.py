@@ -46,13 +46,15 @@ class SiteOptions(Record, frozen=True):
 
 
 def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
-    # a model with learned positions (GPT-2) runs at most that many (its page says so);
-    # a vision model's length is its image's (its page says so too)
+    # a model with learned positions (GPT-2) runs at most that many: lowering caps the
+    # default lengths (its page's notes say so), and the site caps one given for every
+    # model; a vision model's length is its image's (its page says so too)
     ops = [op for op, _ in walk(spec.body, streams=False)]  # the main stream's
     limit = min((op.positions for op in ops if isinstance(op, ir.PositionEmbedding)), default=None)
-    seq, context = o.seq or DEFAULT_SEQ, o.context or DEFAULT_CONTEXT
+    seq, context = o.seq, o.context
     if limit:
-        seq, context = min(seq, limit), min(context, limit)
+        seq = min(seq, limit) if seq else None
+        context = min(context, limit) if context else None
     image = any(isinstance(op, ir.PatchEmbed) for op in ops)
     out = []
     # an encoder has no decode; its page shows the forward pass only

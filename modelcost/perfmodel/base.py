@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from functools import cache
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from ..dtypes import DTYPES, DType
 from ..record import Record
@@ -17,6 +17,13 @@ class Conventions(StrEnum):
 
     modelcost = "modelcost"
     tracelens = "tracelens"
+
+    @property
+    def logits(self) -> Literal["all", "last"]:
+        """Prefill's logits where a workload leaves them out: serving engines (vLLM,
+        SGLang, TensorRT-LLM) compute each sequence's last position only, so modelcost
+        does; TraceLens's conventions count every position's."""
+        return "all" if self is Conventions.tracelens else "last"
 
 
 MODELCOST = Conventions.modelcost

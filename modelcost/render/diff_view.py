@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import __version__
 from ..diff import DiffReport, PhaseDiff, Verdict
 from ..record import Record
-from ..report import Report
+from ..report import PER_TOKEN, Report
 from .bars import paired_bars_svg, waterfall_svg
 from .escape import Markdown, md
 from .palette import kind_color
@@ -16,7 +16,7 @@ from .view import Chart, roofline_axes, roofline_for
 
 _TOTAL_LABELS = {
     "time_s": ("step time (ms)", lambda v: fixed(v * 1e3, 3)),
-    "ms_per_token": ("time per token", lambda v: duration(v / 1e3)),
+    "ms_per_token": (PER_TOKEN, lambda v: duration(v / 1e3)),
     "tokens_per_s": ("tokens/s", lambda v: fixed(v, 1)),
     "flops": ("FLOPs", si),
     "bytes": ("bytes", si),

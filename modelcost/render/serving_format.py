@@ -83,10 +83,8 @@ def render_search(found: Search, fmt: str) -> str:
         return found.model_dump_json(indent=2) + "\n"
     if fmt == "csv":
         return found.to_csv()
-    first = found.chosen or (found.tried[0] if found.tried else None)
-    what = f"{first.model} on {first.hardware}, " if first else ""
-    req = f"{first.isl:,} in, {first.osl:,} out" if first else ""
-    head = f"{what}{req}: the layouts tried"
+    request = f"{found.isl:,} in, {found.osl:,} out"
+    head = f"{found.model} on {found.hardware}, {request}: the layouts tried"
     if fmt == "html":
         from .serving_view import search_page
 

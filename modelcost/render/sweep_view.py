@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..record import Record
+from ..report import PER_TOKEN
 from ..sweeps import Sweep, SweepRow
 from .charts import Series, line_svg
 from .units import duration, fixed, pct, si
@@ -24,7 +25,7 @@ class TablePage(Record, frozen=True):
 
 
 HEADERS = ("model", "hardware", "phase", "batch", "seq / context", "layout", "step",
-           "per token", "tokens/s", "tokens/s/device", "bound", "MFU bound",
+           PER_TOKEN, "tokens/s", "tokens/s/device", "bound", "MFU bound",
            "memory/device", "fits")  # fmt: skip
 
 
@@ -55,11 +56,12 @@ def _grouped(rows, key) -> dict[str, list[SweepRow]]:
 
 
 def pareto(rows: list[SweepRow]) -> set[int]:
-    """Indices of the rows no other row beats on both throughput and latency."""
+    """Indices of the rows no other row beats on both throughput and latency (the step:
+    a decode sequence waits one step for each output token)."""
     front = set()
     for i, r in enumerate(rows):
-        if not any(o.tokens_per_s >= r.tokens_per_s and o.ms_per_token <= r.ms_per_token
-                   and (o.tokens_per_s, o.ms_per_token) != (r.tokens_per_s, r.ms_per_token)
+        if not any(o.tokens_per_s >= r.tokens_per_s and o.step_ms <= r.step_ms
+                   and (o.tokens_per_s, o.step_ms) != (r.tokens_per_s, r.step_ms)
                    for o in rows):  # fmt: skip
             front.add(i)
     return front
@@ -78,16 +80,17 @@ def build_sweep_view(s: Sweep) -> TablePage:
         fitting = [r for r in decode if r.fits]  # a point that does not fit is not served
         front = pareto(fitting)
         series = [
-            Series(label=k, points=tuple((r.tokens_per_s, r.ms_per_token) for r in v),
+            Series(label=k, points=tuple((r.tokens_per_s, r.step_ms) for r in v),
                    marked=tuple(False for _ in v), joined=False)
             for k, v in _grouped(decode, _where).items()
         ]  # fmt: skip
         best = sorted((fitting[i] for i in front), key=lambda r: r.tokens_per_s)
         series.append(Series(label="Pareto front",
-                             points=tuple((r.tokens_per_s, r.ms_per_token) for r in best),
+                             points=tuple((r.tokens_per_s, r.step_ms) for r in best),
                              marked=tuple(True for _ in best)))  # fmt: skip
         heading = "Latency against throughput (the line: the Pareto front of what fits)"
-        charts.append((heading, line_svg(series, "tokens/s", "ms per token", "pareto")))
+        latency = "ms per step (per output token)"
+        charts.append((heading, line_svg(series, "tokens/s", latency, "pareto")))
         by_batch = _grouped(sorted(decode, key=lambda r: r.context),
                             lambda r: f"{_where(r)}, batch {r.batch:,}")  # fmt: skip
         series = [Series(label=k, points=tuple((r.context, r.memory) for r in v),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..report import Report
+from ..report import PER_TOKEN, Report
 from .escape import terminal
 from .units import duration, ms, pct, si
 
@@ -19,7 +19,7 @@ def _one(r: Report) -> str:
     pt = t.per_token
     rows = [
         ["step time", duration(t.time_s)],
-        ["per token", duration(pt.ms_per_token / 1e3)],
+        [PER_TOKEN, duration(pt.ms_per_token / 1e3)],
         ["tokens/s", f"{pt.tokens_per_s:,.1f}"],
         *(
             [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import __version__
 from ..record import Record
-from ..report import OpEntry, Report
+from ..report import PER_TOKEN, OpEntry, Report
 from .bars import stacked_bar_svg
 from .charts import Extent, Point, Roof, roofline_extent, roofline_svg
 from .palette import kind_color, layer_color
@@ -141,7 +141,7 @@ def _per_token(reports: list[Report]) -> Table:
             lambda r: num(duration(t(r).per_token.ms_per_step / 1e3), t(r).per_token.ms_per_step),
         ),
         row(
-            "time per token",
+            PER_TOKEN,
             lambda r: num(duration(t(r).per_token.ms_per_token / 1e3), t(r).per_token.ms_per_token),
         ),
         row(
