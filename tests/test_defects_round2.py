@@ -1,0 +1,136 @@
+"""Regression tests for the wrong answers of issue 20 (items 7–11, 19, 21).
+
+Each test names the item it guards; each failed before its fix. The other items of
+that issue are guarded beside the code they touch (test_import, test_calibration,
+test_mkdocs, test_escaping, test_files, test_limits).
+"""
+
+import json
+
+import pytest
+from conftest import MODELS, run_cli
+
+from modelcost import load_spec
+from modelcost.compile import compile_report
+from modelcost.graph import ONE_DEVICE, Phase, Workload
+from modelcost.hardware import load_hardware
+from modelcost.serving import STATIC, _Scenario, serve
+
+LLAMA8 = load_spec(MODELS / "llama3-8b.model")
+H200 = load_hardware("h200")
+
+
+# ---- 7. serve for short requests: the most that fit, found exactly
+
+
+@pytest.mark.parametrize(("isl", "osl"), [(1, 1), (1, 2), (1024, 1024)])
+def test_the_most_sequences_that_fit_is_exact_for_any_request(isl, osl) -> None:
+    s = serve(LLAMA8, H200, isl, osl)
+    n = s.max_concurrency
+    sc = _Scenario(LLAMA8, H200, ONE_DEVICE, isl, osl, STATIC)
+    # memory grows with the batch: n sequences fit and n + 1 do not (before the fix,
+    # isl 1 osl 1 said none fit and isl 1 osl 2 stopped at 103,844 of 189,900)
+    assert sc.decode(n, isl + osl).memory.fits
+    assert not sc.decode(n + 1, isl + osl).memory.fits
+
+
+def test_short_requests_fit_by_the_hundred_thousand() -> None:
+    # llama3-8b on H200: 141 GB less 16.06 GB of weights, shared by each sequence's KV
+    # (isl + osl positions × 32 layers × 8 KV heads × 128 × K and V × 2 B: 262,144 B and
+    # 393,216 B) and its decode activations; the counts are the largest n that fit, as
+    # the test above checks (n fits, n + 1 does not). Before: 0 and 103,844.
+    r = run_cli("serve", str(MODELS / "llama3-8b.model"), "--hw", "h200", "--isl", "1",
+                "--osl", "1", "--format", "json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["max_concurrency"] == 237_145
+    r = run_cli("serve", str(MODELS / "llama3-8b.model"), "--hw", "h200", "--isl", "1",
+                "--osl", "2", "--format", "json")  # fmt: skip
+    assert json.loads(r.stdout)["max_concurrency"] == 189_900
+
+
+def test_a_search_where_nothing_runs_is_an_error_naming_the_model() -> None:
+    r = run_cli("serve", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--search",
+                "--isl", "100000000", "--osl", "1")  # fmt: skip
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith(
+        "modelcost: error: no tensor-parallel size up to 64 runs llama3_8b on NVIDIA H100 "
+        "SXM5 80GB with 100,000,000 + 1-token requests\n"
+    )
+    # the reasons grouped: tp 1 to 32 hold no such sequence; tp 64 does not divide 32 heads
+    assert "hint: tp 1, 2, 4, 8, 16, 32: not one 100000001-token sequence fits" in r.stderr
+    assert "tp 64: --tp 64 does not divide the 32 heads" in r.stderr
+
+
+def test_a_search_table_names_its_model_and_request() -> None:
+    r = run_cli("serve", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--search",
+                "--isl", "1000", "--osl", "100", "--tpot", "1us")  # fmt: skip
+    assert r.returncode == 1  # nothing meets a 1 µs TPOT
+    assert r.stdout.splitlines()[0] == "llama3_8b on h100, 1,000 in, 100 out: the layouts tried"
+
+
+# ---- 8. defaults that fit the model
+
+
+@pytest.mark.parametrize(("model", "seq"), [
+    ("gpt2", 1024),  # n_positions 1024 (its config.json)
+    ("bert-base-uncased", 512),  # max_position_embeddings 512
+    ("whisper-large-v3", 448),  # the decoder's max_target_positions 448
+])  # fmt: skip
+def test_the_default_length_is_capped_at_the_learned_positions(model, seq) -> None:
+    r = run_cli("compile", str(MODELS / f"{model}.model"), "--hw", "h100", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    (report,) = json.loads(r.stdout)["reports"]
+    assert report["workload"]["seq"] == seq
+    assert any(f"sequence length {seq}: the default 2048 capped" in n for n in report["notes"])
+
+
+def test_an_explicit_length_past_the_positions_is_still_refused() -> None:
+    r = run_cli("compile", str(MODELS / "gpt2.model"), "--hw", "h100", "--seq", "2048")
+    assert r.returncode == 2
+    assert "sequence length 2048 exceeds the 1024 learned positions of `gpt2`" in r.stderr
+
+
+def test_decode_context_defaults_to_the_positions_too() -> None:
+    r = compile_report(MODELS / "gpt2.model", "h100", Workload(Phase.decode))
+    assert r.workload.context == 1024
+
+
+def test_an_encoder_skips_decode_among_several_phases_with_a_note() -> None:
+    r = run_cli("compile", str(MODELS / "vit-l16.model"), "--hw", "h100", "--phase",
+                "prefill,decode", "--format", "json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert [x["workload"]["phase"] for x in json.loads(r.stdout)["reports"]] == ["prefill"]
+    assert "decode skipped" in r.stderr
+    alone = run_cli("compile", str(MODELS / "vit-l16.model"), "--hw", "h100", "--phase", "decode")
+    assert alone.returncode == 2 and "decode needs a causal decoder" in alone.stderr
+
+
+# ---- 9. one definition of "per token"
+
+
+def test_per_token_is_the_step_over_its_tokens_in_every_phase() -> None:
+    for phase in (Phase.prefill, Phase.decode):
+        t = compile_report(LLAMA8, H200, Workload(phase, 8, 512, 1024)).totals.per_token
+        assert t.ms_per_token == t.ms_per_step / t.tokens_per_step
+        assert t.ms_per_token == pytest.approx(1e3 / t.tokens_per_s, rel=1e-12)
+    r = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "h200", "--phase", "decode",
+                "--batch", "8")  # fmt: skip
+    lines = r.stdout.splitlines()
+    step = next(ln for ln in lines if ln.startswith("step time"))
+    per = next(ln for ln in lines if ln.startswith("per token (step ÷ tokens)"))
+    assert step.split()[-2:] != per.split()[-2:]  # 8 tokens a step: not the step itself
+
+
+# ---- 10. prefill's logits: the last position by default, as engines compute them
+
+
+def test_prefill_logits_default_to_the_last_position() -> None:
+    last = compile_report(LLAMA8, H200, Workload(Phase.prefill, 1, 2048))
+    every = compile_report(LLAMA8, H200, Workload(Phase.prefill, 1, 2048, logits="all"))
+    assert last.workload.logits == "last" and every.workload.logits == "all"
+    head = {o.name: o for o in last.ops}["lm_head"]
+    # one row per sequence: 2 × 1 × 4096 × 128,256 FLOPs (the LM head GEMM)
+    assert head.flops == 2 * 1 * 4096 * 128_256
+    # TraceLens's conventions keep every position
+    tracelens = compile_report(LLAMA8, H200, Workload(Phase.prefill, 1, 2048), "tracelens")
+    assert tracelens.workload.logits == "all"
