@@ -30,6 +30,8 @@ class Side(Frozen):
     shape: str
     conventions: str
     peak: str
+    fits: bool  # its memory fits the device
+    capacity: float  # the device's memory, bytes
 
     @property
     def label(self) -> str:
@@ -65,13 +67,29 @@ def _side(r: Report) -> Side:
     return Side(
         model=r.model.name, title=r.model.title, hardware=r.hardware.title, phase=w.phase,
         batch=w.batch, seq=w.seq, context=w.context, shape=w.label, conventions=w.conventions,
-        peak=r.hardware.peak,
+        peak=r.hardware.peak, fits=r.totals.memory.fits, capacity=r.totals.memory.capacity,
     )  # fmt: skip
 
 
 def _matched(a: dict[str, float], b: dict[str, float]) -> tuple[Change, ...]:
     keys = list(a) + [k for k in b if k not in a]
     return tuple(change(k, a.get(k), b.get(k)) for k in keys)
+
+
+def _layers(a: Report, b: Report) -> tuple[Change, ...]:
+    """Layer groups matched by where they sit in the stack (`layers.0`, `layers.3`), not
+    by their block's name: two stacks that differ only in what their blocks are called
+    match, and the label names both blocks where they differ."""
+    blocks_b = {g.group: g.block for g in b.layers}
+    out = []
+    for g in a.layers:
+        other = blocks_b.get(g.group)
+        label = g.block if other in (None, g.block) else f"{g.block} → {other}"
+        out.append((g.group, f"{g.group} ({label})"))
+    names = dict(out)
+    a_times = {names[g.group]: g.time_s for g in a.layers}
+    b_times = {names.get(g.group, f"{g.group} ({g.block})"): g.time_s for g in b.layers}
+    return _matched(a_times, b_times)
 
 
 TOTALS: tuple[tuple[str, Callable[[Report], float]], ...] = (
@@ -93,7 +111,7 @@ ESTIMATED: tuple[tuple[str, Callable[[Report], float | None]], ...] = (
 
 
 def diff_reports(a: Report, b: Report) -> PhaseDiff:
-    """Layer groups are matched by name and block; ops by name."""
+    """Layer groups are matched by their place in the stack; ops by name."""
     return PhaseDiff(
         a=_side(a),
         b=_side(b),
@@ -102,10 +120,7 @@ def diff_reports(a: Report, b: Report) -> PhaseDiff:
             change(k, f(a), f(b)) for k, f in ESTIMATED if f(a) is not None or f(b) is not None
         ),
         kinds=_matched({k.kind: k.time_s for k in a.kinds}, {k.kind: k.time_s for k in b.kinds}),
-        layers=_matched(
-            {f"{g.group} ({g.block})": g.time_s for g in a.layers},
-            {f"{g.group} ({g.block})": g.time_s for g in b.layers},
-        ),
+        layers=_layers(a, b),
         ops=_matched(
             {o.name: o.total_time_s for o in a.ops}, {o.name: o.total_time_s for o in b.ops}
         ),
@@ -132,7 +147,7 @@ class Verdict(Frozen):
     def message(self) -> str:
         grew = f"{self.phase} time {self.growth * 100:+.1f}%"
         if self.threshold is None:
-            return f"{grew} (no gate)"
+            return f"{grew} (no gate: --fail-above PCT sets one)"
         relation = "within" if self.passed else "more than"
         return f"{grew}: {relation} --fail-above {self.threshold:g}%"
 

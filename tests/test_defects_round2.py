@@ -134,3 +134,50 @@ def test_prefill_logits_default_to_the_last_position() -> None:
     # TraceLens's conventions keep every position
     tracelens = compile_report(LLAMA8, H200, Workload(Phase.prefill, 1, 2048), "tracelens")
     assert tracelens.workload.logits == "all"
+
+
+# ---- 11. diff: layer groups by place, sides that do not fit, no gate, the rooflines
+
+
+def _renamed_blocks(tmp_path):
+    text = (MODELS / "llama3-70b.model").read_text().replace("llama_layer", "my_block")
+    path = tmp_path / "renamed.model"
+    path.write_text(text)
+    return path
+
+
+def test_identical_stacks_with_other_block_names_match(tmp_path) -> None:
+    r = run_cli("diff", str(MODELS / "llama3-70b.model"), str(_renamed_blocks(tmp_path)),
+                "--hw", "mi355x", "--format", "json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    layers = json.loads(r.stdout)["phases"][0]["layers"]
+    # the same 80 layers under another name: matched, no change (was "gone" and "new")
+    assert [(c["key"], c["delta"]) for c in layers] == [
+        ("model (model)", 0.0),
+        ("layers.0 (llama_layer → my_block)", 0.0),
+    ]
+
+
+def test_a_side_that_does_not_fit_says_so() -> None:
+    r = run_cli("diff", str(MODELS / "llama3-8b.model"), str(MODELS / "llama3.1-405b.model"),
+                "--hw", "h100")  # fmt: skip
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("memory (GB)")]
+    # 8B fits in 80 GB; 405B's 406 B parameters × 2 bytes alone are 812 GB
+    assert "(does not fit in 80)" in line and line.count("does not fit") == 1
+
+
+def test_a_pr_summary_without_a_gate_claims_no_pass() -> None:
+    r = run_cli("diff", str(MODELS / "llama3-70b.model"), str(MODELS / "llama3.1-405b.model"),
+                "--hw", "mi355x", "--format", "gfm")  # fmt: skip
+    assert r.returncode == 0
+    assert "✅" not in r.stdout and "❌" not in r.stdout
+    # (691.417 − 124.026) / 124.026 = +457.5 % (tests/test_publishing.py)
+    assert "prefill time +457.5% (no gate: --fail-above PCT sets one)" in r.stdout.splitlines()
+
+
+def test_the_readme_describes_the_diff_rooflines_as_drawn() -> None:
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    assert "rooflines on one set of axes" not in readme
+    assert "rooflines side by side, drawn to the same scales" in readme

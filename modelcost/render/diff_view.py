@@ -72,6 +72,13 @@ def _diff_charts(p: PhaseDiff, slug: str) -> tuple[Chart, ...]:
     )
 
 
+def _fit(cell: Cell, side) -> Cell:
+    """A memory cell, marked where it exceeds the side's device."""
+    if side.fits:
+        return cell
+    return Cell(f"{cell.text} (does not fit in {side.capacity / 1e9:,.0f})", cell.sort)
+
+
 def _rel(c) -> Cell:
     if c.rel is None:
         return Cell("new" if c.a is None else ("gone" if c.b is None else "n/a"), 0.0)
@@ -129,7 +136,10 @@ def build_diff_view(
                 delta = f"{c.delta * 100:+.1f} pt"
             else:
                 delta = signed(fmt(abs(c.delta)), c.delta < 0)
-            row = (Cell(label), num(fmt(c.a), c.a), num(fmt(c.b), c.b), Cell(delta, c.delta))
+            a, b = num(fmt(c.a), c.a), num(fmt(c.b), c.b)
+            if c.key == "memory":  # a side that does not fit says so beside its figure
+                a, b = _fit(a, p.a), _fit(b, p.b)
+            row = (Cell(label), a, b, Cell(delta, c.delta))
             rows.append((*row, _rel(c)))
         totals = Table(
             f"diff-totals-{i}",
@@ -177,7 +187,7 @@ class GateView(Record, frozen=True):
 
     title: str
     sides: str
-    verdict: str  # `✅ …` or `❌ …`
+    verdict: str  # `✅ …` or `❌ …`; without a gate, the change alone
     phases: tuple[GatePhaseView, ...]
     footer: str
 
@@ -191,12 +201,12 @@ def _headline(p: PhaseDiff) -> Markdown:
 
 def build_gate_view(d: DiffReport, verdict: Verdict) -> GateView:
     first = d.phases[0]
-    mark = "✅" if verdict.passed else "❌"
+    mark = "" if verdict.threshold is None else ("✅ " if verdict.passed else "❌ ")
     return GateView(
         title=f"{first.a.title} → {first.b.title}",
         sides=f"A: {first.a.title} on {first.a.hardware} · B: {first.b.title} on "
         f"{first.b.hardware}",
-        verdict=f"{mark} {verdict.message}",
+        verdict=f"{mark}{verdict.message}",
         phases=tuple(
             GatePhaseView(
                 headline=_headline(p),
