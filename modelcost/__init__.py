@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 # lark).
 _LAZY = {
     "ParamCount": ("params", "ParamCount"),
-    "count_params": ("params", "count_params"),
+    "count_params": ("compile", "count_params"),
     "load_spec": ("resolve", "load_spec"),
     "load_specs": ("resolve", "load_specs"),
     "parse_spec": ("resolve", "parse_spec"),

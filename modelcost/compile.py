@@ -13,6 +13,8 @@ from .graph import OpGraph, Phase, Workload, settled
 from .hardware import Hardware, load_hardware
 from .lower import lower
 from .options import DEFAULT_PEAK
+from .params import ParamCount
+from .params import count_params as parameters
 from .perfmodel import Conventions
 from .record import replace
 from .report import PeakMode, Report, Totals
@@ -42,10 +44,7 @@ def compile_report(
     With `advise`, a model that does not fit is told the smallest --tp that would;
     `kernels` adds the kernel-aware estimate beside the roofline; a `calibration`
     (calibration.py) applies a machine's measurements on top of it."""
-    if not isinstance(spec, ir.Spec):
-        spec = load_spec(spec)
-    if not isinstance(hw, Hardware):
-        hw = load_hardware(hw)
+    spec, hw = as_spec(spec), as_hardware(hw)
     if not isinstance(workload, Workload):
         workload = Workload(Phase(workload))
     workload = settled(workload, Conventions(conventions))
@@ -54,6 +53,30 @@ def compile_report(
     costed = cost(graph, Conventions(conventions))
     kernels = kernels or calibration is not None
     return build_report(costed, hw, peak, bandwidth, only, advice, kernels, calibration)
+
+
+def as_spec(spec: ir.Spec | str | Path) -> ir.Spec:
+    """The one rule of every entry point of the API: a Spec, or the path of a `.model`
+    file (its errors are SpecErrors, as on the command line)."""
+    if isinstance(spec, ir.Spec):
+        return spec
+    if isinstance(spec, str | Path):
+        return load_spec(spec)
+    raise TypeError(f"expected a Spec or the path of a .model file, got {type(spec).__name__}")
+
+
+def as_hardware(hw: Hardware | str | Path) -> Hardware:
+    """A Hardware, a shipped target's name (`"h100"`) or the path of a `.hw` file."""
+    if isinstance(hw, Hardware):
+        return hw
+    if isinstance(hw, str | Path):
+        return load_hardware(hw)
+    raise TypeError(f"expected a Hardware, a target's name or a .hw path, got {type(hw).__name__}")
+
+
+def count_params(spec: ir.Spec | str | Path) -> ParamCount:
+    """The model's parameters (params.count_params) of a Spec or a `.model` path."""
+    return parameters(as_spec(spec))
 
 
 @in_bulk

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import spec as ir
-from .compile import compile_totals
+from .compile import as_hardware, as_spec, compile_totals
 from .errors import SpecError
 from .files import read_text
 from .frozen import Frozen
@@ -57,15 +57,39 @@ class Engine(Record, frozen=True):
     prefix_hit: float = 0.0
 
     def __post_init__(self) -> None:
-        if not 0 <= self.prefix_hit < 1:
-            raise ValueError(f"prefix_hit must be in [0, 1), got {self.prefix_hit!r}")
-        if self.budget < 0:
-            raise ValueError(f"budget must be a whole number, got {self.budget!r}")
+        hit = self.prefix_hit
+        if isinstance(hit, bool) or not isinstance(hit, int | float) or not 0 <= hit < 1:
+            raise ValueError(f"prefix_hit must be in [0, 1), got {hit!r}")
+        if not _whole(self.budget) or self.budget < 0:
+            raise ValueError(f"budget must be a whole number of tokens, got {self.budget!r}")
 
     @property
     def label(self) -> str:
         what = f"chunked prefill, {self.budget:,} tokens a step" if self.budget else "static"
         return what + (f", {self.prefix_hit:.0%} prefix hits" if self.prefix_hit else "")
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_request(
+    isl: object, osl: object, concurrency: object, tpot: object, ttft: object
+) -> None:
+    """The API refuses what the command line's flags cannot say, with the same errors."""
+    for name, value in (("isl", isl), ("osl", osl), ("concurrency", concurrency)):
+        if value is None and name == "concurrency":
+            continue
+        if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise SpecError(f"{name} must be a positive whole number, got {value!r}",
+                            filename="modelcost")  # fmt: skip
+    for name, value in (("tpot", tpot), ("ttft", ttft)):
+        if value is None:
+            continue
+        if not (isinstance(value, int | float) and not isinstance(value, bool)
+                and math.isfinite(value) and value > 0):  # fmt: skip
+            raise SpecError(f"{name} must be a positive, finite number of seconds, got "
+                            f"{value!r}", filename="modelcost")  # fmt: skip
 
 
 STATIC = Engine()
@@ -199,8 +223,8 @@ class _Scenario:
 
 
 def serve(
-    spec: ir.Spec,
-    hw: Hardware,
+    spec: ir.Spec | str | Path,
+    hw: Hardware | str | Path,
     isl: int,
     osl: int,
     parallel: Parallel = ONE_DEVICE,
@@ -210,9 +234,10 @@ def serve(
     engine: Engine = STATIC,
 ) -> Serving:
     """The serving figures of `isl`/`osl` requests; `concurrency` fixes the batch (else
-    the largest that fits and meets `tpot`, `ttft` in seconds)."""
-    if isl <= 0 or osl <= 0:
-        raise SpecError("--isl and --osl must be positive", filename="modelcost")
+    the largest that fits and meets `tpot`, `ttft` in seconds). `spec` and `hw` may be
+    paths or a target's name, as for `compile_report`."""
+    _check_request(isl, osl, concurrency, tpot, ttft)
+    spec, hw = as_spec(spec), as_hardware(hw)
     sc = _Scenario(spec, hw, parallel, isl, osl, engine)
     most, per_seq = sc.most()
     if most == 0:
@@ -364,8 +389,8 @@ class Search(Tabular, Frozen):
 
 
 def search(
-    spec: ir.Spec,
-    hw: Hardware,
+    spec: ir.Spec | str | Path,
+    hw: Hardware | str | Path,
     isl: int,
     osl: int,
     tpot: float | None = None,
@@ -377,6 +402,8 @@ def search(
     scale-up domain, and beyond it only until a layout meets the targets. Pipeline
     stages are not tried: a decode pipeline is costed as a training step's fill and
     drain, which overstates its TPOT."""
+    _check_request(isl, osl, None, tpot, ttft)
+    spec, hw = as_spec(spec), as_hardware(hw)
     tried: list[Serving] = []
     refused: list[str] = []
     tp = 1

@@ -181,3 +181,73 @@ def test_the_readme_describes_the_diff_rooflines_as_drawn() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "rooflines on one set of axes" not in readme
     assert "rooflines side by side, drawn to the same scales" in readme
+
+
+# ---- 19. the Python API refuses bad input with the CLI's clean, typed errors
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"tpot": NAN}, "tpot must be a positive, finite number of seconds, got nan"),
+    ({"ttft": -1.0}, "ttft must be a positive, finite number of seconds, got -1.0"),
+    ({"ttft": INF}, "ttft must be a positive, finite number of seconds, got inf"),
+    ({"tpot": True}, "tpot must be a positive, finite number of seconds, got True"),
+    ({"isl": INF}, "isl must be a positive whole number, got inf"),
+    ({"isl": 0}, "isl must be a positive whole number, got 0"),
+    ({"osl": 2.5}, "osl must be a positive whole number, got 2.5"),
+    ({"osl": "128"}, "osl must be a positive whole number, got '128'"),
+    ({"concurrency": 0}, "concurrency must be a positive whole number, got 0"),
+    ({"concurrency": NAN}, "concurrency must be a positive whole number, got nan"),
+])  # fmt: skip
+def test_serve_refuses_what_its_flags_cannot_say(kwargs, message) -> None:
+    from modelcost import SpecError, search
+
+    args = {"isl": 128, "osl": 128} | kwargs
+    with pytest.raises(SpecError) as err:
+        serve(LLAMA8, H200, **args)
+    assert err.value.message == message
+    if "concurrency" not in kwargs:  # search takes the same request and targets
+        with pytest.raises(SpecError):
+            search(LLAMA8, H200, **args)
+
+
+@pytest.mark.parametrize("budget", [NAN, -1, 1.5, True, "8K"])
+def test_an_engine_budget_is_a_whole_number_of_tokens(budget) -> None:
+    from modelcost import Engine
+
+    with pytest.raises(ValueError, match="budget must be a whole number of tokens"):
+        Engine(budget=budget)
+
+
+@pytest.mark.parametrize("hit", [NAN, INF, -0.1, 1.0, "0.5"])
+def test_an_engine_prefix_hit_is_a_share_below_one(hit) -> None:
+    from modelcost import Engine
+
+    with pytest.raises(ValueError, match=r"prefix_hit must be in \[0, 1\)"):
+        Engine(prefix_hit=hit)
+
+
+def test_every_entry_point_takes_a_path_as_compile_report_does() -> None:
+    import modelcost
+
+    path = str(MODELS / "llama3-8b.model")
+    # llama3-8b: 8,030,261,248 parameters (its config.json, the zoo's exact count)
+    assert modelcost.count_params(path).total == 8_030_261_248
+    s = modelcost.serve(path, "h200", 128, 128)
+    assert s == serve(LLAMA8, H200, 128, 128)
+    with pytest.raises(modelcost.SpecError, match="cannot read"):
+        modelcost.count_params("no-such.model")
+    with pytest.raises(TypeError, match="expected a Spec or the path of a .model file, got int"):
+        modelcost.count_params(3)
+    with pytest.raises(TypeError, match="expected a Hardware, a target's name"):
+        modelcost.serve(LLAMA8, 3, 128, 128)
+
+
+def test_render_refuses_no_reports_and_other_things() -> None:
+    import modelcost
+
+    with pytest.raises(ValueError, match="render needs at least one report"):
+        modelcost.render([], "md")
+    with pytest.raises(TypeError, match="render takes reports .*, got str"):
+        modelcost.render(["x"], "md")

@@ -37,9 +37,16 @@ def render(reports: Report | Sequence[Report], fmt: str = "md") -> str:
     as `text`, `md`, `html` or `json`."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    from ..report import Report
+
+    items = [reports] if not isinstance(reports, Sequence) else list(reports)
+    if not items:
+        raise ValueError("render needs at least one report (compile_report's)")
+    odd = next((x for x in items if not isinstance(x, Report)), None)
+    if odd is not None:
+        raise TypeError(f"render takes reports (compile_report's), got {type(odd).__name__}")
     module, name = FORMATS[fmt]
     fn = getattr(importlib.import_module(f".{module}", __name__), name)
-    items = [reports] if not isinstance(reports, Sequence) else list(reports)
     return fn(items)
 
 
