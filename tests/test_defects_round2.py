@@ -238,7 +238,7 @@ def test_every_entry_point_takes_a_path_as_compile_report_does() -> None:
     assert s == serve(LLAMA8, H200, 128, 128)
     with pytest.raises(modelcost.SpecError, match="cannot read"):
         modelcost.count_params("no-such.model")
-    with pytest.raises(TypeError, match="expected a Spec or the path of a .model file, got int"):
+    with pytest.raises(TypeError, match=r"expected a Spec or the path of a \.model file, got int"):
         modelcost.count_params(3)
     with pytest.raises(TypeError, match="expected a Hardware, a target's name"):
         modelcost.serve(LLAMA8, 3, 128, 128)
@@ -249,5 +249,5 @@ def test_render_refuses_no_reports_and_other_things() -> None:
 
     with pytest.raises(ValueError, match="render needs at least one report"):
         modelcost.render([], "md")
-    with pytest.raises(TypeError, match="render takes reports .*, got str"):
+    with pytest.raises(TypeError, match=r"render takes reports .*, got str"):
         modelcost.render(["x"], "md")
