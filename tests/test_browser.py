@@ -35,10 +35,16 @@ try:
 except ImportError:  # pragma: no cover - depends on the machine
     sync_playwright = None
 
-if not (CHROMIUM and sync_playwright):
-    if os.environ.get("CI"):
-        raise RuntimeError("CI must have chromium and playwright: see .ci/run")
-    pytest.skip("headless Chromium or playwright is not installed", allow_module_level=True)
+MISSING = (
+    "headless Chromium is not installed (apt-get install chromium)" if not CHROMIUM
+    else "playwright is not installed (pip install -e '.[dev]')" if not sync_playwright
+    else None
+)  # fmt: skip
+if MISSING and os.environ.get("CI"):
+    raise RuntimeError(f"CI must run the browser tests, but {MISSING}: see .ci/run")
+# each test skipped with the reason, which the summary prints (-rs in pyproject.toml):
+# "7 skipped" and why, never one quiet module skip
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"browser test: {MISSING}")
 
 
 @pytest.fixture(scope="module")

@@ -251,3 +251,30 @@ def test_render_refuses_no_reports_and_other_things() -> None:
         modelcost.render([], "md")
     with pytest.raises(TypeError, match=r"render takes reports .*, got str"):
         modelcost.render(["x"], "md")
+
+
+# ---- 21. browser tests say why they are skipped, one line per reason, every test counted
+
+
+def test_browser_tests_skip_loudly_without_chromium(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "CI"} | {"PATH": str(tmp_path)}
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_browser.py", "-p", "no:cacheprovider"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("SKIPPED")]
+    # every skipped test is counted and says why, in the default summary (was: "1
+    # skipped", one module skip hiding 7 tests, its reason shown only with -rs)
+    assert lines and all(
+        ln.endswith("browser test: headless Chromium is not installed (apt-get install chromium)")
+        for ln in lines
+    )
+    count = sum(int(ln.split("[")[1].split("]")[0]) for ln in lines)
+    assert count > 1 and f"{count} skipped" in r.stdout
