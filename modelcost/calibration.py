@@ -12,6 +12,11 @@ file per op family: GEMM.csv, SDPA_fwd.csv, UnaryElementwise.csv, ...; `Kernel T
 (µs)_median` against the op rebuilt from its `param:` columns, or for the families
 without a shape, its `GFLOPS_first` and `Data Moved (MB)_first`). A kind's factor is the
 geometric mean of measured / estimated times over its points.
+
+Every value read is checked where it is read, and a bad one is refused at its place (a
+CSV row's line and column, a JSON field's line and column): shapes are whole numbers
+from 1 to MAX_DIM, times positive and at most MAX_TIME_S, FLOPs and bytes finite, and a
+point's factor, like a factor in a calibration file, within MIN_FACTOR to MAX_FACTOR.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ SCHEMA: Literal["modelcost-calibration/1"] = "modelcost-calibration/1"
 # GB), not a machine: `calibrate` refuses such a point, `--calibrate` such a factor.
 MIN_FACTOR, MAX_FACTOR = 1e-3, 1e3
 MAX_TIME_S = 1e6  # a measured op time (11.6 days); more is a unit mistake
-MAX_SHOWN = 200  # characters of a source line shown under an error; a longer line is not
+MAX_SHOWN = 500  # characters of a source line shown under an error; a longer line is not
 FILE_HINT = "modelcost calibrate writes this file"
 CSV_HINT = (
     "a TraceLens perf-report CSV: `param:` columns, `Compute Spec`, `Kernel Time (µs)_median`"
@@ -248,7 +253,7 @@ def _amount(row: Mapping[str, object], key: str, scale: float, unit: str,
     """A number times `scale`: finite, positive (or not negative), at most `most`."""
     x = _number(row, key) * scale
     low = x > 0 if positive else x >= 0
-    if not (low and x <= most):  # NaN fails both
+    if not (low and x <= most and math.isfinite(x)):  # NaN fails all
         sign = "positive" if positive else "non-negative"
         bound = f" of at most {most / scale:g}" if most < math.inf else ""
         raise _Bad((key,), f"`{key}` must be a {sign} finite number{bound}{unit}; "
@@ -315,7 +320,7 @@ def read_points(path: str | Path, hw: Hardware) -> list[Observation]:
         raise SpecError("not a measurement file: it holds no list of `points` objects",
                         filename=name, hint=POINTS_HINT)  # fmt: skip
     try:
-        return from_points(points, hw)
+        return _from_points(points, hw)
     except _Bad as bad:
         field = ("points", *bad.field)
         raise _at_json(text, name, field, f"{'.'.join(map(str, field))}: {bad.message}",
@@ -324,7 +329,16 @@ def read_points(path: str | Path, hw: Hardware) -> list[Observation]:
 
 def from_points(points: list[dict], hw: Hardware) -> list[Observation]:
     """Observations of the kernel-level points measured on `hw` (bandwidth points have
-    no op to calibrate and are left out). A bad point raises _Bad at (index, key)."""
+    no op to calibrate and are left out); a bad point is a SpecError naming its field."""
+    try:
+        return _from_points(points, hw)
+    except _Bad as bad:
+        where = ".".join(map(str, ("points", *bad.field)))
+        raise SpecError(f"{where}: {bad.message}", filename="<points>", hint=bad.hint) from None
+
+
+def _from_points(points: list[dict], hw: Hardware) -> list[Observation]:
+    """from_points; a bad point raises _Bad at (its index, its key)."""
     out = []
     for i, p in enumerate(points):
         if p.get("hardware") != hw.name or p.get("kind") not in ("gemm", "attention"):
@@ -349,7 +363,7 @@ def _point(p: dict, hw: Hardware) -> Observation:
         _choice(p, "pass_", ("fwd", "bwd"))
         time_key, kind = "time_ms", "SDPA"
         _amount(p, time_key, 1e-3, " ms", most=MAX_TIME_S)
-    c = check({**p, **shape})
+    c = check({"id": 0, **p, **shape})  # the id only names the point
     if p["kind"] == "attention":
         shape = {"B": shape["B"], "N_Q": shape["S_q"], "H_Q": shape["H_q"],
                  "N_KV": shape["S_kv"], "H_KV": shape["H_kv"], "causal": p["causal"]}  # fmt: skip
