@@ -394,10 +394,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from .calibration import fit, from_points, from_tracelens
+    from .calibration import fit, from_tracelens, read_points
     from .files import write_text
     from .hardware import load_hardware
-    from .measured import load_points
 
     try:
         hw = load_hardware(args.hw)
@@ -406,12 +405,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             if str(path).endswith(".csv"):
                 observations += from_tracelens(path, hw)
             else:
-                try:
-                    observations += from_points(load_points(path), hw)
-                except (ValueError, KeyError, TypeError) as err:
-                    hint = "tests/data/measured-kernels.json is one"
-                    raise SpecError(f"not a measurement file: {err!r}", filename=str(path),
-                                    hint=hint) from None  # fmt: skip
+                observations += read_points(path, hw)
         if not observations:
             raise SpecError(f"no measurement of a GEMM, attention or other op on {hw.name}",
                             filename="modelcost", hint="check --hw")  # fmt: skip
