@@ -59,11 +59,13 @@ def code_digest(folders: Iterable[tuple[str, Path, str]]) -> str:
 
 def modelcost_digest() -> str:
     """The digest of the modelcost that is running: its package, templates and grammar."""
-    return code_digest((
-        ("modelcost", _PACKAGE, "*.py"),
-        ("templates", data_dir("templates"), "*"),
-        ("grammar", data_dir("grammar"), "*"),
-    ))
+    return code_digest(
+        (
+            ("modelcost", _PACKAGE, "*.py"),
+            ("templates", data_dir("templates"), "*"),
+            ("grammar", data_dir("grammar"), "*"),
+        )
+    )
 
 
 def entry_key(*inputs: str) -> str:
@@ -83,10 +85,11 @@ def read_entry(path: Path, key: str) -> tuple[Report, ...] | None:
         fd = os.open(path, flags)  # a symlink (or a loop of them): ELOOP
     except OSError:
         return None  # absent, a symlink, unreadable
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
+        os.close(fd)  # a directory, a FIFO, a device; or too large to be ours
+        return None
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
-            return None
         try:
             data = f.read(MAX_ENTRY_BYTES + 1)
         except OSError:
