@@ -207,6 +207,8 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
                     f"{src}:{n}: modelcost block: expected `key: value` with a key of "
                     f"{keys_known}, got {raw.strip()!r}"
                 )
+            if not value.strip():  # `hw:` alone would name mkdocs.yml's folder
+                raise PluginError(f"{src}:{n}: modelcost block: `{name}:` needs a value")
             keys[name], lines[name], raws[name] = value.strip(), n, raw
         show = keys.get("show", "report")
         if show not in SHOWS:

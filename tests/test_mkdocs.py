@@ -350,11 +350,14 @@ def plugin_at(root: Path):
     return plugin
 
 
-@pytest.mark.parametrize("page_text", [
-    "```modelcost\n" * 30_000,  # each line a fence of the one before: shown text
-    "```modelcost\nspec: a\n" + "x\n" * 30_000,  # one block never closed
-    "```\n" + "```modelcost\nspec: a\n" * 15_000,  # blocks inside an unclosed fence
-])  # fmt: skip
+UNCLOSED = {  # 30,000 lines each
+    "opening fences": "```modelcost\n" * 30_000,  # the first opens; the others are its text
+    "a block never closed": "```modelcost\nspec: a\n" + "x\n" * 29_998,
+    "blocks inside an unclosed fence": "```\n" + "```modelcost\nspec: a\n" * 15_000,
+}
+
+
+@pytest.mark.parametrize("page_text", UNCLOSED.values(), ids=UNCLOSED.keys())
 def test_a_page_of_unclosed_fences_is_read_in_linear_time(page_text: str) -> None:
     # the block pattern was quadratic on these: 30,000 lines ran past two minutes
     start = time.perf_counter()
@@ -399,3 +402,7 @@ def test_hw_resolves_against_mkdocs_yml_as_spec_does(tmp_path: Path, monkeypatch
         build(root)
     assert "index.md:3: modelcost block: index.md:5:5: error: unknown hardware `h20`" in caplog.text
     assert "hint: did you mean `h200`?" in caplog.text
+    (root / "docs" / "index.md").write_text(home.replace("targets/mine.hw", ""))
+    with pytest.raises((PluginError, Abort)):
+        build(root)
+    assert "index.md:5: modelcost block: `hw:` needs a value" in caplog.text
