@@ -10,10 +10,11 @@ blocks inside any page.
 
 adds `costs/index.md` (the model × hardware grid and table), a page per model and target
 and each diff, with their charts as SVG files, exactly what `modelcost site` writes. A
-page's inputs (the resolved spec, the target, the workload, modelcost's version) key a
-cache (`cache`, beside mkdocs.yml): a rebuild compiles and renders only the pages whose
-inputs changed. And a fenced block in any page embeds one report, a table of it, or a
-diff, with inline charts:
+page's reports are cached (`cache`, beside mkdocs.yml) under the key of their inputs
+(modelcost's own code, the resolved spec, the target, the workload): a rebuild compiles
+only the pages whose inputs changed and renders every page from its reports, read back
+as untrusted input (mkdocs_cache.py). And a fenced block in any page embeds one report,
+a table of it, or a diff, with inline charts:
 
     ```modelcost
     spec: models/llama3-8b.model
@@ -23,14 +24,18 @@ diff, with inline charts:
     batch: 8
     ```
 
+Paths, in the configuration (`specs`, a `hardware` file) and in a block (`spec`, `vs`,
+`hw`), are relative to mkdocs.yml's folder, never to the current directory; a `hardware`
+or `hw` value that names no file there is a shipped target's name. A block is a fence
+whose info string is `modelcost` (mkdocs_fences.py); one inside a longer fence is shown,
+not run. A mistake in a block stops the build at its page and line.
+
 mkdocs is not a dependency of modelcost: this module is imported by MkDocs only.
 """
 
 from __future__ import annotations
 
 import glob
-import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -44,16 +49,16 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
 from . import __version__
-from .errors import SpecError
+from .errors import SpecError, did_you_mean
 from .graph import DEFAULT_BATCH, Parallel, Phase, Workload
-from .hardware import Hardware, load_hardware
-from .report import ReportSet
+from .hardware import Hardware, hardware_dir, load_hardware, shipped_hardware
+from .mkdocs_cache import entry_key, modelcost_digest, read_entry, write_entry
+from .mkdocs_fences import fenced_blocks
 from .resolve import load_spec
-from .site import SiteOptions, SitePage, assemble, site_page
+from .site import SiteOptions, SitePage, assemble, render_page, site_page
 
 log = get_plugin_logger(__name__)
 FORMATS = ("md",)  # MkDocs renders the Markdown pages itself
-BLOCK = re.compile(r"^```modelcost[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 SHOWS = ("report", "summary", "kinds", "diff")
 BLOCK_KEYS = ("spec", "hw", "show", "phase", "batch", "seq", "context", "vs")
 
@@ -77,6 +82,7 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
     def on_config(self, config: MkDocsConfig) -> MkDocsConfig:
         self.root = Path(config.config_file_path or ".").resolve().parent
         self.rebuilt = self.reused = 0
+        self.code = modelcost_digest()  # once a build: an edit of modelcost recompiles
         return config
 
     # ---- the pages
@@ -89,7 +95,7 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
         options = SiteOptions(batch=cfg.batch, seq=cfg.seq, context=cfg.context, parallel=layout)
         try:
             specs = self._specs()
-            targets = [load_hardware(h) for h in cfg.hardware]
+            targets = [self._hardware(h) for h in cfg.hardware]
             diffs = [self._pair(d) for d in cfg.diffs]
             pages = [self._page(name, spec, hw, options) for name, spec in specs for hw in targets]
             site = assemble(pages, [n for n, _ in specs], targets, diffs, options, FORMATS)
@@ -118,43 +124,68 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
             raise SpecError(f"`diffs` takes A:B (file stems), got {text!r}", filename="mkdocs.yml")
         return a, b
 
+    def _hardware(self, value: str, src: str = "", line: int = 0, raw: str = "") -> Hardware:
+        """A target by file, relative to mkdocs.yml as a spec is, or by a shipped target's
+        name; `src`, `line` and `raw`: where a block names it."""
+        path = self.root / value
+        if path.suffix == ".hw" or path.exists():
+            return load_hardware(path)
+        names = shipped_hardware()
+        if value in names:
+            return load_hardware(hardware_dir() / f"{value}.hw")
+        raise SpecError(
+            f"unknown hardware `{value}`: no shipped target and no file {path}",
+            filename=src or str(self.root / "mkdocs.yml"),
+            line=line,
+            column=raw.find(value) + 1,
+            source_line=raw,
+            width=len(value),
+            hint=did_you_mean(value, names) or f"shipped: {', '.join(names)}",
+        )
+
     def _page(self, name: str, spec, hw: Hardware, options: SiteOptions) -> SitePage:
-        """One page, from the cache when its inputs are the ones it was made from."""
-        inputs = (__version__, spec.model_dump_json(), hw.model_dump_json(), repr(options))
-        key = hashlib.sha256("\n".join(inputs).encode()).hexdigest()
+        """One page, rendered from its cached reports when their inputs are this page's,
+        else compiled (and cached)."""
+        inputs = (self.code, __version__, spec.model_dump_json(), hw.model_dump_json())
+        key = entry_key(*inputs, repr(options))
         path = self.root / self.config.cache / f"{name}-{hw.name}.json"
-        try:
-            cached = json.loads(path.read_text(encoding="utf-8"))
-            if cached["key"] == key:
-                reports = ReportSet.model_validate_json(cached["reports"]).reports
-                self.reused += 1
-                return SitePage(name=cached["page"], spec=name, hardware=hw, reports=reports,
-                                files=tuple((k, v) for k, v in cached["files"]))  # fmt: skip
-        except (OSError, ValueError, KeyError):
-            pass  # absent, stale or unreadable: compile it
+        reports = read_entry(path, key)
+        if reports is not None and all(
+            r.model.name == spec.name and r.hardware.name == hw.name for r in reports
+        ):
+            self.reused += 1
+            return render_page(name, hw, reports, FORMATS)
         page = site_page(name, spec, hw, options, FORMATS)
         self.rebuilt += 1
-        from .render.json_format import render_json
-
-        record = {"key": key, "page": page.name, "files": [list(f) for f in page.files],
-                  "reports": render_json(list(page.reports))}  # fmt: skip
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record), encoding="utf-8")
+        try:
+            write_entry(path, key, page.reports)
+        except OSError as err:  # the build goes on; the next compiles this page again
+            log.warning(f"modelcost: cannot cache {path}: {err.strerror or err}")
         return page
 
     # ---- blocks inside pages
     def on_page_markdown(self, markdown: str, *, page: Page, config: MkDocsConfig, files: Files):
-        def expand(m: re.Match) -> str:
-            line = markdown.count("\n", 0, m.start()) + 1  # the opening fence's
-            where = f"{page.file.src_uri}:{line}"
+        return self.expand(markdown, page.file.src_uri)
+
+    def expand(self, markdown: str, src: str) -> str:
+        """`markdown` with each of its blocks replaced by what it shows."""
+        lines = markdown.split("\n")
+        out: list[str] = []
+        done = 0  # lines[:done] are in `out`
+        for block in fenced_blocks(lines):
+            fence = block.start + 1  # the opening fence's line
+            if block.end is None:
+                raise PluginError(f"{src}:{fence}: modelcost block: its fence is never "
+                                  f"closed (end it with a line of {block.fence})")  # fmt: skip
+            out += lines[done : block.start]
             try:
-                return self._block(m.group(1), page.file.src_uri, line)
-            except SpecError as err:
-                raise PluginError(f"{where}: modelcost block: {err}") from None
+                out.append(self._block(block.body, src, fence))
+            except SpecError as err:  # its source line, caret and hint too
+                raise PluginError(f"{src}:{fence}: modelcost block: {err.render()}") from None
+            done = block.end + 1
+        return "\n".join(out + lines[done:])
 
-        return BLOCK.sub(expand, markdown)
-
-    def _block(self, body: str, src: str, fence: int) -> str:
+    def _block(self, body: tuple[str, ...], src: str, fence: int) -> str:
         from .compile import compile_report
         from .diff import diff
         from .render.formats import render_diff, render_markdown
@@ -163,7 +194,8 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
         where = f"{src}:{fence}"
         keys: dict[str, str] = {}
         lines: dict[str, int] = {}  # the page line of each key
-        for n, raw in enumerate(body.splitlines(), fence + 1):
+        raws: dict[str, str] = {}  # and its text
+        for n, raw in enumerate(body, fence + 1):
             text = raw.split("#", 1)[0].strip()
             if not text:
                 continue
@@ -175,7 +207,9 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
                     f"{src}:{n}: modelcost block: expected `key: value` with a key of "
                     f"{keys_known}, got {raw.strip()!r}"
                 )
-            keys[name], lines[name] = value.strip(), n
+            if not value.strip():  # `hw:` alone would name mkdocs.yml's folder
+                raise PluginError(f"{src}:{n}: modelcost block: `{name}:` needs a value")
+            keys[name], lines[name], raws[name] = value.strip(), n, raw
         show = keys.get("show", "report")
         if show not in SHOWS:
             at = f"{src}:{lines['show']}"
@@ -184,7 +218,7 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
             raise PluginError(f"{where}: a modelcost block needs `spec:` and `hw:`")
         if show == "diff" and "vs" not in keys:
             raise PluginError(f"{where}: show: diff needs `vs: B.model`")
-        hw = load_hardware(keys["hw"])
+        hw = self._hardware(keys["hw"], src, lines["hw"], raws["hw"])
 
         def ints(name: str) -> int | None:
             if name not in keys:

@@ -83,13 +83,19 @@ def site_page(
     name: str, spec: ir.Spec, hw: Hardware, options: SiteOptions, formats=FORMATS
 ) -> SitePage:
     """Compile and render one model × target page."""
-    reports = _reports(spec, hw, options)
+    return render_page(name, hw, _reports(spec, hw, options), formats)
+
+
+def render_page(
+    name: str, hw: Hardware, reports: list[Report] | tuple[Report, ...], formats=FORMATS
+) -> SitePage:
+    """One model × target page from its reports (compiled now, or read back)."""
     page = f"{name}-{hw.name}"
     files: dict[str, str] = {}
     if "md" in formats:
-        files |= markdown_files(reports, f"{page}.md")
+        files |= markdown_files(list(reports), f"{page}.md")
     if "html" in formats:
-        files[f"{page}.html"] = render_html(reports)
+        files[f"{page}.html"] = render_html(list(reports))
     return SitePage(name=page, spec=name, hardware=hw, reports=tuple(reports),
                     files=tuple(sorted(files.items())))  # fmt: skip
 
