@@ -38,10 +38,11 @@ _HIDDEN = re.compile(
 _BACKSLASHED = re.compile(r"([\\`*\[\]]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 # entities where Python-Markdown has no backslash escape: `|` splits table cells, `~`
 # strikes through in GFM, `{` and `}` open and close attribute lists (attr_list,
-# legacy_attrs, `{: onclick=...}`) and critic marks, `$` math (GitHub, arithmatex)
-_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "&#124;", "~": "&#126;",
-             "{": "&#123;", "}": "&#125;", "$": "&#36;"}  # fmt: skip
-_ENTITY = re.compile(r"[&<>|~{}$]")
+# legacy_attrs: `{: onclick=...}`) and critic marks, `$` math (GitHub, arithmatex); and
+# pymdownx's inline marks: `^` (caret), `==` (mark), `++` (keys), `:name:` (emoji, an
+# image from a CDN)
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_ENTITY = re.compile(r"[&<>|~{}$^]|(?<=\+)\+|\+(?=\+)|(?<==)=|=(?==)|:(?=[\w+-])")
 _AUTOLINK = re.compile(r"(?<=[A-Za-z0-9])(:)(?=//)|(?i:(?<=\bwww)(\.))")
 # what would start a heading, list, rule or setext underline at the start of a line
 _BLOCK_START = re.compile(r"^(\s*)([#+\-=](?=\s|$|[#+\-=])|\d{1,9}(?=[.)](?:\s|$)))")
@@ -76,7 +77,7 @@ def md(text: object) -> Markdown:
     if isinstance(text, Markdown):
         return text
     s = _BACKSLASHED.sub(r"\\\1", clean(text))
-    s = _ENTITY.sub(lambda m: _ENTITIES[m.group()], s)
+    s = _ENTITY.sub(lambda m: _ENTITIES.get(m.group()) or f"&#{ord(m.group())};", s)
     # GFM autolinks `scheme://...`, `www.` and e-mail addresses in plain text; a zero-width
     # space breaks each pattern (a backslash would show in Python-Markdown)
     s = _AUTOLINK.sub(lambda m: ZERO_WIDTH_SPACE + m.group(), s)
