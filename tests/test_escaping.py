@@ -31,6 +31,7 @@ from modelcost.diff import diff, gate
 from modelcost.graph import Workload
 from modelcost.hardware import parse_hardware
 from modelcost.render.escape import clean, md
+from modelcost.render.escape import xml as svg_text
 from modelcost.render.formats import (
     diff_markdown_files,
     markdown_files,
@@ -83,16 +84,21 @@ def _spec(name: str):
     return parse_spec(text)
 
 
+_HW = (
+    'hardware evil {{\n  title = "{title}"\n  vendor = "<b>v</b>"\n'
+    '  arch = "[a](javascript:x)"\n  memory = 80 GB\n  memory_bandwidth = 3 TB/s\n'
+    "  scaleup_bandwidth = 900 GB/s\n  compute_units = 132\n  clock = 1.8 GHz\n"
+    "  matrix {{ bf16 = 989 TFLOPS }}\n  vector {{ fp32 = 67 TFLOPS }}\n"
+    '  achievable {{ bf16 = 700 TFLOPS\n source = "<img src=y onerror=z> | x" }}\n}}\n'
+)
+
+
+def _hw_title() -> str:
+    return TITLE.replace("\\n", " ").replace("\x1b", "").replace("\a", "")
+
+
 def _hardware():
-    hw_title = TITLE.replace("\\n", " ").replace("\x1b", "").replace("\a", "")
-    text = (
-        f'hardware evil {{\n  title = "{hw_title}"\n  vendor = "<b>v</b>"\n'
-        '  arch = "[a](javascript:x)"\n  memory = 80 GB\n  memory_bandwidth = 3 TB/s\n'
-        "  scaleup_bandwidth = 900 GB/s\n  compute_units = 132\n  clock = 1.8 GHz\n"
-        "  matrix { bf16 = 989 TFLOPS }\n  vector { fp32 = 67 TFLOPS }\n"
-        '  achievable { bf16 = 700 TFLOPS\n source = "<img src=y onerror=z> | x" }\n}\n'
-    )
-    return parse_hardware(text, "evil.hw")
+    return parse_hardware(_HW.format(title=_hw_title()), "evil.hw")
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +275,7 @@ def test_clean_leaves_one_visible_line(text: str) -> None:
         assert not UNSEEN.search(out) and "\n" not in out and "\r" not in out
         assert not re.search(r"[\u200c-\u200f\u2060\u061c\ud800-\udfff]", out)
     assert not re.search(r"[{}$]", md(text))
-    ET.fromstring(f"<t a='{clean(text).replace('&', '&amp;').replace('<', '&lt;')}'/>")
+    ET.fromstring(f'<t a="{svg_text(text)}">{svg_text(text)}</t>')  # well-formed XML
     assert clean(clean(text)) == clean(text)  # cleaning twice changes nothing more
 
 
@@ -325,3 +331,38 @@ def test_site_links_reach_their_pages_whatever_the_name(ext: str) -> None:
     assert all(p in site for p in pages)
     # `#`, `?` and `%` are encoded: `x#y?z` is not a link to `x`, `%2e%2e` not to `..`
     assert "x%23y%3Fz-evil." + ext in index and "%252e%252e-evil." + ext in index
+
+
+def test_the_mkdocs_plugin_pages_carry_no_markup_from_user_text(tmp_path: Path) -> None:
+    # a real MkDocs build with the extensions above: the plugin's pages, its index and a
+    # block in a page, from a hostile spec and target
+    build = pytest.importorskip("mkdocs.commands.build")
+    from mkdocs.config import load_config
+
+    for name in ("a", "b"):
+        spec = f'model {name} {{\n  title = "{TITLE}"\n  d_model = 64\n  vocab = 128\n'
+        spec += "  embed(vocab)\n  rmsnorm\n  attention(4)\n  rmsnorm\n  lm_head(vocab)\n}\n"
+        (tmp_path / f"{name}.model").write_text(spec, encoding="utf-8")
+    hw = tmp_path / "evil.hw"
+    hw.write_text(_HW.format(title=_hw_title()), encoding="utf-8")
+    (tmp_path / "docs").mkdir()
+    block = f"```modelcost\nspec: a.model\nhw: {hw}\nshow: report\nseq: 16\ncontext: 16\n```\n"
+    (tmp_path / "docs" / "index.md").write_text(f"# Home\n\n{block}", encoding="utf-8")
+    extensions = "".join(f"  - {e}\n" for e in MKDOCS_EXTENSIONS)
+    (tmp_path / "mkdocs.yml").write_text(
+        f"site_name: Costs\nmarkdown_extensions:\n{extensions}plugins:\n  - modelcost:\n"
+        f'      specs: [a.model, b.model]\n      hardware: ["{hw}"]\n'
+        '      diffs: ["a:b"]\n      seq: 16\n      context: 16\n',
+        encoding="utf-8",
+    )
+    build.build(load_config(str(tmp_path / "mkdocs.yml")))
+    pages = sorted((tmp_path / "site").rglob("*.html"))
+    costs = [p for p in pages if "costs" in p.parts]
+    assert len(costs) >= 4  # the index, a page a spec, the diff
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        tags = re.sub(r'"[^"]*"', '""', html)  # attribute values aside (an image's alt text)
+        assert not re.search(r"<[^<>]*\son(click|error)\s*=", tags), page
+        assert "arithmatex" not in html and "math/tex" not in html, page
+        assert "<script>alert" not in html and "<img src=x" not in html, page
+        assert not UNSEEN.search(html), page
