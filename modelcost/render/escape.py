@@ -1,12 +1,13 @@
 """Escaping of text that came from a user's file, for each text output format.
 
-Every format first passes such text (a title, a name, a file name) through `clean`, the
-one sanitiser: a tab or line break becomes a space (a title never starts a line of its
-own), and what is invisible, reorders text or is not allowed in XML (C0/C1 controls,
-U+FFFE/U+FFFF, lone surrogates, bidi overrides and isolates, zero-width characters,
-line and paragraph separators, the byte-order mark) is shown as its escape, `\\u202e`:
-visibly, so a title cannot pass for another (`%0001+` shown as `+10000%`), and naming
-the code point, which a replacement character (U+FFFD) would not.
+Every format for people (not JSON, which carries the data as it is) first passes such
+text (a title, a name, a file name) through `clean`, the one sanitiser: a tab or line
+break becomes a space (a title never starts a line of its own), and what is invisible,
+reorders text or is not allowed in XML (C0/C1 controls, U+FFFE/U+FFFF, lone surrogates,
+bidi overrides and isolates, zero-width characters, line and paragraph separators, the
+byte-order mark) is shown as its escape, `\\u202e`: visibly, so a title cannot pass for
+another (after U+202E, `%0001+` reads `+10000%`), and naming the code point, which a
+replacement character (U+FFFD) would not.
 
 Then, per format. Markdown (`md`): rendered by Python-Markdown (MkDocs, with attr_list,
 legacy_attrs, md_in_html, pymdownx) or as GitHub-flavoured Markdown, an escaped string
