@@ -30,7 +30,7 @@ from .options import (
     seconds,
 )
 from .render import CHART_MODES, DIFF_FORMATS, FORMATS, SWEEP_FORMATS
-from .render.escape import terminal
+from .render.escape import clean, terminal
 from .render.units import count, fixed
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -60,7 +60,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             continue
         for spec in specs:
             total = count_params(spec).total
-            print(f"ok  {path}  {spec.name}  {count(total)} parameters")
+            print(f"ok  {clean(path)}  {spec.name}  {count(total)} parameters")
     return status
 
 
@@ -72,7 +72,7 @@ def _check_hardware(path: str) -> int:
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
-    print(terminal(f"ok  {path}  {hw.name}  {hw.title} ({hw.arch})"))
+    print(f"ok  {clean(path)}  {hw.name}  {clean(hw.title)} ({clean(hw.arch)})")
     return EXIT_OK
 
 

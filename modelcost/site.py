@@ -26,7 +26,6 @@ from .perfmodel import Conventions
 from .record import Record
 from .render.bars import GridCell, grid_svg
 from .render.env import render
-from .render.escape import safe_href
 from .render.formats import diff_markdown_files, markdown_files, render_diff, render_html
 from .render.table import Cell, Table
 from .render.units import count, duration, fixed
@@ -224,7 +223,7 @@ def _index(pages: list[SitePage], ext: str) -> Table:
         m = reports[0].model
         fits = all(r.totals.memory.fits for r in reports)
         out.append((
-            Cell(m.title, href=safe_href(f"{page}.{ext}")), Cell(hw.title),
+            Cell(m.title, href=f"{page}.{ext}"), Cell(hw.title),
             Cell(count(m.params_total), m.params_total),
             Cell(count(m.params_active), m.params_active),
             Cell(duration(p.totals.per_token.ms_per_token / 1e3), p.totals.per_token.ms_per_token)
@@ -248,7 +247,7 @@ def _diff_index(rows, ext: str) -> Table:
     out = []
     for a, b, hw, page, d in rows:
         change = d.phases[0].time_change
-        out.append((Cell(f"{a} vs {b}", href=safe_href(f"{page}.{ext}")), Cell(hw.title),
+        out.append((Cell(f"{a} vs {b}", href=f"{page}.{ext}"), Cell(hw.title),
                     Cell(f"{change * 100:+.1f}%", change)))  # fmt: skip
     return Table("diffs", ("diff", "hardware", "prefill time change"), tuple(out),
                  (False, False, True))  # fmt: skip

@@ -5,7 +5,9 @@ Needs Debian's `chromium` and the `playwright` package (.ci/run installs both); 
 where they are missing, except under CI, where that is a failure.
 """
 
+import base64
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -254,3 +256,144 @@ def test_the_mkdocs_site_loads_with_its_charts(browser, tmp_path: Path) -> None:
     page.goto((site / "index.html").as_uri())
     assert page.locator("svg.roofline").count() == 3  # the report block and the diff's
     assert errors == []
+
+
+# Issue 20, item 1: the SVG files written beside Markdown (`-o page.md`, the site, the
+# MkDocs plugin) carry their own style: each, shown alone as an image (as GitHub and
+# MkDocs show it), looks as it does inline in the HTML page, its plot area light, its
+# roofs drawn and every label inside its box.
+PIXELS = """async ([alone, inline, at]) => {
+  const decode = src => new Promise((ok, no) => {
+    const i = new Image();
+    i.onload = () => {
+      const c = document.createElement('canvas');
+      c.width = i.width; c.height = i.height;
+      const g = c.getContext('2d');
+      g.drawImage(i, 0, 0);
+      ok(g.getImageData(0, 0, i.width, i.height));
+    };
+    i.onerror = no;
+    i.src = src;
+  });
+  const a = await decode(alone), b = await decode(inline);
+  let differ = 0;
+  if (a.width === b.width && a.height === b.height) {
+    for (let k = 0; k < a.data.length; k += 4) {
+      const d = Math.max(...[0, 1, 2].map(c => Math.abs(a.data[k + c] - b.data[k + c])));
+      if (d > 64) differ++;
+    }
+  } else differ = -1;
+  const px = ([x, y]) => [0, 1, 2].map(c => a.data[(y * a.width + x) * 4 + c]);
+  return {differ, size: [a.width, a.height], inline: [b.width, b.height], at: at.map(px)};
+}"""
+NATURAL_SIZE = """() => document.querySelectorAll(".chart svg").forEach(s => {
+  s.style.width = s.getAttribute('width') + 'px'; s.style.maxWidth = 'none';
+})"""
+BOXES = """() => {
+  const box = document.documentElement.viewBox.baseVal;
+  return [...document.querySelectorAll('text')].map(t => {
+    const r = t.getBoundingClientRect();
+    return {text: t.textContent, left: r.left, top: r.top, right: r.right, bottom: r.bottom,
+            inside: r.left >= box.x - 0.5 && r.top >= box.y - 0.5
+                    && r.right <= box.x + box.width + 0.5 && r.bottom <= box.y + box.height + 0.5};
+  });
+}"""
+
+
+def _written(tmp_path: Path) -> list[tuple[Path, list[Path]]]:
+    """Each HTML page with the SVG files its Markdown twin writes, in the page's order."""
+    from modelcost.diff import diff
+    from modelcost.render.formats import diff_markdown_files, markdown_files, render_diff
+
+    hw = load_hardware("h200")  # its roof label is the one that ran off: matrix bf16 989 TFLOP/s
+    small, big = (load_spec(MODELS / f"{n}.model") for n in ("llama3-8b", "llama3-70b"))
+    a, b = ([compile_report(s, hw, Workload(p, 1, 2048, 2048))
+             for p in (Phase.prefill, Phase.decode)] for s in (small, big))  # fmt: skip
+    d = diff(a, b)
+    site = build_site([("llama3-8b", small), ("llama3-70b", big)], [hw], [])
+    pages = {
+        "report": (render_html(a), markdown_files(a, "report.md")),
+        "diff": (
+            render_diff(d, "html", sides=(a, b)),
+            diff_markdown_files(d, "diff.md", sides=(a, b)),
+        ),
+        "site": (site["index.html"], {k: v for k, v in site.items() if k.startswith("index-")}),
+    }
+    out = []
+    for name, (html, files) in pages.items():
+        (tmp_path / f"{name}.html").write_text(html, encoding="utf-8")
+        svgs = []
+        for rel, text in files.items():
+            if rel.endswith(".svg"):
+                (tmp_path / rel).parent.mkdir(exist_ok=True)
+                (tmp_path / rel).write_text(text, encoding="utf-8")
+                svgs.append(tmp_path / rel)
+        out.append((tmp_path / f"{name}.html", svgs))
+    return out
+
+
+def _png(data: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(v) for v in re.findall(r"-?[0-9.]+", text)]
+
+
+def test_chart_files_alone_look_as_they_do_inline(browser, tmp_path: Path) -> None:
+    written = _written(tmp_path)
+    # 3 charts a phase of a report, 4 a phase of a diff, the site's grid
+    assert [len(svgs) for _, svgs in written] == [6, 8, 1]
+    for html, svgs in written:
+        for i, svg in enumerate(svgs):
+            text = svg.read_text(encoding="utf-8")
+            w, h = (int(v) for v in re.search(r'width="(\d+)" height="(\d+)"', text).groups())
+            # inline: the chart in its page, at its own size (pages stretch it to their width)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(html.as_uri())
+            page.evaluate(NATURAL_SIZE)
+            chart = page.locator(".chart svg").nth(i)
+            chart.scroll_into_view_if_needed()
+            box = chart.bounding_box()
+            assert box is not None and (box["width"], box["height"]) == (w, h)
+            clip = {"x": round(box["x"]), "y": round(box["y"]), "width": w, "height": h}
+            inline = page.screenshot(clip=clip)  # the page's y may be off a whole pixel
+            # alone: the file as an image, as GitHub and MkDocs show it
+            alone_page = tmp_path / "alone.html"
+            alone_page.write_text(f'<!DOCTYPE html><body style="margin:0"><img src="{svg.name}">',
+                                  encoding="utf-8")  # fmt: skip
+            alone_page.replace(svg.parent / "alone.html")
+            page.goto((svg.parent / "alone.html").as_uri())
+            alone = page.locator("img").screenshot()
+            # pixels to look at: a grid over the plot area, and along each roof's flat part
+            plot = re.search(r'<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" '
+                             r'height="([\d.]+)" class="plot"/>', text)  # fmt: skip
+            at: list[list[int]] = []
+            if plot:
+                x, y, pw, ph = (float(v) for v in plot.groups())
+                at += [[int(x + pw * (i + 0.5) / 20), int(y + ph * (j + 0.5) / 20)]
+                       for i in range(20) for j in range(20)]  # fmt: skip
+            roofs = [_numbers(p) for p in re.findall(r'<polyline points="([^"]+)" class="roof"/>',
+                                                     text)]  # fmt: skip
+            flats = [(pts[-4], pts[-2], pts[-1]) for pts in roofs]  # (x from, x to, y)
+            for x0, x1, y in flats:  # the rows a 1.5 px line at y covers, 9 places along it
+                at += [[round(x0 + (x1 - x0) * k / 10), int(y) + dy]
+                       for k in range(1, 10) for dy in (-1, 0, 1)]  # fmt: skip
+            result = page.evaluate(PIXELS, [_png(alone), _png(inline), at])
+            assert result["size"] == [w, h], svg
+            # the same picture: at most 1% of its pixels differ (text antialiasing)
+            assert 0 <= result["differ"] <= w * h // 100, (svg, result["differ"], result["inline"])
+            colours = [tuple(c) for c in result["at"]]
+            if plot:
+                grid, colours = colours[:400], colours[400:]
+                # the plot area is its light fill (#fbfcfe) where nothing is drawn, not black
+                assert max(set(grid), key=grid.count) == (251, 252, 254), svg
+                assert sum(max(c) < 64 for c in grid) < 20, svg
+            for k in range(len(flats)):  # each roof a dark grey line (#333) across the plot
+                line = [min(colours[27 * k + 3 * j : 27 * k + 3 * j + 3]) for j in range(9)]
+                assert sum(max(c) < 140 and max(c) - min(c) < 24 for c in line) >= 6, (svg, line)
+            # every label inside the chart's box, measured where the file is the document
+            page.goto(svg.as_uri())
+            outside = [b for b in page.evaluate(BOXES) if not b["inside"]]
+            assert outside == [], (svg, outside)
+            page.close()

@@ -98,8 +98,8 @@ def test_the_plugin_adds_the_pages_their_charts_and_the_index(site: Path) -> Non
 def test_blocks_embed_a_table_a_report_and_a_diff(site: Path) -> None:
     home = (site / "index.html").read_text()
     assert "Llama 3 8B (llama3_8b)" in home  # the summary table
-    assert home.count('<svg xmlns="http://www.w3.org/2000/svg" class="roofline"') == 1 + 2
-    assert 'class="waterfall"' in home  # the diff's charts, inline
+    assert home.count('<svg xmlns="http://www.w3.org/2000/svg" class="modelcost roofline"') == 1 + 2
+    assert 'class="modelcost waterfall"' in home  # the diff's charts, inline
     assert "<h2" in home and "Decode: batch 1, context 512" in home  # headings demoted
 
 

@@ -57,7 +57,7 @@ def test_report_sections_side_by_side() -> None:
     per_token = md.split("## Per token")[1].split("##")[0]
     assert re.search(r"\|\s+\|\s+prefill \|\s+decode \|", per_token)
     html = render_html(reports)
-    assert html.count('class="roofline"') == 2 and "http://" not in html.replace(
+    assert html.count('class="modelcost roofline"') == 2 and "http://" not in html.replace(
         "http://www.w3.org/2000/svg", ""
     )
 

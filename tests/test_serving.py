@@ -194,7 +194,7 @@ def test_serving_results_are_rows_for_scripts_and_pages_for_notebooks() -> None:
     assert [p.concurrency for p in s.curve] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 559]
     assert s.curve[6].tpot_s == decode(64, 2048 + 128).totals.time_s
     html = s._repr_html_()
-    assert html.count('class="line-chart"') == 2 and "TPOT target 20 ms" in html
+    assert html.count('class="modelcost line-chart"') == 2 and "TPOT target 20 ms" in html
     found = mc.search(load_spec(MODELS / "llama3.1-405b-fp8.model"), H200, 2048, 256,
                       tpot=0.050)  # fmt: skip
     assert [r["chosen"] for r in found.to_records()] == [True, False]

@@ -1,22 +1,17 @@
 """Bar charts as pure functions of plain data (the same input gives the same bytes):
 a stacked share bar, A-against-B bars per op kind, and a waterfall of a change. Colours
-come from render/palette.py: an op kind has one colour on every chart."""
+come from render/palette.py: an op kind has one colour on every chart. Each opens with
+charts.svg_open (its own style sheet); user text goes through escape.xml."""
 
 from __future__ import annotations
 
 import math
-from html import escape
 
 from ..record import Record
 from .charts import _r
+from .charts import svg_open as _open
+from .escape import xml as escape
 from .units import duration
-
-
-def _open(cls: str, title: str, width: int, height: int) -> str:
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="{cls}" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" aria-label="{escape(title)}">'
-    )
 
 
 def stacked_bar_svg(
@@ -29,7 +24,7 @@ def stacked_bar_svg(
     total = sum(v for _, v, _ in segments) or 1.0
     bar_h, legend_rows = 26, math.ceil(len(segments) / 3)
     height = 24 + bar_h + 10 + 16 * legend_rows
-    out = [_open("bars", title, width, height),
+    out = [_open("bars", width, height, title),
            f'<text x="0" y="14" class="axis">{escape(title)}</text>']  # fmt: skip
     x = 0.0
     for label, value, color in segments:
@@ -63,7 +58,7 @@ def paired_bars_svg(
     scale = max((max(a, b) for _, a, b, _ in rows), default=0.0) or 1.0
     bar_w = width - label_w - value_w
     height = 40 + row_h * len(rows)
-    out = [_open("paired-bars", title, width, height),
+    out = [_open("paired-bars", width, height, title),
            f'<text x="0" y="14" class="axis">{escape(title)}</text>',
            f'<text x="{label_w}" y="30" class="legend">upper bar: {escape(a_label)}; '
            f"lower: {escape(b_label)}</text>"]  # fmt: skip
@@ -109,7 +104,7 @@ def waterfall_svg(
         return top + ph - v / hi * ph
 
     base = _r(Y(0))
-    out = [_open("waterfall", title, width, height),
+    out = [_open("waterfall", width, height, title),
            f'<text x="0" y="14" class="axis">{escape(title)}</text>',
            f'<line x1="{left}" y1="{base}" x2="{width}" y2="{base}" class="grid"/>']  # fmt: skip
     bars = [("A", 0.0, a, "#8a94a6", duration(a))]
@@ -166,7 +161,7 @@ def grid_svg(
         max((getattr(c, f) or 0.0 for c in cells.values()), default=0.0) or 1.0
         for f in ("prefill_s", "decode_s", "decode_tps")
     ]
-    out = [_open("grid", title, width, height),
+    out = [_open("grid", width, height, title),
            f'<text x="0" y="14" class="axis">{escape(title)}</text>']  # fmt: skip
     for i, (name, color) in enumerate(MEASURES):
         lx = label_w + i * 170

@@ -1,14 +1,48 @@
-"""Inline SVG charts as pure functions of plain data: the same input gives the same
-bytes (coordinates rounded to 0.1 px), so charts can be golden-tested."""
+"""SVG charts as pure functions of plain data: the same input gives the same bytes
+(coordinates rounded to 0.1 px), so charts can be golden-tested. Each chart carries its
+own style sheet (`CHART_CSS`), so it looks the same inline in a page and alone, as a file
+beside Markdown (GitHub, MkDocs, an image viewer). User text goes through escape.xml."""
 
 from __future__ import annotations
 
 import math
-from html import escape
 
 from ..record import Record
+from .escape import xml as escape
 from .palette import kind_color
 from .units import si
+
+# the colours and font of the pages (templates/_style.css.j2 reads them) and their charts
+INK = {"fg": "#1d2330", "muted": "#5b6475", "line": "#d8dce4"}
+FONT = "-apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif"
+# every chart's style, scoped to its root (`svg.modelcost`); no blank line (a Markdown
+# page's inline SVG is one raw HTML block)
+CHART_CSS = "\n".join((
+    f"svg.modelcost {{ font-family: {FONT}; font-size: 14px; }}",
+    f"svg.modelcost .plot {{ fill: #fbfcfe; stroke: {INK['line']}; }}",
+    "svg.modelcost .grid { stroke: #e9ecf2; stroke-width: 1; }",
+    "svg.modelcost .tick, svg.modelcost .legend, svg.modelcost .roof-label, "
+    f"svg.modelcost .note {{ font-size: 10px; fill: {INK['muted']}; }}",
+    "svg.modelcost .ridge-label, svg.modelcost .bw-label { font-size: 10px; fill: #333; }",
+    f"svg.modelcost .op-label {{ font-size: 10px; fill: {INK['fg']}; font-weight: 600; }}",
+    f"svg.modelcost .axis {{ font-size: 11px; fill: {INK['fg']}; }}",
+    "svg.modelcost .roof { fill: none; stroke: #333; stroke-width: 1.5; }",
+    "svg.modelcost .ridge { fill: #333; }",
+    "svg.modelcost .op-point { stroke: #222; stroke-width: 0.6; fill-opacity: 0.75; }",
+    "svg.modelcost .fits { font-size: 10px; fill: #3b7a3b; }",
+    "svg.modelcost .no-fit { font-size: 10px; fill: #b3261e; font-weight: 600; }",
+))  # fmt: skip
+
+
+def svg_open(cls: str, width: int, height: int, label: str, attrs: str = "") -> str:
+    """A chart's opening tag and its style sheet: `cls` its kind (`roofline`, ...),
+    `label` its accessible name (user text escaped here), `attrs` more of ours."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="modelcost {cls}"{attrs} '
+        f'viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(label)}">\n<style>\n{CHART_CSS}\n</style>'
+    )
+
 
 # the series of a line chart (layouts, contexts): colours no op kind or layer group has
 # (render/palette.py), so a colour never means two things across pages
@@ -115,8 +149,7 @@ def roofline_svg(
         return top + ph - (math.log10(f) - e.y0) / (e.y1 - e.y0) * ph
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="roofline" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" aria-label="roofline chart">',
+        svg_open("roofline", width, height, "roofline chart"),
         f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="plot"/>',
     ]
     for d in range(e.x0, e.x1 + 1):
@@ -247,9 +280,13 @@ def line_svg(
         return top + ph - (math.log10(v) - y0) / (y1 - y0) * ph
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="line-chart" data-chart="{escape(name)}" '
-        f'viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        f'aria-label="{escape(y_label)} against {escape(x_label)}">',
+        svg_open(
+            "line-chart",
+            width,
+            height,
+            f"{y_label} against {x_label}",
+            f' data-chart="{escape(name)}"',
+        ),
         f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="plot"/>',
     ]
     for d in range(x0, x1 + 1):

@@ -7,18 +7,21 @@ from tabulate import tabulate
 
 from ..diff import DiffReport, Verdict
 from .diff_view import build_diff_view
-from .escape import terminal
+from .escape import clean, terminal
 
 TOP = 8  # op kinds and layer groups shown per phase
 
 
 def render_diff_text(d: DiffReport, verdict: Verdict) -> str:
     view = build_diff_view(d)
-    out = [view.title]
+    # every user string on its own line or cell, on one line (render/escape.clean)
+    out = [clean(view.title)]
     for phase in view.phases:
-        out.append(f"{phase.heading}\n  A: {phase.a_label}\n  B: {phase.b_label}")
+        out.append(
+            f"{clean(phase.heading)}\n  A: {clean(phase.a_label)}\n  B: {clean(phase.b_label)}"
+        )
         for table in (phase.totals, phase.kinds, phase.layers):
-            rows = [[c.text for c in row] for row in table.rows[:TOP]]
+            rows = [[clean(c.text) for c in row] for row in table.rows[:TOP]]
             align = ["right" if n else "left" for n in table.numeric]
             out.append(tabulate(rows, headers=list(table.headers), colalign=align,
                                 disable_numparse=True))  # fmt: skip

@@ -1,28 +1,70 @@
 """Escaping of text that came from a user's file, for each text output format.
 
-Markdown: rendered by Python-Markdown (MkDocs) or as GitHub-flavoured Markdown, an
-escaped string yields exactly its characters: no HTML element, no link or autolink, no
-emphasis, no extra table cell or row. Terminal text: no control characters (an ESC in
-a title must not drive the user's terminal). HTML escaping is jinja's autoescape.
+Every format for people (not JSON, which carries the data as it is) first passes such
+text (a title, a name, a file name) through `clean`, the one sanitiser: a tab or line
+break becomes a space (a title never starts a line of its own), and what is invisible,
+reorders text or is not allowed in XML (C0/C1 controls, U+FFFE/U+FFFF, lone surrogates,
+bidi overrides and isolates, zero-width characters, line and paragraph separators, the
+byte-order mark) is shown as its escape, `\\u202e`: visibly, so a title cannot pass for
+another (after U+202E, `%0001+` reads `+10000%`), and naming the code point, which a
+replacement character (U+FFFD) would not.
+
+Then, per format. Markdown (`md`): rendered by Python-Markdown (MkDocs, with attr_list,
+legacy_attrs, md_in_html, pymdownx) or as GitHub-flavoured Markdown, an escaped string
+yields exactly its characters: no HTML element, no link or autolink, no emphasis, no
+attribute list, no math, no extra table cell or row. SVG (`xml`): well-formed XML,
+escaped. HTML: jinja's autoescape of the cleaned text (render/env.py). Terminal text:
+no control characters (an ESC in a title must not drive the user's terminal).
 """
 
 from __future__ import annotations
 
 import re
+from html import escape
 from urllib.parse import quote
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# what `clean` turns into a space: tabs and line breaks (NEL too)
+_BREAKS = re.compile("[\t\n\r\x0b\x0c\x85]")
+# what `clean` shows as its escape: the other C0/C1 controls, lone surrogates, U+FFFE and
+# U+FFFF (not XML characters), bidi marks, embeddings, overrides and isolates (U+061C,
+# U+200E/F, U+202A-U+202E, U+2066-U+2069), zero-width characters (U+200B-U+200D, U+2060,
+# U+FEFF) and the line and paragraph separators (U+2028, U+2029)
+_HIDDEN = re.compile(
+    "[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff"
+    "\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]"
+)
 # backslash-escaped: the characters that make emphasis, code and links
 # (`_` only where it could open or close emphasis: not inside a word like `gate_proj`)
 _BACKSLASHED = re.compile(r"([\\`*\[\]]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 # entities where Python-Markdown has no backslash escape: `|` splits table cells, `~`
-# strikes through in GFM
-_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "&#124;", "~": "&#126;"}
-_ENTITY = re.compile(r"[&<>|~]")
+# strikes through in GFM, `{` and `}` open and close attribute lists (attr_list,
+# legacy_attrs: `{: onclick=...}`) and critic marks, `$` math (GitHub, arithmatex); and
+# pymdownx's inline marks: `^` (caret), `==` (mark), `++` (keys), `:name:` (emoji, an
+# image from a CDN)
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_ENTITY = re.compile(r"[&<>|~{}$^]|(?<=\+)\+|\+(?=\+)|(?<==)=|=(?==)|:(?=[\w+-])")
 _AUTOLINK = re.compile(r"(?<=[A-Za-z0-9])(:)(?=//)|(?i:(?<=\bwww)(\.))")
 # what would start a heading, list, rule or setext underline at the start of a line
 _BLOCK_START = re.compile(r"^(\s*)([#+\-=](?=\s|$|[#+\-=])|\d{1,9}(?=[.)](?:\s|$)))")
 ZERO_WIDTH_SPACE = "\u200b"
+
+
+def clean(text: object) -> str:
+    """Text from a user's file as every output shows it: on one line, with nothing
+    invisible, reordering or XML-invalid (each shown as its `\\xhh` or `\\uhhhh`
+    escape)."""
+    s = _BREAKS.sub(" ", str(text))
+    return _HIDDEN.sub(lambda m: _shown(ord(m.group())), s)
+
+
+def _shown(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def xml(text: object) -> str:
+    """Text from a user's file inside an SVG (element text or a quoted attribute)."""
+    return escape(clean(text))
 
 
 class Markdown(str):
@@ -35,9 +77,8 @@ def md(text: object) -> Markdown:
     """`text` as Markdown that renders to exactly its characters (one line)."""
     if isinstance(text, Markdown):
         return text
-    s = _CONTROL.sub(" ", str(text))
-    s = _BACKSLASHED.sub(r"\\\1", s)
-    s = _ENTITY.sub(lambda m: _ENTITIES[m.group()], s)
+    s = _BACKSLASHED.sub(r"\\\1", clean(text))
+    s = _ENTITY.sub(lambda m: _ENTITIES.get(m.group()) or f"&#{ord(m.group())};", s)
     # GFM autolinks `scheme://...`, `www.` and e-mail addresses in plain text; a zero-width
     # space breaks each pattern (a backslash would show in Python-Markdown)
     s = _AUTOLINK.sub(lambda m: ZERO_WIDTH_SPACE + m.group(), s)
@@ -57,11 +98,13 @@ def md_link(text: object, href: str) -> Markdown:
 
 def safe_href(href: str) -> str:
     """`href` percent-encoded, never with a scheme other than http(s) (so a page
-    named `javascript:x` is a relative link to `javascript%3Ax`)."""
+    named `javascript:x` is a relative link to `javascript%3Ax`). A relative link is
+    a file name, every character its own: `%` and `#` encoded too (`x#y.md` is not `x`,
+    `%2e%2e.md` not `...md`). Encode once: give it the name, not an encoded link."""
     scheme, sep, rest = href.partition("://")
     if sep and scheme in ("http", "https"):
         return f"{scheme}://{quote(rest, safe='/:@%#?=&+,;~')}"
-    return quote(href, safe="/%#")
+    return quote(href, safe="/")
 
 
 def terminal(text: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..report import PER_TOKEN, Report
-from .escape import terminal
+from .escape import clean, terminal
 from .units import duration, ms, pct, si
 
 
@@ -15,7 +15,10 @@ def render_text(reports: list[Report]) -> str:
 
 def _one(r: Report) -> str:
     t, w, h = r.totals, r.workload, r.hardware
-    head = f"{r.model.title} on {h.title} ({h.peak} peaks), {w.phase} batch {w.batch}, {w.label}"
+    # the user's titles on this one line (render/escape.clean), whatever they hold
+    head = clean(
+        f"{r.model.title} on {h.title} ({h.peak} peaks), {w.phase} batch {w.batch}, {w.label}"
+    )
     pt = t.per_token
     rows = [
         ["step time", duration(t.time_s)],
