@@ -23,7 +23,7 @@ from .bounds import MAX_NESTING, MAX_NUMBER_CHARS, MAX_TOKENS
 from .errors import SpecError
 from .fmt import format_source
 from .record import Record
-from .resolve import MAX_REPEAT, parse_spec
+from .resolve import MAX_DIM, MAX_REPEAT, parse_spec
 
 Config = dict[str, Any]
 Rule = Callable[[Config], Any]
@@ -137,6 +137,8 @@ LLAMA_PARAMS: tuple[tuple[str, Rule], ...] = (
     ("head_dim", head_dim),
     ("d_ff", key("intermediate_size")),
 )
+
+
 def _either(c: Config, first: str, second: str) -> Any:
     """`first` when the config sets it (not null), else `second`."""
     value = _set(c, first)
@@ -319,7 +321,7 @@ def _unknown_layer_type(c: Config) -> bool:
 def _not_per_layer(c: Config, field: str, allowed: tuple[object, ...]) -> bool:
     """Whether a per-layer list the config sets (not null or empty: then the family's
     interval applies) has other than one allowed entry per layer."""
-    values = c.get(field)
+    values = c.get(field) or []
     return bool(values) and (
         len(values) != c["num_hidden_layers"] or any(v not in allowed for v in values)
     )
@@ -353,12 +355,12 @@ def _windowed_stack(c: Config, every: int = 2, field: str | None = None) -> str:
         field = given[0] if given else "num_hidden_layers"
     n = len(types)
     if not n:
-        raise _Bad(field, "no layers")
+        raise _Bad(field, f"`{field}` gives no layers")
     period = _period(types)
     repeats, tail = divmod(n, period)
     if period + tail > MAX_PATTERN:
-        raise _Bad(field, f"its {n:,} layers repeat no pattern of at most {MAX_PATTERN:,} "
-                   f"layers (the shortest is {period:,})")  # fmt: skip
+        raise _Bad(field, f"`{field}`: its {n:,} layers repeat no pattern of at most "
+                   f"{MAX_PATTERN:,} layers (the shortest is {period:,})")  # fmt: skip
 
     def call(t: str) -> str:
         return f"@layer(window = {'sliding_window' if t == LOCAL else 0})"
@@ -1051,10 +1053,8 @@ LLAVA_TEXT_TYPES = ("llama", "mistral")  # language models whose family the impo
 def _flatten(c: Config, text_type: str, vision_defaults: Config, vision_type: str) -> Config:
     """A composite config flattened: the language model's fields over its own family's
     defaults, the tower's as `vision_config.*` over its class's."""
-    text = c.get("text_config") or {}
-    vision = c.get("vision_config") or {}
-    if not isinstance(text, dict) or not isinstance(vision, dict):
-        raise TypeError("text_config and vision_config are objects")
+    text = _checked_value("text_config", c.get("text_config")) or {}
+    vision = _checked_value("vision_config", c.get("vision_config")) or {}
     flat = {**c, **BY_TYPE[text_type].defaults, **text}
     flat["text_config.model_type"] = text.get("model_type", text_type)
     flat.update({f"vision_config.{k}": v for k, v in {**vision_defaults, **vision}.items()})
@@ -1521,7 +1521,7 @@ def _write(family: Family, c: Config, where: _Where, name: str | None, config: C
     read, before any rule uses it)."""
     for field, test, why in family.refuse:
         if _run(test, _Checked(c), where, f"the check of `{field}`"):
-            raise _Bad(field, f"`{field}` = {_show(c[field])}: {why} cannot be written yet")
+            raise _Bad(field, f"`{field}` = {_show(c.get(field))}: {why} cannot be written yet")
     checked = _Checked(c)
     values: list[tuple[str, Any]] = []
     reads: dict[str, list[str]] = {}  # parameter → the fields its rule read
@@ -1562,11 +1562,11 @@ def _write(family: Family, c: Config, where: _Where, name: str | None, config: C
         *model.replace("@layer", f"{ident}_layer").splitlines(),
         "}",
     ]
-    out = format_source("\n".join(lines) + "\n", where.filename)
-    try:
-        parse_spec(out, "<imported>")  # what it writes must compile
+    try:  # what it writes must compile
+        out = format_source("\n".join(lines) + "\n", "<imported>")
+        parse_spec(out, "<imported>")
     except SpecError as err:
-        raise _blame(err, reads, c, where) from None
+        raise _blame(err, {**{f: [f] for f in checked.log}, **reads}, c, where) from None
     return out
 
 
@@ -1637,11 +1637,6 @@ def _checked_value(field: str, value: Any) -> Any:
         if last in names:
             if not isinstance(value, kind):
                 raise _Bad(field, f"`{field}` must be {said}, got {_show(value)}")
-            if kind is list and last not in ("mlp_only_layers", "attn_layer_idx") and len(
-                value
-            ) > MAX_LAYERS:
-                raise _Bad(field, f"`{field}` has {len(value):,} entries; an import "
-                           f"writes at most {MAX_LAYERS:,} layers")  # fmt: skip
             return value
     if last in SIGNED and isinstance(value, list):
         return value
@@ -1658,8 +1653,10 @@ def _checked_value(field: str, value: Any) -> Any:
     if last in SIGNED:
         return value
     if value < (0 if last in ZERO_OK else 1):
-        kind = "non-negative" if last in ZERO_OK else "positive"
-        raise _Bad(field, f"`{field}` must be a {kind} whole number, got {value}")
+        sign = "non-negative" if last in ZERO_OK else "positive"
+        raise _Bad(field, f"`{field}` must be a {sign} whole number, got {value}")
+    if value > MAX_DIM:
+        raise _Bad(field, f"`{field}` = {_show(value)}: sizes are bounded by {MAX_DIM:,}")
     if last in LAYER_COUNTS and value > MAX_LAYERS:
         raise _Bad(field, f"`{field}` = {value:,}: an import writes at most {MAX_LAYERS:,} "
                    "layers (the language's bound on a repeat count)")  # fmt: skip
@@ -1691,8 +1688,8 @@ class _Checked(dict):
 
 def _blame(err: SpecError, reads: dict[str, list[str]], c: Config, where: _Where) -> SpecError:
     """An error in the generated text, pointed at the config field behind it: the
-    parameter at the error's column (else the first one its message names), and the
-    field that parameter's rule read."""
+    parameter (or field) at the error's column, else the first one its message or its
+    line names, and the field that parameter's rule read first."""
     line = err.source_line or ""
     at = re.match(r"\w+", line[max(err.column - 1, 0) :])
     words = [at.group()] if at else []
@@ -1785,7 +1782,7 @@ def _recipe(c: Config, family: Family, text: str, filename: str) -> str | None:
     recipe = rule(q) if rule else None
     if recipe is None:
         raise _field(text, filename, "quantization_config",
-                     f"quantization_config {_show(q, 80)} has no recipe here",
+                     f"`quantization_config` = {_show(q, 80)} has no recipe here",
                      "recipes: fp8 (per-tensor or 128×128 blocks), awq/gptq 4-bit; "
                      "or drop it and set `recipe` by hand")  # fmt: skip
     return recipe
