@@ -19,9 +19,11 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from .bounds import MAX_NESTING, MAX_NUMBER_CHARS, MAX_TOKENS
 from .errors import SpecError
 from .fmt import format_source
 from .record import Record
+from .resolve import MAX_DIM, MAX_REPEAT, parse_spec
 
 Config = dict[str, Any]
 Rule = Callable[[Config], Any]
@@ -31,13 +33,22 @@ def key(name: str) -> Rule:
     return lambda c: c[name]
 
 
+def _set(c: Config, name: str) -> Any:
+    """The field's value, or None when the config omits it or gives null (a value of 0
+    is not 'unset': the read refuses it where a field must be positive)."""
+    return c.get(name)
+
+
 def head_dim(c: Config) -> int:
     """`head_dim` when the config sets it, else hidden_size / num_attention_heads."""
-    return c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    value = _set(c, "head_dim")
+    return value if value is not None else c["hidden_size"] // c["num_attention_heads"]
 
 
 def kv_heads(c: Config) -> int:
-    return c.get("num_key_value_heads") or c["num_attention_heads"]
+    """`num_key_value_heads`, else (null or absent) multi-head: num_attention_heads."""
+    value = _set(c, "num_key_value_heads")
+    return value if value is not None else c["num_attention_heads"]
 
 
 class Family(Record, frozen=True):
@@ -126,11 +137,19 @@ LLAMA_PARAMS: tuple[tuple[str, Rule], ...] = (
     ("head_dim", head_dim),
     ("d_ff", key("intermediate_size")),
 )
+
+
+def _either(c: Config, first: str, second: str) -> Any:
+    """`first` when the config sets it (not null), else `second`."""
+    value = _set(c, first)
+    return value if value is not None else c[second]
+
+
 MOE_PARAMS: tuple[tuple[str, Rule], ...] = (
     *LLAMA_PARAMS[:-1],
-    ("experts", lambda c: c.get("num_local_experts") or c["num_experts"]),
+    ("experts", lambda c: _either(c, "num_local_experts", "num_experts")),
     ("top_k", key("num_experts_per_tok")),
-    ("expert_d_ff", lambda c: c.get("moe_intermediate_size") or c["intermediate_size"]),
+    ("expert_d_ff", lambda c: _either(c, "moe_intermediate_size", "intermediate_size")),
 )
 
 # Qwen's MoE configs can place dense layers among the MoE ones: not written yet
@@ -299,13 +318,49 @@ def _unknown_layer_type(c: Config) -> bool:
     return len(types) != c["num_hidden_layers"] or any(t not in (LOCAL, GLOBAL) for t in types)
 
 
-def _windowed_stack(c: Config, every: int = 2) -> str:
+def _not_per_layer(c: Config, field: str, allowed: tuple[object, ...]) -> bool:
+    """Whether a per-layer list the config sets (not null or empty: then the family's
+    interval applies) has other than one allowed entry per layer."""
+    values = c.get(field) or []
+    return bool(values) and (
+        len(values) != c["num_hidden_layers"] or any(v not in allowed for v in values)
+    )
+
+
+# The most layer calls (one pattern and the layers after its last repeat) an import
+# writes: each call is at most 11 tokens (`@m_layer(rope = true, chunk = attention_chunk)`),
+# so this many stay well within the language's MAX_TOKENS with the rest of the model
+MAX_PATTERN = MAX_TOKENS // 16
+
+
+def _period(types: list[str]) -> int:
+    """The shortest p with types[i] == types[i % p] for every i: n less the longest
+    proper border (the prefix function, linear in n; a search over p is quadratic)."""
+    border = [0] * len(types)
+    for i in range(1, len(types)):
+        k = border[i - 1]
+        while k and types[i] != types[k]:
+            k = border[k - 1]
+        border[i] = k + (types[i] == types[k])
+    return len(types) - border[-1]
+
+
+def _windowed_stack(c: Config, every: int = 2, field: str | None = None) -> str:
     """The layers as the shortest repeating pattern of local and global layers (each a
-    call of the block with its window), then the layers left over."""
+    call of the block with its window), then the layers left over. `field`: the config
+    field the pattern comes from (named when it cannot be written)."""
     types = layer_types(c, every)
+    if field is None:
+        given = [f for f in ("layer_types", "sliding_window_pattern") if _set(c, f) is not None]
+        field = given[0] if given else "num_hidden_layers"
     n = len(types)
-    period = next(p for p in range(1, n + 1) if all(types[i] == types[i % p] for i in range(p, n)))
+    if not n:
+        raise _Bad(field, f"`{field}` gives no layers")
+    period = _period(types)
     repeats, tail = divmod(n, period)
+    if period + tail > MAX_PATTERN:
+        raise _Bad(field, f"`{field}`: its {n:,} layers repeat no pattern of at most "
+                   f"{MAX_PATTERN:,} layers (the shortest is {period:,})")  # fmt: skip
 
     def call(t: str) -> str:
         return f"@layer(window = {'sliding_window' if t == LOCAL else 0})"
@@ -339,8 +394,7 @@ GEMMA3_LAYER = (
 
 
 def _gpt_oss_layer(c: Config) -> str:
-    quant = (c.get("quantization_config") or {}).get("quant_method")
-    recipe = ", recipe = mxfp4_weights" if quant == "mxfp4" else ""
+    recipe = ", recipe = mxfp4_weights" if _quant_method(c) == "mxfp4" else ""
     return _decoder_layer(
         "attention(heads, kv_heads, head_dim, qkv_bias = true, out_bias = true, "
         "sinks = true, window = window)",
@@ -488,7 +542,9 @@ MAMBA_SSM = "mamba_ssm"  # state-spaces' own format: no model_type, an `ssm_cfg`
 
 
 def _ssm(c: Config, name: str, default: int) -> int:
-    return (c.get("ssm_cfg") or {}).get(name, default)
+    """A Mamba-2 layer's setting from `ssm_cfg` (read as any count field is)."""
+    cfg = c.get("ssm_cfg") or {}
+    return _checked_value(f"ssm_cfg.{name}", cfg[name]) if name in cfg else default
 
 
 FAMILIES += (
@@ -782,8 +838,9 @@ def _llama4_stack(c: Config) -> str:
         int((i + 1) % c["no_rope_layer_interval"] != 0) for i in range(c["num_hidden_layers"])
     ]
     types = [LOCAL if r else GLOBAL for r in rope]
+    field = "no_rope_layers" if c.get("no_rope_layers") else "no_rope_layer_interval"
     return (
-        _windowed_stack({**c, "layer_types": types})
+        _windowed_stack({**c, "layer_types": types}, field=field)
         .replace("(window = sliding_window)", "(rope = true, chunk = attention_chunk)")
         .replace("(window = 0)", "(rope = false, chunk = 0)")
     )
@@ -827,6 +884,11 @@ FAMILIES += (
                 lambda c: c["interleave_moe_layer_step"] != 1,
                 "dense layers between the MoE ones (Maverick's)",
             ),
+            (
+                "no_rope_layers",
+                lambda c: _not_per_layer(c, "no_rope_layers", (0, 1)),
+                "entries other than 0 and 1, or not one per layer,",
+            ),
         ),
     ),
 )
@@ -850,8 +912,9 @@ def _qwen3_next_stack(c: Config) -> str:
         "full_attention" if (i + 1) % every == 0 else "linear_attention"
         for i in range(c["num_hidden_layers"])
     ]
+    field = "layer_types" if c.get("layer_types") else "full_attention_interval"
     stack = _windowed_stack({**c, "layer_types": [
-        GLOBAL if t == "full_attention" else LOCAL for t in types]})  # fmt: skip
+        GLOBAL if t == "full_attention" else LOCAL for t in types]}, field=field)  # fmt: skip
     return stack.replace("@layer(window = sliding_window)", "@layer_linear").replace(
         "@layer(window = 0)", "@layer_full"
     )
@@ -903,7 +966,14 @@ FAMILIES += (
         layer=None,
         blocks=_qwen3_next_blocks,
         model=lambda c: f"embed(vocab)\n{_qwen3_next_stack(c)}\nrmsnorm\n{_head(c)}",
-        refuse=REFUSE_QWEN_MOE,
+        refuse=(
+            *REFUSE_QWEN_MOE,
+            (
+                "layer_types",
+                lambda c: _not_per_layer(c, "layer_types", ("linear_attention", GLOBAL)),
+                "layer types other than linear and full attention, or not one per layer,",
+            ),
+        ),
     ),
 )
 
@@ -983,10 +1053,8 @@ LLAVA_TEXT_TYPES = ("llama", "mistral")  # language models whose family the impo
 def _flatten(c: Config, text_type: str, vision_defaults: Config, vision_type: str) -> Config:
     """A composite config flattened: the language model's fields over its own family's
     defaults, the tower's as `vision_config.*` over its class's."""
-    text = c.get("text_config") or {}
-    vision = c.get("vision_config") or {}
-    if not isinstance(text, dict) or not isinstance(vision, dict):
-        raise TypeError("text_config and vision_config are objects")
+    text = _checked_value("text_config", c.get("text_config")) or {}
+    vision = _checked_value("vision_config", c.get("vision_config")) or {}
     flat = {**c, **BY_TYPE[text_type].defaults, **text}
     flat["text_config.model_type"] = text.get("model_type", text_type)
     flat.update({f"vision_config.{k}": v for k, v in {**vision_defaults, **vision}.items()})
@@ -1404,8 +1472,10 @@ BY_TYPE = {t: f for f in FAMILIES for t in f.model_types}
 
 def import_config(text: str, filename: str, name: str | None = None) -> str:
     """The canonical `.model` text of a `config.json` (`name`: the model's, else the
-    file's stem). Unknown families and unrepresentable fields are SpecErrors that point
-    at the field."""
+    file's stem). Unknown families, unrepresentable fields and values of the wrong kind
+    are SpecErrors that point at the field in the config (its line and column when the
+    file has it); the text returned compiles."""
+    _scan(text, filename)  # before json: nesting, number sizes, non-finite numbers
     try:
         config = json.loads(text)
     except json.JSONDecodeError as err:
@@ -1417,49 +1487,62 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
     if family is None:
         supported = ", ".join(sorted(BY_TYPE))
         raise _field(text, filename, "model_type",
-                     f"model_type {model_type!r} cannot be imported yet",
+                     f"model_type {_show(model_type)} cannot be imported yet",
                      f"families the importer reads: {supported}")  # fmt: skip
     c = {**family.defaults, **config}
-    if family.prepare is not None:
-        try:
-            c = family.prepare(c)
-        except TypeError as err:
-            raise SpecError(f"a composite config whose parts are malformed ({err})",
-                            filename=filename) from None  # fmt: skip
-    for field in sorted(_used_fields(family, c)):  # nothing but numbers reaches the text
-        if isinstance(c[field], str) and field not in NAMED:
-            raise _field(text, filename, field,
-                         f"`{field}` must be a number, got {json.dumps(c[field])[:60]}",
-                         f"{family.reference}")  # fmt: skip
-    for field, test, why in family.refuse:
-        try:
-            refused = test(c)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
-            raise _field(text, filename, field, f"`{field}` cannot be read ({err})",
-                         family.reference) from None  # fmt: skip
-        if refused:
-            raise _field(text, filename, field,
-                         f"`{field}` = {json.dumps(c[field])}: {why} cannot be written yet",
-                         f"{family.reference}; write the .model by hand")  # fmt: skip
-    values: list[tuple[str, Any]] = []
-    for pname, rule in family.params:
-        try:
-            value = rule(c)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
-            raise SpecError(f"the config lacks what `{pname}` needs ({err})",
-                            filename=filename) from None  # fmt: skip
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SpecError(f"`{pname}` must come from a number; the config gives "
-                            f"{json.dumps(value)[:60]}", filename=filename)  # fmt: skip
-        values.append((pname, value))
     try:
-        blocks, model = family.block_text(c), family.model(c)
-    except KeyError as err:
-        raise _field(text, filename, "hidden_act", f"cannot map {err} to an activation",
-                     f"known: {', '.join(sorted({*GATED, *PLAIN}))}") from None  # fmt: skip
-    ident = _identifier(name or re.sub(r"\.json$", "", filename.rsplit("/", 1)[-1]))
-    used = ", ".join(_cite(k, c[k]) for k in sorted(_used_fields(family, c)))
-    source = filename.rsplit("/", 1)[-1]
+        if family.prepare is not None:
+            c = family.prepare(c)
+        return _write(family, c, _Where(text, filename, family.reference), name, config)
+    except _Bad as bad:
+        raise _field(text, filename, bad.field, bad.message, family.reference) from None
+
+
+class _Bad(Exception):
+    """A config value the importer refuses, by its field; turned into a SpecError that
+    points at the field in the config's text."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+class _Where(Record, frozen=True):
+    """The config's text and file, for errors that point into it."""
+
+    text: str
+    filename: str
+    hint: str
+
+
+def _write(family: Family, c: Config, where: _Where, name: str | None, config: Config) -> str:
+    """The `.model` text: refusals first, then the parameters, blocks and model, each
+    read through a `_Checked` mapping (a value of the wrong kind is refused as it is
+    read, before any rule uses it)."""
+    for field, test, why in family.refuse:
+        if _run(test, _Checked(c), where, f"the check of `{field}`"):
+            raise _Bad(field, f"`{field}` = {_show(c.get(field))}: {why} cannot be written yet")
+    checked = _Checked(c)
+    values: list[tuple[str, Any]] = []
+    reads: dict[str, list[str]] = {}  # parameter → the fields its rule read
+    for pname, rule in family.params:
+        before = len(checked.log)
+        value = _run(rule, checked, where, f"`{pname}`")
+        reads[pname] = checked.log[before:]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            culprit = reads[pname][-1] if reads[pname] else pname
+            raise _Bad(culprit, f"`{pname}` must come from a number; the config gives "
+                       f"{_show(value)}")  # fmt: skip
+        values.append((pname, value))
+    blocks = _run(family.block_text, checked, where, "the layer")
+    model = _run(family.model, checked, where, "the model")
+    dtype = _run(_dtype, checked, where, "dtype")
+    recipe = _run(lambda m: _recipe(m, family, where.text, where.filename), checked, where,
+                  "the recipe")  # fmt: skip
+    source = where.filename.rsplit("/", 1)[-1]
+    ident = _identifier(name or re.sub(r"\.json$", "", source))
+    used = ", ".join(_cite(k, c[k]) for k in sorted(set(checked.log)))
+    model_type = c.get("model_type") or MAMBA_SSM
     header = (
         f"Imported from {source} (model_type {model_type}) by `modelcost import`. "
         f"Fields used: {used}. Fields a config omits take the defaults of "
@@ -1471,14 +1554,200 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
         *blocks.replace("@layer", f"{ident}_layer").splitlines(),
         "",
         f"model {ident} {{",
+        f"title = {_string(_title(config, source))}",
         *(f"{p} = {_number(v)}" for p, v in values),
-        f"dtype = {_dtype(c)}",
-        *([f"recipe = {recipe}"] if (recipe := _recipe(c, family, text, filename)) else []),
+        f"dtype = {dtype}",
+        *([f"recipe = {recipe}"] if recipe else []),
         "",
         *model.replace("@layer", f"{ident}_layer").splitlines(),
         "}",
     ]
-    return format_source("\n".join(lines) + "\n", filename)
+    try:  # what it writes must compile
+        out = format_source("\n".join(lines) + "\n", "<imported>")
+        parse_spec(out, "<imported>")
+    except SpecError as err:
+        raise _blame(err, {**{f: [f] for f in checked.log}, **reads}, c, where) from None
+    return out
+
+
+def _run(rule: Callable[[Config], Any], c: _Checked, where: _Where, what: str) -> Any:
+    """A rule's result; any failure a SpecError at the field it concerns (the last the
+    rule read), never a Python exception."""
+    try:
+        return rule(c)
+    except _Bad:
+        raise
+    except KeyError as err:
+        missing = err.args[0] if err.args else None
+        last = c.last
+        if last is not None and missing == c.get(last):  # a name no table maps
+            known = ", ".join(sorted({*GATED, *PLAIN}))
+            raise _Bad(last, f"`{last}` = {_show(missing)} is not a name the importer "
+                       f"knows (known activations: {known})") from None  # fmt: skip
+        if isinstance(missing, str):
+            raise SpecError(f"the config lacks `{missing}`, which {what} needs",
+                            filename=where.filename, hint=where.hint) from None  # fmt: skip
+        raise _Bad(last or "model_type", f"{what} cannot be read ({_show(missing)})") from None
+    except (TypeError, ValueError, ArithmeticError, AttributeError, IndexError) as err:
+        field = c.last or "model_type"
+        raise _Bad(field, f"`{field}` = {_show(c.get(field))} cannot be read: "
+                   f"{str(err)[:80]}") from None  # fmt: skip
+
+
+# How each field a family reads must look, by the last part of its name (a composite
+# config's `vision_config.hidden_size` as `hidden_size`). Any other field is a count: a
+# positive whole number (or one of ZERO_OK, where 0 means none).
+NAMED_LAST = frozenset({*(n.rpartition(".")[2] for n in NAMED), "model_type"})
+FLAGS = frozenset({"tie_word_embeddings", "tie_embeddings", "attention_bias", "mlp_bias",
+                   "qkv_bias", "use_sliding_window", "use_qk_norm", "is_decoder",
+                   "vision_use_head", "multi_modal_projector_bias",
+                   "multimodal_projector_bias"})  # fmt: skip
+OBJECTS = frozenset({"quantization_config", "ssm_cfg", "text_config", "vision_config",
+                     "id2label"})  # fmt: skip
+LISTS = frozenset({"layer_types", "no_rope_layers", "mlp_only_layers", "attn_layer_idx"})
+# null means "not set": the family's rule falls back (head_dim from the width, ...)
+NULLABLE = frozenset({"head_dim", "num_key_value_heads", "num_local_experts",
+                      "moe_intermediate_size", "sliding_window", "sliding_window_pattern",
+                      "n_inner", "q_lora_rank", "n_shared_experts", "n_group", "topk_group",
+                      "num_nextn_predict_layers", "num_decoder_layers", "n_positions",
+                      "attn_logit_softcapping", "final_logit_softcapping", "torch_dtype",
+                      "topk_method", "scoring_func", *OBJECTS, *LISTS, *FLAGS})  # fmt: skip
+ZERO_OK = frozenset({"first_k_dense_replace", "n_shared_experts", "q_lora_rank",
+                     "num_nextn_predict_layers", "d_intermediate", "sliding_window"})  # fmt: skip
+REALS = frozenset({"attn_logit_softcapping", "final_logit_softcapping", "pixel_shuffle_ratio"})
+SIGNED = frozenset({"vision_feature_layer"})  # a hidden-state index (−1: the last), or a list
+LAYER_COUNTS = frozenset({"num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers",
+                          "encoder_layers", "decoder_layers", "first_k_dense_replace",
+                          "num_nextn_predict_layers"})  # fmt: skip
+# an import writes its layers as one `repeat`, whose count the language bounds
+MAX_LAYERS = MAX_REPEAT
+
+
+def _checked_value(field: str, value: Any) -> Any:
+    """`value` if it is of the kind `field` takes (an integral float as an int), else
+    `_Bad` naming the field."""
+    last = field.rpartition(".")[2]
+    kinds = ((FLAGS, bool, "true or false"), (OBJECTS, dict, "an object"),
+             (LISTS, list, "a list"), (NAMED_LAST, str, "a name (a string)"))  # fmt: skip
+    if value is None:
+        if last in NULLABLE:
+            return None
+        raise _Bad(field, f"`{field}` must be set, got null")
+    for names, kind, said in kinds:
+        if last in names:
+            if not isinstance(value, kind):
+                raise _Bad(field, f"`{field}` must be {said}, got {_show(value)}")
+            return value
+    if last in SIGNED and isinstance(value, list):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _Bad(field, f"`{field}` must be a number, got {_show(value)}")
+    if last in REALS:
+        if value < 0:
+            raise _Bad(field, f"`{field}` must not be negative, got {_show(value)}")
+        return value
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise _Bad(field, f"`{field}` must be a whole number, got {_show(value)}")
+        value = int(value)
+    if last in SIGNED:
+        return value
+    if value < (0 if last in ZERO_OK else 1):
+        sign = "non-negative" if last in ZERO_OK else "positive"
+        raise _Bad(field, f"`{field}` must be a {sign} whole number, got {value}")
+    if value > MAX_DIM:
+        raise _Bad(field, f"`{field}` = {_show(value)}: sizes are bounded by {MAX_DIM:,}")
+    if last in LAYER_COUNTS and value > MAX_LAYERS:
+        raise _Bad(field, f"`{field}` = {value:,}: an import writes at most {MAX_LAYERS:,} "
+                   "layers (the language's bound on a repeat count)")  # fmt: skip
+    return value
+
+
+class _Checked(dict):
+    """A config whose values are checked as a rule reads them (`_checked_value`), and
+    which logs the fields read, in order (the last one read is the one a failing rule
+    is blamed on)."""
+
+    def __init__(self, c: Config) -> None:
+        super().__init__(c)
+        self.log: list[str] = []
+
+    @property
+    def last(self) -> str | None:
+        return self.log[-1] if self.log else None
+
+    def __getitem__(self, k: str) -> Any:
+        self.log.append(k)
+        return _checked_value(k, super().__getitem__(k))
+
+    def get(self, k: str, default: Any = None) -> Any:
+        if k not in self:
+            return default
+        return self[k]
+
+
+def _blame(err: SpecError, reads: dict[str, list[str]], c: Config, where: _Where) -> SpecError:
+    """An error in the generated text, pointed at the config field behind it: the
+    parameter (or field) at the error's column, else the first one its message or its
+    line names, and the field that parameter's rule read first."""
+    line = err.source_line or ""
+    at = re.match(r"\w+", line[max(err.column - 1, 0) :])
+    words = [at.group()] if at else []
+    words += re.findall(r"\w+", err.message) + re.findall(r"\w+", line)
+    for word in words:
+        fields = reads.get(word) or []
+        if fields:
+            field = fields[0]
+            return _field(where.text, where.filename, field,
+                          f"`{field}` = {_show(c.get(field))}: {_clip(err.message)}",
+                          where.hint)  # fmt: skip
+    return SpecError(f"the imported model does not compile: {_clip(err.message)}",
+                     filename=where.filename, hint=where.hint)  # fmt: skip
+
+
+def _title(config: Config, source: str) -> str:
+    """The model's title: the checkpoint's `_name_or_path` (a hub id as it is, a local
+    path by its last part), else its architecture (or model_type) and the file."""
+    named = config.get("_name_or_path")
+    if isinstance(named, str) and named.strip(" /."):
+        named = named.strip().rstrip("/")
+        return named.rsplit("/", 1)[-1] if named.startswith(("/", ".", "~")) else named
+    archs = config.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    model_type = config.get("model_type")
+    kind = arch or (model_type if isinstance(model_type, str) else MAMBA_SSM)
+    return f"{kind} from {source}"
+
+
+MAX_TITLE = 80  # characters of a title taken from a config
+
+
+def _string(text: str) -> str:
+    """A `.model` string literal of `text`: printable characters only (no control, bidi
+    or zero-width ones), at most MAX_TITLE of them, quotes and backslashes escaped."""
+    shown = "".join(ch if ch.isprintable() else " " for ch in text)
+    shown = " ".join(shown.split())[:MAX_TITLE] or "imported"
+    return '"' + shown.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+MAX_SHOWN = 60  # characters of a config value quoted in a message
+
+
+def _show(value: Any, limit: int = MAX_SHOWN) -> str:
+    """A config value for a message: its JSON, cut to `limit` characters (a long list
+    or object also says how many entries it has)."""
+    try:
+        shown = json.dumps(value)
+    except (TypeError, ValueError):
+        shown = repr(value)
+    if len(shown) <= limit:
+        return shown
+    size = f" ({len(value):,} entries)" if isinstance(value, dict | list) else ""
+    return shown[: limit - 1] + "…" + size
+
+
+def _clip(message: str, limit: int = 200) -> str:
+    return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
 def _dtype(c: Config) -> str:
@@ -1493,17 +1762,27 @@ QUANTIZED = {  # quant_method → the recipe, from the config's own fields
 }
 
 
+def _quant_method(c: Config) -> str | None:
+    """quantization_config's quant_method (a name, or None when there is none)."""
+    q = c.get("quantization_config") or {}
+    method = q.get("quant_method")
+    if method is not None and not isinstance(method, str):
+        field = "quantization_config.quant_method"
+        raise _Bad(field, f"`{field}` must be a name, got {_show(method)}")
+    return method
+
+
 def _recipe(c: Config, family: Family, text: str, filename: str) -> str | None:
     """The precision recipe a checkpoint's quantization_config states (a family that
     quantizes only some layers, gpt-oss's experts, writes its own)."""
     q = c.get("quantization_config")
     if not q or family.quantization:
         return None
-    rule = QUANTIZED.get(q.get("quant_method"))
+    rule = QUANTIZED.get(_quant_method(c) or "")
     recipe = rule(q) if rule else None
     if recipe is None:
         raise _field(text, filename, "quantization_config",
-                     f"quantization_config {json.dumps(q)[:80]} has no recipe here",
+                     f"`quantization_config` = {_show(q, 80)} has no recipe here",
                      "recipes: fp8 (per-tensor or 128×128 blocks), awq/gptq 4-bit; "
                      "or drop it and set `recipe` by hand")  # fmt: skip
     return recipe
@@ -1522,59 +1801,112 @@ def _number(v: Any) -> str:
     return f"{v:_}" if isinstance(v, int) and not isinstance(v, bool) and v >= 10_000 else str(v)
 
 
-def _used_fields(family: Family, c: Config) -> set[str]:
-    """The config fields the family reads (a rule that fails on a bad value has still
-    read it: the checks that follow name the field)."""
-    probe = _Probe(c)
-    for rule in (*(r for _, r in family.params), family.block_text, family.model, _dtype):
-        try:
-            rule(probe)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):
-            continue
-    return probe.read
-
-
-class _Probe(dict):
-    """A config that records which fields are read."""
-
-    def __init__(self, c: Config) -> None:
-        super().__init__(c)
-        self.read: set[str] = set()
-
-    def __getitem__(self, k):
-        self.read.add(k)
-        return super().__getitem__(k)
-
-    def get(self, k, default=None):
-        if k in self:
-            self.read.add(k)
-        return super().get(k, default)
-
-
 def _identifier(stem: str) -> str:
     ident = re.sub(r"\W", "_", stem).strip("_") or "imported"
     return ident if not ident[0].isdigit() else f"m_{ident}"
 
 
-def _at(text: str, filename: str, line: int, column: int, message: str, hint=None):
+MAX_SOURCE_LINE = 200  # a longer line (a config written on one line) is not echoed
+
+
+def _at(
+    text: str, filename: str, line: int, column: int, message: str, hint: str | None = None
+) -> SpecError:
     lines = text.splitlines()
     source = lines[line - 1] if 0 < line <= len(lines) else None
+    if source is not None and len(source) > MAX_SOURCE_LINE:
+        source = None
     return SpecError(message, filename=filename, line=line, column=column, hint=hint,
                      source_line=source)  # fmt: skip
 
 
+def _at_offset(
+    text: str, filename: str, offset: int, message: str, hint: str | None = None, width: int = 1
+) -> SpecError:
+    line_start = text.rfind("\n", 0, offset) + 1
+    err = _at(text, filename, text.count("\n", 0, offset) + 1, offset - line_start + 1,
+              message, hint)  # fmt: skip
+    err.width = width
+    return err
+
+
 def _field(text: str, filename: str, field: str, message: str, hint: str) -> SpecError:
-    """An error pointing at the field's key in the JSON text (or the file, when absent);
-    a nested field (`vision_config.hidden_act`) at its key after its parent's."""
-    parent, _, last = field.rpartition(".")
-    seen_parent = not parent
-    for number, line in enumerate(text.splitlines(), 1):
-        if not seen_parent:
-            seen_parent = f'"{parent}"' in line
-            continue
-        col = line.find(f'"{last}"')
-        if col >= 0:
-            err = _at(text, filename, number, col + 1, message, hint)
-            err.width = len(last) + 2
-            return err
+    """An error pointing at the field's key in the JSON text (a composite config's
+    language-model field in its text_config), or at the file when the config omits it."""
+    keys = _scan(text, filename)
+    for path in (f"text_config.{field}", field):
+        if path in keys:
+            offset, width = keys[path]
+            return _at_offset(text, filename, offset, message, hint, width)
     return SpecError(message, filename=filename, hint=hint)
+
+
+# JSON's tokens: strings, punctuation, and any other run (numbers, true, NaN, ...)
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+')
+_NOT_FINITE = frozenset({"NaN", "Infinity", "-Infinity"})
+
+
+def _scan(text: str, filename: str) -> dict[str, tuple[int, int]]:
+    """Where each key of the JSON text is (its dotted path, list items by index → its
+    offset and width), in one pass without recursion, refusing at its place what
+    `json` would choke on or carry silently: nesting deeper than the language's
+    MAX_NESTING, number literals longer than its MAX_NUMBER_CHARS, and NaN, Infinity
+    or numbers too large for a double (1e400). Malformed JSON is left to `json`."""
+    keys: dict[str, tuple[int, int]] = {}
+    names: list[str] = []  # per open container: the key or index of the current value
+    objects: list[bool] = []  # per open container: an object (else a list)
+    expect_key = False
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group()
+        first = tok[0]
+        if first in "{[":
+            if len(objects) >= MAX_NESTING:
+                raise _at_offset(text, filename, m.start(), f"the JSON nests more than "
+                                 f"{MAX_NESTING} levels deep", "a config.json nests a few "
+                                 "levels")  # fmt: skip
+            objects.append(first == "{")
+            names.append("0")
+            expect_key = first == "{"
+        elif first in "}]":
+            if objects:
+                objects.pop()
+                names.pop()
+            expect_key = False
+        elif first == ",":
+            if objects and objects[-1]:
+                expect_key = True
+            elif names:
+                names[-1] = str(int(names[-1]) + 1)
+        elif first == ":":
+            expect_key = False
+        elif first == '"':
+            if expect_key and objects and objects[-1]:
+                try:
+                    names[-1] = json.loads(tok)
+                except ValueError:
+                    names[-1] = tok[1:-1]
+                keys[".".join(names)] = (m.start(), len(tok))
+        else:
+            _check_literal(tok, m.start(), names, text, filename)
+    return keys
+
+
+def _check_literal(tok: str, offset: int, names: list[str], text: str, filename: str) -> None:
+    """Refuse, at its place, a JSON literal that is not a finite number of a sane size."""
+    path = ".".join(names) or "the config"
+    shown = tok if len(tok) <= 24 else tok[:23] + "…"
+    if tok in _NOT_FINITE or (tok[0] in "-0123456789" and len(tok) <= MAX_NUMBER_CHARS
+                              and _overflows(tok)):  # fmt: skip
+        raise _at_offset(text, filename, offset, f"`{path}` is {shown}, not a finite number",
+                         "a config's numbers are finite; JSON has no NaN or Infinity",
+                         min(len(tok), 24))  # fmt: skip
+    if tok[0] in "-0123456789" and len(tok) > MAX_NUMBER_CHARS:
+        raise _at_offset(text, filename, offset, f"`{path}` is a number of {len(tok):,} "
+                         f"characters (the limit is {MAX_NUMBER_CHARS})", None, 24)  # fmt: skip
+
+
+def _overflows(tok: str) -> bool:
+    try:
+        return math.isinf(float(tok))
+    except ValueError:  # not a number: json reports it
+        return False

@@ -47,16 +47,19 @@ def test_the_import_is_canonical_readable_and_cites_its_fields(tmp_path) -> None
     text = out.read_text()
     assert text.startswith("# Imported from llama3-8b.json (model_type llama)")
     assert "num_key_value_heads 8" in text and "vocab = 128_256" in text
+    # no _name_or_path in the file: titled by its architecture and the file
+    assert 'title = "LlamaForCausalLM from llama3-8b.json"' in text
     assert run_cli("fmt", "--check", str(out)).returncode == 0
     compiled = run_cli("compile", str(CONFIGS / "llama3-8b.json"), "--hw", "h100")
-    assert compiled.returncode == 0 and "llama3_8b" in compiled.stdout
+    assert compiled.returncode == 0
+    assert compiled.stdout.startswith("LlamaForCausalLM from llama3-8b.json on NVIDIA H100")
 
 
 def test_an_unknown_model_type_is_exit_2_pointing_at_it(tmp_path) -> None:
     config = tmp_path / "falcon.json"
     config.write_text('{\n  "model_type": "falcon",\n  "hidden_size": 4544\n}\n')
     r = run_cli("import", str(config))
-    assert r.returncode == 2 and "model_type 'falcon' cannot be imported yet" in r.stderr
+    assert r.returncode == 2 and 'model_type "falcon" cannot be imported yet' in r.stderr
     assert '"model_type"' in r.stderr and "^" in r.stderr and "Traceback" not in r.stderr
 
 
