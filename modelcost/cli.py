@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,7 +18,14 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .errors import SpecError
-from .files import read_text, write_text
+from .files import (
+    ClosedStdout,
+    StdoutClosedError,
+    check_output,
+    read_text,
+    write_stdout,
+    write_text,
+)
 from .options import (
     ENGINE,
     ESTIMATE,
@@ -102,7 +110,7 @@ def cmd_fmt(args: argparse.Namespace) -> int:
                     continue
                 print(f"reformatted {path}", file=sys.stderr)
         else:
-            sys.stdout.write(formatted)
+            write_stdout(formatted)
     return status
 
 
@@ -217,6 +225,7 @@ def _emit_files(files: dict[str, str], output: str) -> int:
     base = Path(output).parent
     page = Path(output).name
     try:
+        check_output(output)  # Path() would drop a trailing slash
         for rel, text in sorted(files.items(), key=lambda kv: kv[0] == page):
             target = Path(output) if rel == page else base / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -357,28 +366,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .files import read_text, write_text
     from .importer import import_config
     from .resolve import parse_spec
 
     try:
         text = import_config(read_text(args.config), str(args.config), args.name)
         parse_spec(text, "<imported>")  # what it writes must compile
-        if args.output and args.output != "-":
-            write_text(args.output, text)
-            return EXIT_OK
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
-    sys.stdout.write(text)
-    return EXIT_OK
+    return _emit(text, args.output)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     from .calibration import fit, from_points, from_tracelens
-    from .files import write_text
     from .hardware import load_hardware
     from .measured import load_points
 
@@ -410,8 +413,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(tabulate(table, headers=["kind", "precision", "points", "factor", "median error",
                                    "within ±25 %"]))  # fmt: skip
     if args.output:
-        write_text(args.output, cal.model_dump_json(indent=2) + "\n")
-        print(f"wrote {args.output}: use it with --calibrate")
+        status = _emit(cal.model_dump_json(indent=2) + "\n", args.output)
+        if status == EXIT_OK and args.output != "-":
+            print(f"wrote {args.output}: use it with --calibrate")
+        return status
     return EXIT_OK
 
 
@@ -501,8 +506,8 @@ def cmd_site(args: argparse.Namespace) -> int:
 
 
 def _emit(text: str, output: str | None) -> int:
-    if output is None:
-        sys.stdout.write(text)
+    if output in (None, "-"):
+        write_stdout(text)  # closed or a broken pipe: main says so
         return EXIT_OK
     try:
         write_text(output, text)
@@ -703,10 +708,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if sys.stdout is None:  # started with it closed (`>&-`): writing to it is an error
+        sys.stdout = ClosedStdout()
     try:
-        return args.func(args)
-    except BrokenPipeError:  # e.g. `modelcost schema | head`
+        status = args.func(args)
+        sys.stdout.flush()  # a broken pipe shows here, not as a warning at exit
+    except BrokenPipeError:  # `modelcost schema | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush
         return EXIT_OK
+    except StdoutClosedError as exc:
+        print(f"modelcost: error: cannot write: {exc.strerror}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return status
 
 
 if __name__ == "__main__":
