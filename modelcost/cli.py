@@ -30,7 +30,9 @@ from .options import (
     ENGINE,
     ESTIMATE,
     LAYOUT,
+    MAX_MIX_CLASSES,
     ROOFLINE,
+    SHARES,
     SITE_LAYOUT,
     WORKLOAD,
     add_options,
@@ -647,7 +649,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--isl", type=positive, help="input tokens per request")
     p.add_argument("--osl", type=positive, help="output tokens per request")
     p.add_argument("--mix", metavar="FILE", help="several request classes: `ISL OSL [SHARE]` "
-                   "a line")  # fmt: skip
+                   f"a line, at most {MAX_MIX_CLASSES:,}; SHARE a weight from {SHARES[0]:g} "
+                   f"to {SHARES[1]:g} (default 1)")  # fmt: skip
     p.add_argument("--concurrency", type=positive, help="sequences per replica (default: "
                    "the most that fit and meet the targets)")  # fmt: skip
     p.add_argument("--tpot", type=seconds, help="time-per-output-token target, e.g. 50ms")

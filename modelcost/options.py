@@ -59,6 +59,9 @@ def seconds(text: str) -> float:
 
 MAX_POINTS = 100_000  # values one swept option may take
 
+MAX_MIX_CLASSES = 1_000  # request classes in one mix: each is a serving search (~4 ms)
+SHARES = (1e-9, 1e9)  # a class's share: a weight, normalised over the mix
+
 
 def counts(text: str) -> list[int]:
     """Values for a sweep: `1,8,64`, `1..256` (powers of two from 1), `1K..8K` (doubling),
