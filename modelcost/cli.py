@@ -31,6 +31,7 @@ from .options import (
     ESTIMATE,
     LAYOUT,
     MAX_MIX_CLASSES,
+    MAX_POINTS,
     ROOFLINE,
     SHARES,
     SITE_LAYOUT,
@@ -616,7 +617,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--charts", choices=CHART_MODES_CLI, help=CHARTS_HELP)
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
 
-    p = add("sweep", cmd_sweep, "one row per combination of specs, targets and option values")
+    p = add("sweep", cmd_sweep, "one row per combination of specs, targets and option values "
+            f"(at most {MAX_POINTS:,} in all)")  # fmt: skip
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--hw", required=True, help="targets, separated by commas")
     add_options(p, ("phase", "batch", "seq", "context", *ENGINE, *LAYOUT), lists=True)

@@ -3,6 +3,7 @@ number of classes, a sweep's grid; each refused up front with a positioned messa
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from pathlib import Path
@@ -14,9 +15,11 @@ from hypothesis import strategies as st
 
 from modelcost import load_spec
 from modelcost.errors import SpecError
+from modelcost.graph import Parallel, Phase
 from modelcost.hardware import load_hardware
-from modelcost.options import MAX_MIX_CLASSES, SHARES
+from modelcost.options import MAX_MIX_CLASSES, MAX_POINTS, SHARES, counts
 from modelcost.serving import RequestClass, load_mix, serve_mix
+from modelcost.sweeps import LAYOUT_AXES, grid_size, sweep
 
 GPT2 = load_spec(MODELS / "gpt2.model")
 H100 = load_hardware("h100")
@@ -125,3 +128,92 @@ def test_the_cli_refuses_a_huge_share_with_exit_2(tmp_path: Path) -> None:
 def test_the_mix_limits_are_in_the_help() -> None:
     text = " ".join(run_cli("serve", "--help").stdout.split())
     assert "at most 1,000; SHARE a weight from 1e-09 to 1e+09 (default 1)" in text
+
+
+# ---- 17. a sweep's grid: counted from its axes' lengths before any point is made
+
+
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ("1..10000+1", 10_000),  # MAX_POINTS values exactly
+        ("1,2,1..9999+1", 9_999),  # each once: 1 and 2 are in the range
+        ("1..1M", 21),  # doubling: 2⁰ … 2²⁰
+    ],
+)
+def test_a_sweep_option_takes_up_to_max_points_values(text: str, values: int) -> None:
+    assert MAX_POINTS == 10_000 and len(counts(text)) == values
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("1..10001+1", "'1..10001+1'"),
+        ("1..99999+1", "'1..99999+1'"),  # issue 20's: refused before it is made
+        ("1.." + "9" * 30 + "+1", "'1.." + "9" * 30 + "+1'"),  # no OverflowError
+        ("1..5000+1,5001..10001+1", "'1..5000+1,5001..10001+1'"),  # in all
+        (",".join(map(str, range(1, 10_002))), "'1,2,3,4,5,6,7,8,9,10,11,12,13,…'"),
+    ],
+)
+def test_a_sweep_option_with_more_values_is_refused(text: str, shown: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(argparse.ArgumentTypeError) as err:
+        counts(text)
+    assert str(err.value) == f"{shown} has over 10,000 values, the most a sweep takes"
+    assert time.perf_counter() - started < 0.5
+
+
+def test_issue_20s_sweep_is_refused_up_front() -> None:
+    # ran 74 s to a MemoryError
+    started = time.perf_counter()
+    r = run_cli("sweep", str(MODELS / "llama3-8b.model"), "--hw", "h100",
+                "--batch", "1..99999+1", "--context", "1..99999+1")  # fmt: skip
+    assert time.perf_counter() - started < 20  # an interpreter's start on a busy machine
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.endswith("modelcost sweep: error: argument --batch: '1..99999+1' has "
+                             "over 10,000 values, the most a sweep takes\n")  # fmt: skip
+
+
+def test_a_grid_over_the_limit_is_refused_naming_its_axes() -> None:
+    # 2 targets × (decode: 5,000 batches × 5,000 contexts + prefill: 5,000 × 1 seq)
+    # = 2 × 25,005,000 = 50,010,000 points
+    r = run_cli("sweep", str(MODELS / "llama3-8b.model"), "--hw", "h100,h200", "--phase",
+                "decode,prefill", "--batch", "1..5000+1", "--context", "1..5000+1")  # fmt: skip
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (
+        "modelcost: error: the sweep has 50,010,000 points, over the 10,000 a sweep takes "
+        "(values per axis: hw 2, phase 2, batch 5,000, context 5,000)\n"
+        "  hint: sweep fewer values, or split it into several sweeps\n"
+    )
+
+
+def test_a_huge_range_from_python_is_refused_before_it_is_made() -> None:
+    started = time.perf_counter()
+    with pytest.raises(SpecError) as err:
+        sweep([GPT2], [H100], "decode", range(1, 10**30), context=[64])
+    assert str(err.value) == (
+        "modelcost: error: range(1, 1000000000000000000000000000000) has over 10,000 "
+        "values, the most a sweep takes"
+    )
+    with pytest.raises(SpecError, match=r"the sweep has 1,000,000 points, over the 10,000"):
+        sweep([GPT2], [H100], "decode", range(1, 1001), context=range(1, 1001))
+    assert time.perf_counter() - started < 1  # refused before any point is compiled
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    batch=st.lists(st.sampled_from([1, 2, 4]), min_size=1, max_size=3),
+    context=st.lists(st.sampled_from([16, 64]), min_size=1, max_size=2),
+    phases=st.lists(st.sampled_from(["decode", "prefill"]), min_size=1, max_size=2, unique=True),
+    chunk=st.lists(st.sampled_from([0, 8]), min_size=1, max_size=2),
+    prompt=st.lists(st.sampled_from([0, 16, 32]), min_size=1, max_size=2),
+)
+def test_the_counted_size_is_the_points_a_sweep_makes(batch, context, phases, chunk, prompt):
+    # the whole class of small grids: the size counted before the sweep is exactly its
+    # rows and skipped points (duplicates in a list are points of their own, as made)
+    axes = {"batch": batch, "seq": [64], "context": context, "prefix": [0], "chunk": chunk,
+            "prompt": prompt} | {k: [getattr(Parallel(), k)] for k in LAYOUT_AXES}  # fmt: skip
+    phase = [Phase(p) for p in phases]
+    s = sweep([GPT2], [H100], phase, batch, [64], context,
+              engine={"chunk": chunk, "prompt": prompt})  # fmt: skip
+    assert grid_size(1, 1, phase, axes) == len(s.rows) + len(s.skipped)
