@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,12 +18,22 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .errors import SpecError
-from .files import read_text, write_text
+from .files import (
+    ClosedStdout,
+    StdoutClosedError,
+    check_output,
+    read_text,
+    write_stdout,
+    write_text,
+)
 from .options import (
     ENGINE,
     ESTIMATE,
     LAYOUT,
+    MAX_MIX_CLASSES,
+    MAX_POINTS,
     ROOFLINE,
+    SHARES,
     SITE_LAYOUT,
     WORKLOAD,
     add_options,
@@ -102,7 +113,7 @@ def cmd_fmt(args: argparse.Namespace) -> int:
                     continue
                 print(f"reformatted {path}", file=sys.stderr)
         else:
-            sys.stdout.write(formatted)
+            write_stdout(formatted)
     return status
 
 
@@ -231,6 +242,7 @@ def _emit_files(files: dict[str, str], output: str) -> int:
     base = Path(output).parent
     page = Path(output).name
     try:
+        check_output(output)  # Path() would drop a trailing slash
         for rel, text in sorted(files.items(), key=lambda kv: kv[0] == page):
             target = Path(output) if rel == page else base / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -374,26 +386,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .files import read_text, write_text
     from .importer import import_config
 
     try:  # what import_config returns compiles (it checks), or it is an error in the config
         text = import_config(read_text(args.config), str(args.config), args.name)
-        if args.output and args.output != "-":
-            write_text(args.output, text)
-            return EXIT_OK
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
-    sys.stdout.write(text)
-    return EXIT_OK
+    return _emit(text, args.output)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     from .calibration import fit, from_tracelens, read_points
-    from .files import write_text
     from .hardware import load_hardware
 
     try:
@@ -419,8 +425,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(tabulate(table, headers=["kind", "precision", "points", "factor", "median error",
                                    "within ±25 %"]))  # fmt: skip
     if args.output:
-        write_text(args.output, cal.model_dump_json(indent=2) + "\n")
-        print(f"wrote {args.output}: use it with --calibrate")
+        status = _emit(cal.model_dump_json(indent=2) + "\n", args.output)
+        if status == EXIT_OK and args.output != "-":
+            print(f"wrote {args.output}: use it with --calibrate")
+        return status
     return EXIT_OK
 
 
@@ -510,8 +518,8 @@ def cmd_site(args: argparse.Namespace) -> int:
 
 
 def _emit(text: str, output: str | None) -> int:
-    if output is None:
-        sys.stdout.write(text)
+    if output in (None, "-"):
+        write_stdout(text)  # closed or a broken pipe: main says so
         return EXIT_OK
     try:
         write_text(output, text)
@@ -618,7 +626,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--charts", choices=CHART_MODES_CLI, help=CHARTS_HELP)
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
 
-    p = add("sweep", cmd_sweep, "one row per combination of specs, targets and option values")
+    p = add("sweep", cmd_sweep, "one row per combination of specs, targets and option values "
+            f"(at most {MAX_POINTS:,} in all)")  # fmt: skip
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--hw", required=True, help="targets, separated by commas")
     add_options(p, ("phase", "batch", "seq", "context", *ENGINE, *LAYOUT), lists=True)
@@ -651,7 +660,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--isl", type=positive, help="input tokens per request")
     p.add_argument("--osl", type=positive, help="output tokens per request")
     p.add_argument("--mix", metavar="FILE", help="several request classes: `ISL OSL [SHARE]` "
-                   "a line")  # fmt: skip
+                   f"a line, at most {MAX_MIX_CLASSES:,}; SHARE a weight from {SHARES[0]:g} "
+                   f"to {SHARES[1]:g} (default 1)")  # fmt: skip
     p.add_argument("--concurrency", type=positive, help="sequences per replica (default: "
                    "the most that fit and meet the targets)")  # fmt: skip
     p.add_argument("--tpot", type=seconds, help="time-per-output-token target, e.g. 50ms")
@@ -712,10 +722,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if sys.stdout is None:  # started with it closed (`>&-`): writing to it is an error
+        sys.stdout = ClosedStdout()
     try:
-        return args.func(args)
-    except BrokenPipeError:  # e.g. `modelcost schema | head`
+        status = args.func(args)
+        sys.stdout.flush()  # a broken pipe shows here, not as a warning at exit
+    except BrokenPipeError:  # `modelcost schema | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush
         return EXIT_OK
+    except StdoutClosedError as exc:
+        print(f"modelcost: error: cannot write: {exc.strerror}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return status
 
 
 if __name__ == "__main__":

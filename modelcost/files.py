@@ -4,23 +4,33 @@ Reading: regular files only (a FIFO, a device or a directory is refused before a
 is read), at most MAX_FILE_BYTES (checked before reading, and never more than the limit
 plus one byte read), UTF-8 with the first bad byte reported at its line and column.
 
-Writing: `-` is standard output; a symlink is written through to its target; a
-non-regular target (a device such as /dev/null, a FIFO) is written to directly; a
-regular file is replaced atomically (a temporary file renamed over it) and keeps its
-mode; a new file gets the usual mode (0666 less the umask).
+Writing: `-` is standard output (closed, `>&-`: an error); a path ending in `/` is
+refused; a symlink is written through to its target; a non-regular target (a device
+such as /dev/null, a FIFO) is written to directly. An existing regular file is written
+only if a redirect could open it for writing (the same open(2) check), and is replaced
+atomically (a temporary file renamed over it, with its mode and owner) unless the rename
+would change it otherwise: a hard-linked file, another's file the new one cannot be
+given, a folder the user cannot create files in; then it is truncated and written in
+place as a redirect does, from text already rendered. A new file is written atomically
+and gets the usual mode (0666 less the umask).
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import os
+import secrets
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from .errors import SpecError
 
 MAX_FILE_BYTES = 1_000_000
+TRAILING_SLASH = "a path ending in / names a directory, not a file"
+_SEPARATORS = tuple(s for s in (os.sep, os.altsep) if s)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def read_text(path: str | os.PathLike[str], limit: int = MAX_FILE_BYTES) -> str:
@@ -30,7 +40,7 @@ def read_text(path: str | os.PathLike[str], limit: int = MAX_FILE_BYTES) -> str:
         raise SpecError("a path cannot contain a NUL byte", filename=repr(name))
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
     except OSError as exc:
         raise SpecError(f"cannot read file: {exc.strerror or exc}", filename=name) from None
     info = os.fstat(fd)
@@ -90,38 +100,130 @@ def _kind(mode: int) -> str:
 
 def write_text(output: str | os.PathLike[str], text: str) -> None:
     """Write `text` to `output` as `> output` would, but never half-written for a
-    regular file. Raises OSError."""
+    regular file the rename can replace unchanged. Raises OSError."""
     name = os.fspath(output)
     if name == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
         return
-    if not name:
-        raise FileNotFoundError(2, "an empty path names no file", name)
-    target = Path(os.path.realpath(name))  # a symlink is written through
+    check_output(name)
+    data = text.encode("utf-8")  # everything that can fail before a byte is written
+    target = os.path.realpath(name) if os.path.islink(name) else name  # written through
     try:
-        info = target.stat()
+        info = os.stat(target)
     except FileNotFoundError:
-        info = None
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(21, "Is a directory", name)
-        with open(target, "w", encoding="utf-8", newline="") as f:  # /dev/null, a FIFO
-            f.write(text)
+        _replace(target, data, None)  # a new file
         return
-    _replace(target, text, None if info is None else stat.S_IMODE(info.st_mode))
-
-
-def _replace(target: Path, text: str, mode: int | None) -> None:
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", name)
+    if not stat.S_ISREG(info.st_mode):  # /dev/null, a FIFO: as a redirect, blocking
+        with open(target, "wb") as f:
+            f.write(data)
+        return
+    # what a redirect may open for writing, and nothing else (root may open a 0444
+    # file; a user may not open root's 0644 one); O_NONBLOCK: no hang if it became a FIFO
+    fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | _CLOEXEC)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp, _new_file_mode() if mode is None else mode)
+        info = os.fstat(fd)
+        regular = stat.S_ISREG(info.st_mode) and info.st_nlink == 1  # a hard link stays one
+        if not (regular and _replace(target, data, info)):
+            _write_in_place(fd, data)
+    finally:
+        os.close(fd)
+
+
+def check_output(name: str) -> None:
+    """Refuse an output path that can name no file to write, with the OSError writing
+    it raises: empty, or ending in `/` (`-o q.txt/` is not `q.txt`)."""
+    if not name:
+        raise FileNotFoundError(errno.ENOENT, "an empty path names no file", name)
+    if name.endswith(_SEPARATORS):
+        raise IsADirectoryError(errno.EISDIR, TRAILING_SLASH, name)
+
+
+class StdoutClosedError(OSError):
+    """Standard output was closed before modelcost started (`>&-`)."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.EBADF, "standard output is closed", "-")
+
+
+class ClosedStdout(io.TextIOBase):
+    """What stands for a closed standard output: every write is a StdoutClosedError
+    (Python's own `None` there would make `print` drop text silently)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        raise StdoutClosedError
+
+
+def write_stdout(text: str) -> None:
+    """`text` on standard output, flushed; StdoutClosedError if it is closed."""
+    if sys.stdout is None:
+        raise StdoutClosedError
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _replace(target: str, data: bytes, old: os.stat_result | None) -> bool:
+    """Write `data` to a temporary file beside `target` and rename it over `target`,
+    with `old`'s mode and owner; False (nothing changed) when the new file could not
+    have them (another's file, a folder the user cannot create files in, where `old`
+    exists): the caller then writes in place, as a redirect does."""
+    try:
+        fd, tmp = _temporary(target)
+    except PermissionError:
+        if old is None:
+            raise
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if old is not None and not _same_owner(f.fileno(), old):
+                Path(tmp).unlink()
+                return False
+            f.write(data)
+            os.fchmod(f.fileno(), _new_file_mode() if old is None else stat.S_IMODE(old.st_mode))
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return True
+
+
+def _temporary(target: str) -> tuple[int, str]:
+    """A new 0600 file beside `target`, open for writing, and its name: relative where
+    `target` is (as a redirect, it needs no search permission above the working folder,
+    which `tempfile` would by making the path absolute)."""
+    folder, base = os.path.split(target)
+    for _ in range(100):
+        name = os.path.join(folder, f".{base}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", target)
+
+
+def _same_owner(fd: int, old: os.stat_result) -> bool:
+    """Whether the file open at `fd` is (or could be made) owned as `old` is."""
+    mine = os.fstat(fd)
+    if (mine.st_uid, mine.st_gid) == (old.st_uid, old.st_gid):
+        return True
+    try:
+        os.fchown(fd, old.st_uid, old.st_gid)  # root may; a user may change the group
+    except PermissionError:
+        return False
+    return True
+
+
+def _write_in_place(fd: int, data: bytes) -> None:
+    """Truncate and write through an open file, as a redirect does: links, owner and
+    mode stay as they are."""
+    os.ftruncate(fd, 0)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _new_file_mode() -> int:

@@ -57,27 +57,38 @@ def seconds(text: str) -> float:
     raise argparse.ArgumentTypeError(f"expected a duration such as 50ms or 0.5s, got {text!r}")
 
 
-MAX_POINTS = 100_000  # values one swept option may take
+# points one sweep may have (so also values one option may take): ~0.2 ms of work each
+MAX_POINTS = 10_000
+
+MAX_MIX_CLASSES = 1_000  # request classes in one mix: each is a serving search (~4 ms)
+SHARES = (1e-9, 1e9)  # a class's share: a weight, normalised over the mix
 
 
 def counts(text: str) -> list[int]:
     """Values for a sweep: `1,8,64`, `1..256` (powers of two from 1), `1K..8K` (doubling),
     `128..1024+128` (an explicit step); each value a `positive` count."""
-    out: list[int] = []
+    out: dict[int, None] = {}  # each once, in the order given
     for part in (p.strip() for p in text.split(",")):
         lo, dots, rest = part.partition("..")
         if not dots:
-            out.append(positive(part))
-            continue
-        hi, plus, step = rest.partition("+")
-        a, b = positive(lo), positive(hi)
-        if b < a:
-            raise argparse.ArgumentTypeError(f"range {part!r} runs backwards")
-        values = range(a, b + 1, positive(step)) if plus else _doubling(a, b)
-        if len(values) > MAX_POINTS:
-            raise argparse.ArgumentTypeError(f"range {part!r} has over {MAX_POINTS:,} values")
-        out.extend(values)
-    return list(dict.fromkeys(out))
+            out[positive(part)] = None
+        else:
+            hi, plus, step = rest.partition("+")
+            a, b = positive(lo), positive(hi)
+            if b < a:
+                raise argparse.ArgumentTypeError(f"range {part!r} runs backwards")
+            by = positive(step) if plus else 0
+            if plus and (b - a) // by >= MAX_POINTS:  # its length, before it is made
+                raise argparse.ArgumentTypeError(_too_many_values(part))
+            out.update(dict.fromkeys(range(a, b + 1, by) if plus else _doubling(a, b)))
+        if len(out) > MAX_POINTS:
+            raise argparse.ArgumentTypeError(_too_many_values(text))
+    return list(out)
+
+
+def _too_many_values(text: str) -> str:
+    shown = text if len(text) <= 40 else f"{text[:30]}…"
+    return f"{shown!r} has over {MAX_POINTS:,} values, the most a sweep takes"
 
 
 def _doubling(a: int, b: int) -> list[int]:

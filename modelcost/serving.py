@@ -42,6 +42,7 @@ from .files import read_text
 from .frozen import Frozen
 from .graph import ONE_DEVICE, Parallel, Phase, Workload
 from .hardware import Hardware
+from .options import MAX_MIX_CLASSES, SHARES, positive
 from .record import Record, replace
 from .report import Totals
 from .tabular import Tabular
@@ -481,8 +482,11 @@ def serve_mix(
     ttft: float | None = None,
     engine: Engine = STATIC,
 ) -> MixServing:
-    total = sum(c.share for c in mix)
-    shares = tuple(c.share / total for c in mix)
+    """Each class of `mix` served on its own, and the mix (MixServing): at most
+    MAX_MIX_CLASSES classes, each share from SHARES[0] to SHARES[1] (SpecError)."""
+    _check_mix(mix)
+    total = sum(c.share for c in mix)  # at most MAX_MIX_CLASSES × SHARES[1]: finite
+    shares = tuple(c.share / total for c in mix)  # each ≥ SHARES[0] / that: above zero
     classes = tuple(serve(spec, hw, c.isl, c.osl, parallel, None, tpot, ttft, engine)
                     for c in mix)  # fmt: skip
     tokens = sum(w * s.osl for w, s in zip(shares, classes, strict=True))
@@ -497,12 +501,46 @@ def serve_mix(
     )
 
 
+def _check_mix(mix: list[RequestClass]) -> None:
+    """The limits a mix file is held to, for a mix built in Python."""
+    where = "the request mix"
+    if not mix:
+        raise SpecError("a request mix needs at least one request class", filename=where)
+    if len(mix) > MAX_MIX_CLASSES:
+        raise SpecError(f"{len(mix):,} request classes: {_too_many()}", filename=where,
+                        hint=MERGE_CLASSES)  # fmt: skip
+    for i, c in enumerate(mix):
+        if not SHARES[0] <= c.share <= SHARES[1]:
+            raise SpecError(f"class {i} (ISL {c.isl}, OSL {c.osl}): {_share_message(c.share)}",
+                            filename=where)  # fmt: skip
+
+
+def _share_message(got: object) -> str:
+    return f"SHARE must be a positive number from {SHARES[0]:g} to {SHARES[1]:g}, got {got!r}"
+
+
+def _too_many() -> str:
+    return f"a mix takes at most {MAX_MIX_CLASSES:,} (each is a serving search of its own)"
+
+
+MERGE_CLASSES = "merge classes of similar lengths, adding their shares"
+
+
 def load_mix(path: str | Path) -> list[RequestClass]:
     """A mix file: one request class a line, `ISL OSL [SHARE]` (counts take K/M; the
-    share defaults to 1 and is normalized over the file); `#` starts a comment."""
+    share defaults to 1 and is normalized over the file); `#` starts a comment. At most
+    MAX_MIX_CLASSES classes, each share from SHARES[0] to SHARES[1]."""
     name = str(path)
-    lines = enumerate(read_text(path).splitlines(), 1)
-    out = [c for number, raw in lines if (c := _mix_line(name, number, raw)) is not None]
+    out: list[RequestClass] = []
+    for number, raw in enumerate(read_text(path).splitlines(), 1):
+        c = _mix_line(name, number, raw)
+        if c is None:
+            continue
+        if len(out) == MAX_MIX_CLASSES:  # refused where the limit is passed, unread beyond
+            raise SpecError(f"request class {len(out) + 1:,}: {_too_many()}", filename=name,
+                            line=number, column=1, source_line=raw, width=len(raw.rstrip()),
+                            hint=MERGE_CLASSES)  # fmt: skip
+        out.append(c)
     if not out:
         raise SpecError(f"{name} names no request class", filename=name,
                         hint="one `ISL OSL [SHARE]` a line")  # fmt: skip
@@ -510,8 +548,6 @@ def load_mix(path: str | Path) -> list[RequestClass]:
 
 
 def _mix_line(name: str, number: int, raw: str) -> RequestClass | None:
-    from .options import positive
-
     line = raw.split("#", 1)[0]
     found = list(re.finditer(r"\S+", line))
     fields = [m.group() for m in found]
@@ -539,8 +575,7 @@ def _mix_line(name: str, number: int, raw: str) -> RequestClass | None:
         try:
             share = float(fields[2])
         except ValueError:
-            share = -1.0
-        if not (0 < share < float("inf")):
-            raise bad(f"SHARE must be a positive number, got {fields[2]!r}", 2,
-                      "a weight such as 0.25 or 3")  # fmt: skip
+            share = math.nan
+        if not SHARES[0] <= share <= SHARES[1]:  # NaN, inf, 1e308 and 0 too
+            raise bad(_share_message(fields[2]), 2, "a weight such as 0.25 or 3")
     return RequestClass(values[0], values[1], share)

@@ -10,6 +10,7 @@ report, so a row is exactly what `modelcost compile` says of the same point.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ from .errors import SpecError
 from .frozen import Frozen
 from .graph import DEFAULT_BATCH, OpGraph, Parallel, Phase, Workload
 from .hardware import Hardware, load_hardware
-from .options import DEFAULT_PEAK, PeakMode
+from .options import DEFAULT_PEAK, MAX_POINTS, PeakMode
 from .perfmodel import Conventions
 from .record import Record
 from .report import Bound, Report, Totals
@@ -121,7 +122,48 @@ def _row(model, hardware, phase, batch, seq, context, engine, layout, devices, t
 
 
 def _many(value) -> list:
-    return list(value) if isinstance(value, list | tuple | range) else [value]
+    """One value, or a list, tuple or range of them, as a list: a list no longer than
+    a sweep may be (SpecError), its length checked before it is made."""
+    if not isinstance(value, list | tuple | range):
+        return [value]
+    try:
+        length = len(value)
+    except OverflowError:  # a range longer than an index can count
+        length = MAX_POINTS + 1
+    if length > MAX_POINTS:
+        raise SpecError(f"{value!r:.60} has over {MAX_POINTS:,} values, the most a sweep takes",
+                        filename="modelcost")  # fmt: skip
+    return list(value)
+
+
+def grid_size(
+    specs: int,
+    targets: int,
+    phases: Sequence[Phase],
+    axes: dict[str, Sequence],
+) -> int:
+    """The number of points of a sweep, from its axes' lengths, without making them:
+    `axes` holds batch, seq, context, the engine axes (a prompt length only where a
+    chunk is: ENGINE_AXES) and the layout axes."""
+    chunks = set(axes["chunk"])
+    engines = len(set(axes["prefix"])) * (len(chunks - {0}) * len(set(axes["prompt"]))
+                                          + (0 in chunks))  # fmt: skip
+    rest = math.prod(len(v) for k, v in axes.items() if k not in ("seq", "context", *ENGINE_AXES))
+    lengths = sum(len(axes["context" if p is Phase.decode else "seq"]) for p in phases)
+    return specs * targets * lengths * engines * rest
+
+
+def _check_size(specs: int, targets: int, phases: Sequence[Phase], axes: dict) -> None:
+    """Refuse a sweep of over MAX_POINTS points before any is made, naming its axes."""
+    size = grid_size(specs, targets, phases, axes)
+    if size <= MAX_POINTS:
+        return
+    named = {"specs": specs, "hw": targets, "phase": len(phases)}
+    named |= {k: len(v) for k, v in axes.items()}
+    varied = ", ".join(f"{k} {n:,}" for k, n in named.items() if n > 1)
+    raise SpecError(f"the sweep has {size:,} points, over the {MAX_POINTS:,} a sweep takes "
+                    f"(values per axis: {varied})", filename="modelcost",
+                    hint="sweep fewer values, or split it into several sweeps")  # fmt: skip
 
 
 class _Point(Record, frozen=True):
@@ -182,10 +224,13 @@ def sweep(
     unknown = sorted(set(engine or {}) - set(ENGINE_AXES))
     if unknown:
         raise ValueError(f"engine has no {', '.join(unknown)}; it takes {', '.join(ENGINE_AXES)}")
+    engine_axes = {k: _many((engine or {}).get(k, 0)) for k in ENGINE_AXES}
+    _check_size(len(specs), len(targets), phases,
+                {"batch": batch, "seq": seq, "context": context} | engine_axes | axes)  # fmt: skip
     # a prompt length belongs to a chunk: the points without one take none
     engines = list(dict.fromkeys(
         (prefix, chunk, prompt if chunk else 0) for prefix, chunk, prompt
-        in itertools.product(*(_many((engine or {}).get(k, 0)) for k in ENGINE_AXES))
+        in itertools.product(*engine_axes.values())
     ))  # fmt: skip
     points: list[_Point] = []
     for (i, _), (j, _), phase in itertools.product(enumerate(specs), enumerate(targets), phases):
