@@ -166,6 +166,20 @@ def _check_size(specs: int, targets: int, phases: Sequence[Phase], axes: dict) -
                     hint="sweep fewer values, or split it into several sweeps")  # fmt: skip
 
 
+def _check_used(phases: Sequence[Phase], seq: list, context: list) -> None:
+    """A length no chosen phase reads is refused, naming the phase that would (a
+    --context of prefill points was silently ignored)."""
+    for name, values, users in (("seq", seq, (Phase.prefill, Phase.train)),
+                                ("context", context, (Phase.decode,))):  # fmt: skip
+        if values != [None] and not any(p in users for p in phases):
+            raise SpecError(
+                f"--{name} applies to {' and '.join(users)}, and the sweep's phases are "
+                f"{', '.join(phases)}",
+                filename="modelcost",
+                hint=f"add {users[0]} to --phase, or leave --{name} out",
+            )
+
+
 class _Point(Record, frozen=True):
     """One point of a sweep, as a worker process receives it."""
 
@@ -225,6 +239,7 @@ def sweep(
     if unknown:
         raise ValueError(f"engine has no {', '.join(unknown)}; it takes {', '.join(ENGINE_AXES)}")
     engine_axes = {k: _many((engine or {}).get(k, 0)) for k in ENGINE_AXES}
+    _check_used(phases, seq, context)
     _check_size(len(specs), len(targets), phases,
                 {"batch": batch, "seq": seq, "context": context} | engine_axes | axes)  # fmt: skip
     # a prompt length belongs to a chunk: the points without one take none

@@ -136,42 +136,50 @@ def test_the_mix_limits_are_in_the_help() -> None:
 @pytest.mark.parametrize(
     ("text", "values"),
     [
-        ("1..10000+1", 10_000),  # MAX_POINTS values exactly
-        ("1,2,1..9999+1", 9_999),  # each once: 1 and 2 are in the range
+        ("1..100000+1", 100_000),  # MAX_POINTS values exactly
+        ("1,2,1..99999+1", 99_999),  # each once: 1 and 2 are in the range
         ("1..1M", 21),  # doubling: 2⁰ … 2²⁰
     ],
 )
 def test_a_sweep_option_takes_up_to_max_points_values(text: str, values: int) -> None:
-    assert MAX_POINTS == 10_000 and len(counts(text)) == values
+    assert MAX_POINTS == 100_000 and len(counts(text)) == values
 
 
 @pytest.mark.parametrize(
     ("text", "shown"),
     [
-        ("1..10001+1", "'1..10001+1'"),
-        ("1..99999+1", "'1..99999+1'"),  # issue 20's: refused before it is made
+        ("1..100001+1", "'1..100001+1'"),
+        ("1..999999+1", "'1..999999+1'"),  # refused before it is made
         ("1.." + "9" * 30 + "+1", "'1.." + "9" * 30 + "+1'"),  # no OverflowError
-        ("1..5000+1,5001..10001+1", "'1..5000+1,5001..10001+1'"),  # in all
-        (",".join(map(str, range(1, 10_002))), "'1,2,3,4,5,6,7,8,9,10,11,12,13,…'"),
+        ("1..50000+1,50001..100001+1", "'1..50000+1,50001..100001+1'"),  # in all
+        (",".join(map(str, range(1, 100_002))), "'1,2,3,4,5,6,7,8,9,10,11,12,13,…'"),
     ],
 )
 def test_a_sweep_option_with_more_values_is_refused(text: str, shown: str) -> None:
     started = time.perf_counter()
     with pytest.raises(argparse.ArgumentTypeError) as err:
         counts(text)
-    assert str(err.value) == f"{shown} has over 10,000 values, the most a sweep takes"
+    assert str(err.value) == f"{shown} has over 100,000 values, the most a sweep takes"
     assert time.perf_counter() - started < 0.5
 
 
 def test_issue_20s_sweep_is_refused_up_front() -> None:
-    # ran 74 s to a MemoryError
+    # ran 74 s to a MemoryError: its --context, which the default prefill phase does not
+    # read, is refused, and with decode its 99,999² points are
     started = time.perf_counter()
-    r = run_cli("sweep", str(MODELS / "llama3-8b.model"), "--hw", "h100",
-                "--batch", "1..99999+1", "--context", "1..99999+1")  # fmt: skip
-    assert time.perf_counter() - started < 20  # an interpreter's start on a busy machine
+    base = ("sweep", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--batch", "1..99999+1",
+            "--context", "1..99999+1")  # fmt: skip
+    r = run_cli(*base)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.endswith("modelcost sweep: error: argument --batch: '1..99999+1' has "
-                             "over 10,000 values, the most a sweep takes\n")  # fmt: skip
+    assert r.stderr == (
+        "modelcost: error: --context applies to decode, and the sweep's phases are prefill\n"
+        "  hint: add decode to --phase, or leave --context out\n"
+    )
+    r = run_cli(*base, "--phase", "decode")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("modelcost: error: the sweep has 9,999,800,001 points, over "
+                               "the 100,000 a sweep takes")  # fmt: skip
+    assert time.perf_counter() - started < 40  # two interpreters' starts on a busy machine
 
 
 def test_a_grid_over_the_limit_is_refused_naming_its_axes() -> None:
@@ -181,7 +189,7 @@ def test_a_grid_over_the_limit_is_refused_naming_its_axes() -> None:
                 "decode,prefill", "--batch", "1..5000+1", "--context", "1..5000+1")  # fmt: skip
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == (
-        "modelcost: error: the sweep has 50,010,000 points, over the 10,000 a sweep takes "
+        "modelcost: error: the sweep has 50,010,000 points, over the 100,000 a sweep takes "
         "(values per axis: hw 2, phase 2, batch 5,000, context 5,000)\n"
         "  hint: sweep fewer values, or split it into several sweeps\n"
     )
@@ -192,10 +200,10 @@ def test_a_huge_range_from_python_is_refused_before_it_is_made() -> None:
     with pytest.raises(SpecError) as err:
         sweep([GPT2], [H100], "decode", range(1, 10**30), context=[64])
     assert str(err.value) == (
-        "modelcost: error: range(1, 1000000000000000000000000000000) has over 10,000 "
+        "modelcost: error: range(1, 1000000000000000000000000000000) has over 100,000 "
         "values, the most a sweep takes"
     )
-    with pytest.raises(SpecError, match=r"the sweep has 1,000,000 points, over the 10,000"):
+    with pytest.raises(SpecError, match=r"the sweep has 1,000,000 points, over the 100,000"):
         sweep([GPT2], [H100], "decode", range(1, 1001), context=range(1, 1001))
     assert time.perf_counter() - started < 1  # refused before any point is compiled
 
@@ -211,9 +219,12 @@ def test_a_huge_range_from_python_is_refused_before_it_is_made() -> None:
 def test_the_counted_size_is_the_points_a_sweep_makes(batch, context, phases, chunk, prompt):
     # the whole class of small grids: the size counted before the sweep is exactly its
     # rows and skipped points (duplicates in a list are points of their own, as made)
-    axes = {"batch": batch, "seq": [64], "context": context, "prefix": [0], "chunk": chunk,
+    # (a length only where a phase reads it: others are refused, test_sweep.py)
+    seq = [64] if "prefill" in phases else [None]
+    context = context if "decode" in phases else [None]
+    axes = {"batch": batch, "seq": seq, "context": context, "prefix": [0], "chunk": chunk,
             "prompt": prompt} | {k: [getattr(Parallel(), k)] for k in LAYOUT_AXES}  # fmt: skip
     phase = [Phase(p) for p in phases]
-    s = sweep([GPT2], [H100], phase, batch, [64], context,
+    s = sweep([GPT2], [H100], phase, batch, seq, context,
               engine={"chunk": chunk, "prompt": prompt})  # fmt: skip
     assert grid_size(1, 1, phase, axes) == len(s.rows) + len(s.skipped)

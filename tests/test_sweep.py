@@ -8,7 +8,7 @@ import io
 import pytest
 from conftest import MODELS, run_cli
 
-from modelcost import load_spec
+from modelcost import SpecError, load_spec
 from modelcost.compile import compile_report
 from modelcost.graph import Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
@@ -186,3 +186,23 @@ def test_engine_options_sweep_like_any_workload_option() -> None:
         assert r == row(compile_report(LLAMA8, H100, w))
     hit = sweep([LLAMA8], [H100], [Phase.prefill], [4], seq=[1024], engine={"prefix": [0, 3072]})
     assert [r.context for r in hit.rows] == [1024, 4096]  # keys: the prefix and the queries
+
+
+@pytest.mark.parametrize(("phases", "kwargs", "message", "hint"), [
+    (["prefill"], {"context": [1024]},
+     "--context applies to decode, and the sweep's phases are prefill",
+     "add decode to --phase, or leave --context out"),
+    (["decode"], {"seq": [512]},
+     "--seq applies to prefill and train, and the sweep's phases are decode",
+     "add prefill to --phase, or leave --seq out"),
+])  # fmt: skip
+def test_a_length_no_phase_reads_is_refused(phases, kwargs, message, hint) -> None:
+    # issue 20, item 17: `--context 1K..128K` with the default prefill phase was silently
+    # ignored (80 rows where 1,280 were expected)
+    with pytest.raises(SpecError) as err:
+        sweep([LLAMA8], [H100], phases, [1], **kwargs)
+    assert (err.value.message, err.value.hint) == (message, hint)
+    # with a phase that reads it, the same length is swept
+    both = sweep([LLAMA8], [H100], [*phases, "train" if "seq" in kwargs else "decode"], [1],
+                 **kwargs)  # fmt: skip
+    assert len(both.rows) == 2
