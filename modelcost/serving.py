@@ -208,14 +208,7 @@ class _Scenario:
         m = self.decode(1, full).memory
         free = m.capacity - m.weights - m.activations - m.gradients - m.optimizer_states
         solved = max(int(free // per_seq), 0) if per_seq else 0
-        lo, hi = 0, solved
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        most = solved = lo
+        most = solved = _last(0, solved, fits)
         if self.engine.budget:  # the decodes, the chunk and its prompts must all fit
             while most and (most + self.chunk(most) > self.engine.budget
                             or most + -(-self.chunk(most) // self.new) > solved):  # fmt: skip
@@ -291,17 +284,23 @@ def _largest(most: int, rising: Callable[[int], bool] | None, ok: Callable[[int]
     if rising is not None:
         if not rising(1):
             return None
-        lo = 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if rising(mid):
-                lo = mid
-            else:
-                hi = mid - 1
+        hi = _last(1, hi, rising)
     for n in range(hi, 0, -1):
         if ok(n):
             return n
     return None
+
+
+def _last(lo: int, hi: int, holds: Callable[[int], bool]) -> int:
+    """The largest n in lo..hi for which `holds`, where it holds at lo and, once false,
+    stays false (a binary search)."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if holds(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _curve(sc: _Scenario, most: int) -> tuple[CurvePoint, ...]:
