@@ -202,16 +202,21 @@ class _Scenario:
         def fits(n: int) -> bool:
             return self.decode(n, full).memory.fits
 
-        # Memory only grows with the batch (KV and activations), so what fits beside the
-        # one-sequence activations bounds the answer from above, and `fits` is true up to
-        # the answer and false after: a binary search between them finds it exactly.
-        m = self.decode(1, full).memory
-        free = m.capacity - m.weights - m.activations - m.gradients - m.optimizer_states
-        solved = max(int(free // per_seq), 0) if per_seq else 0
-        most = solved = _last(0, solved, fits)
+        def room(n: int) -> int:  # the sequences the memory beside n's activations holds
+            m = self.decode(n, full).memory
+            free = m.capacity - m.weights - m.activations - m.gradients - m.optimizer_states
+            return max(int(free // per_seq), 0) if per_seq else 0
+
+        # Memory only grows with the batch (KV and activations), so `fits` is true up to
+        # the answer and false after. What fits beside one sequence's activations bounds
+        # the answer from above (hi); what fits beside hi's fits (lo ≤ hi, and its own
+        # activations are no larger): a binary search between them finds it exactly.
+        hi = room(1)
+        lo = min(room(hi), hi) if hi else 0
+        most = fitting = _last(lo, hi, fits)
         if self.engine.budget:  # the decodes, the chunk and its prompts must all fit
             while most and (most + self.chunk(most) > self.engine.budget
-                            or most + -(-self.chunk(most) // self.new) > solved):  # fmt: skip
+                            or most + -(-self.chunk(most) // self.new) > fitting):  # fmt: skip
                 most -= 1
         return most, per_seq
 
