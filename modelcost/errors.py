@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+from .visible import clean, opaque
 
 
 class SpecError(Exception):
@@ -46,18 +45,20 @@ class SpecError(Exception):
         return f"{self.location}: error: {self.message}"
 
     def render(self) -> str:
-        """The full diagnostic: header, source line, caret and hint."""
-        out = [str(self)]
+        """The full diagnostic: header, source line, caret and hint. Nothing from a
+        user's file (a file name, a quoted value, the line) can start a line, drive the
+        terminal (an ESC, a BEL) or reorder what is shown (a bidi override): the header
+        and hint are `clean`, the source line `opaque` (so the caret stays under it)."""
+        out = [clean(str(self))]
         if self.source_line is not None and self.line > 0:
-            text = self.source_line.rstrip("\n").expandtabs(1)
+            text = opaque(self.source_line.rstrip("\n").expandtabs(1))
             out.append(f"  {text}")
             start = max(self.column - 1, 0)
             width = max(1, min(self.width, len(text) - start)) if start < len(text) else 1
             out.append("  " + " " * start + "^" * width)
         if self.hint:
-            out.append(f"  hint: {self.hint}")
-        # no control character from a user's file reaches the terminal (an ESC, a BEL)
-        return _CONTROL.sub(lambda m: "\n" if m.group() == "\n" else "?", "\n".join(out))
+            out.append(f"  hint: {clean(self.hint)}")
+        return "\n".join(out)
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:

@@ -278,3 +278,19 @@ def test_browser_tests_skip_loudly_without_chromium(tmp_path) -> None:
     )
     count = sum(int(ln.split("[")[1].split("]")[0]) for ln in lines)
     assert count > 1 and f"{count} skipped" in r.stdout
+
+
+# ---- 2 (errors too): a file name or value in an error cannot forge lines or reorder
+
+
+def test_an_error_about_a_hostile_file_name_stays_on_its_lines(tmp_path) -> None:
+    path = tmp_path / "a\nmodelcost: ok\u202e.model"
+    path.write_text("model m {\n  d_model = \u202e8x\n}\n", encoding="utf-8")
+    r = run_cli("check", str(path))
+    assert r.returncode == 2
+    lines = r.stderr.splitlines()
+    # the header: the name's line break a space, the override shown as its escape
+    assert lines[0].startswith(f"{tmp_path}/a modelcost: ok\\u202e.model:2:")
+    # the source line keeps its width (one `?` for the override), so the caret lines up
+    assert lines[1] == "    d_model = ?8x"
+    assert "\u202e" not in r.stderr and not any(ln.startswith("modelcost: ok") for ln in lines)

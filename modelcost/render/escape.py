@@ -1,13 +1,9 @@
 """Escaping of text that came from a user's file, for each text output format.
 
 Every format for people (not JSON, which carries the data as it is) first passes such
-text (a title, a name, a file name) through `clean`, the one sanitiser: a tab or line
-break becomes a space (a title never starts a line of its own), and what is invisible,
-reorders text or is not allowed in XML (C0/C1 controls, U+FFFE/U+FFFF, lone surrogates,
-bidi overrides and isolates, zero-width characters, line and paragraph separators, the
-byte-order mark) is shown as its escape, `\\u202e`: visibly, so a title cannot pass for
-another (after U+202E, `%0001+` reads `+10000%`), and naming the code point, which a
-replacement character (U+FFFD) would not.
+text (a title, a name, a file name) through `clean` (modelcost/visible.py, the one
+sanitiser, which error messages share): on one line, nothing invisible, reordering or
+XML-invalid.
 
 Then, per format. Markdown (`md`): rendered by Python-Markdown (MkDocs, with attr_list,
 legacy_attrs, md_in_html, pymdownx) or as GitHub-flavoured Markdown, an escaped string
@@ -23,17 +19,9 @@ import re
 from html import escape
 from urllib.parse import quote
 
+from ..visible import clean
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-# what `clean` turns into a space: tabs and line breaks (NEL too)
-_BREAKS = re.compile("[\t\n\r\x0b\x0c\x85]")
-# what `clean` shows as its escape: the other C0/C1 controls, lone surrogates, U+FFFE and
-# U+FFFF (not XML characters), bidi marks, embeddings, overrides and isolates (U+061C,
-# U+200E/F, U+202A-U+202E, U+2066-U+2069), zero-width characters (U+200B-U+200D, U+2060,
-# U+FEFF) and the line and paragraph separators (U+2028, U+2029)
-_HIDDEN = re.compile(
-    "[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff"
-    "\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]"
-)
 # backslash-escaped: the characters that make emphasis, code and links
 # (`_` only where it could open or close emphasis: not inside a word like `gate_proj`)
 _BACKSLASHED = re.compile(r"([\\`*\[\]]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
@@ -48,18 +36,6 @@ _AUTOLINK = re.compile(r"(?<=[A-Za-z0-9])(:)(?=//)|(?i:(?<=\bwww)(\.))")
 # what would start a heading, list, rule or setext underline at the start of a line
 _BLOCK_START = re.compile(r"^(\s*)([#+\-=](?=\s|$|[#+\-=])|\d{1,9}(?=[.)](?:\s|$)))")
 ZERO_WIDTH_SPACE = "\u200b"
-
-
-def clean(text: object) -> str:
-    """Text from a user's file as every output shows it: on one line, with nothing
-    invisible, reordering or XML-invalid (each shown as its `\\xhh` or `\\uhhhh`
-    escape)."""
-    s = _BREAKS.sub(" ", str(text))
-    return _HIDDEN.sub(lambda m: _shown(ord(m.group())), s)
-
-
-def _shown(code: int) -> str:
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def xml(text: object) -> str:
