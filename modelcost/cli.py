@@ -139,12 +139,8 @@ def cmd_params(args: argparse.Namespace) -> int:
     rows.append(["total", f"{counts.total:,}", f"{counts.active:,}"])
     rows += [[f"  of which stream `{name}`", f"{n:,}", ""] for name, n in counts.streams.items()]
     rows += [[f"apart: `{name}` (auxiliary)", f"{n:,}", ""] for name, n in counts.apart.items()]
-    print(
-        terminal(
-            f"{spec.title} ({spec.name}): {count(counts.total)} total, "
-            f"{count(counts.active)} active per token"
-        )
-    )
+    print(f"{clean(spec.title)} ({spec.name}): {count(counts.total)} total, "
+          f"{count(counts.active)} active per token")  # fmt: skip
     print(
         tabulate(
             rows, headers=["component", "total", "active"], colalign=("left", "right", "right")
@@ -196,7 +192,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.format != "text" or args.output:  # the text summary already says it
         for r in reports:
             if r.totals.memory.warning:
-                print(terminal(f"modelcost: warning: {r.totals.memory.warning}"), file=sys.stderr)
+                print(f"modelcost: warning: {clean(r.totals.memory.warning)}", file=sys.stderr)
     if args.format == "md":
         from .render.formats import markdown_files, render_markdown
 
@@ -337,7 +333,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         _report(err)
         return EXIT_BAD_INPUT
     for why in result.skipped:
-        print(terminal(f"modelcost: skipped {why}"), file=sys.stderr)
+        print(f"modelcost: skipped {clean(why)}", file=sys.stderr)
     if not result.rows:
         print("modelcost: error: no point of the sweep can run", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -380,7 +376,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     status = _emit(text, args.output)
     if status == EXIT_OK and not met and (args.tpot or args.ttft):
-        print(terminal(f"modelcost: the targets are not met: {why}"), file=sys.stderr)
+        print(f"modelcost: the targets are not met: {clean(why)}", file=sys.stderr)
         return EXIT_CHECK_FAILED
     return status
 
@@ -561,7 +557,7 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(h.model_dump_json(indent=2))
         return EXIT_OK
-    print(terminal(f"{h.title} ({h.name}, {h.arch}, {h.vendor})"))
+    print(f"{clean(h.title)} ({h.name}, {clean(h.arch)}, {clean(h.vendor)})")
     print(f"HBM {h.memory / 1e9:g} GB at {h.memory_bandwidth / 1e12:g} TB/s; "
           f"scale-up {h.scaleup_bandwidth / 1e9:g} GB/s; {h.compute_units} CUs at "
           f"{h.clock / 1e6:g} MHz")  # fmt: skip
@@ -572,7 +568,7 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     ]
     print(tabulate(rows, headers=["precision", "matrix TFLOPS", "achievable", "vector TFLOPS"]))
     if h.achievable.source:
-        print(terminal(f"achievable: {h.achievable.source}"))
+        print(f"achievable: {clean(h.achievable.source)}")
     return EXIT_OK
 
 

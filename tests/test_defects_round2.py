@@ -294,3 +294,20 @@ def test_an_error_about_a_hostile_file_name_stays_on_its_lines(tmp_path) -> None
     # the source line keeps its width (one `?` for the override), so the caret lines up
     assert lines[1] == "    d_model = ?8x"
     assert "\u202e" not in r.stderr and not any(ln.startswith("modelcost: ok") for ln in lines)
+
+
+def test_terminal_commands_show_a_hostile_title_on_one_line(tmp_path) -> None:
+    hw = (MODELS.parent / "hardware" / "h100.hw").read_text(encoding="utf-8")
+    path = tmp_path / "evil.hw"
+    # (a .hw string has no escapes: an ESC and an override, written as they are)
+    path.write_text(hw.replace('"NVIDIA H100 SXM5 80GB"', '"X\x1b[2Jfake\u202eY"'),
+                    encoding="utf-8")  # fmt: skip
+    shown = run_cli("hw", "show", str(path))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0].startswith("X\\x1b[2Jfake\\u202eY (")
+    model = tmp_path / "evil.model"
+    model.write_text('model m {\n  title = "T\\nfake\u202e"\n  vocab = 10\n  d_model = 8\n'
+                     "  embed(vocab)\n  rmsnorm\n  lm_head(vocab)\n}\n", encoding="utf-8")  # fmt: skip
+    params = run_cli("params", str(model))
+    assert params.returncode == 0, params.stderr
+    assert params.stdout.splitlines()[0].startswith("T fake\\u202e (m): ")
