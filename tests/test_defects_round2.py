@@ -306,8 +306,8 @@ def test_terminal_commands_show_a_hostile_title_on_one_line(tmp_path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines()[0].startswith("X\\x1b[2Jfake\\u202eY (")
     model = tmp_path / "evil.model"
-    model.write_text('model m {\n  title = "T\\nfake\u202e"\n  vocab = 10\n  d_model = 8\n'
-                     "  embed(vocab)\n  rmsnorm\n  lm_head(vocab)\n}\n", encoding="utf-8")  # fmt: skip
+    text = 'model m {\n  title = "T\\nfake\u202e"\n  vocab = 10\n  d_model = 8\n'
+    model.write_text(text + "  embed(vocab)\n  rmsnorm\n  lm_head(vocab)\n}\n", encoding="utf-8")
     params = run_cli("params", str(model))
     assert params.returncode == 0, params.stderr
     assert params.stdout.splitlines()[0].startswith("T fake\\u202e (m): ")
