@@ -27,6 +27,7 @@ from .files import (
     write_text,
 )
 from .options import (
+    DEFAULT_SERVE_ESTIMATE,
     ENGINE,
     ESTIMATE,
     LAYOUT,
@@ -269,11 +270,7 @@ def _compile_all(
         return getattr(args, name) if value is None else value
 
     layout = _layout(args, LAYOUT, pick)
-    calibration = None
-    if getattr(args, "calibrate", None):
-        from .calibration import load_calibration
-
-        calibration = load_calibration(args.calibrate, hw)
+    estimate, calibration = _estimation(args, hw)
     return [
         compile_report(
             spec,
@@ -292,11 +289,22 @@ def _compile_all(
             args.peak,
             args.bandwidth,
             getattr(args, "only", None),
-            kernels=getattr(args, "estimate", "roofline") == "kernels",
+            kernels=estimate == "kernels",
             calibration=calibration,
         )
         for phase in (phases if phases is not None else pick("phase"))
     ]
+
+
+def _estimation(args: argparse.Namespace, hw=None):
+    """(--estimate, the --calibrate file read for `hw` or for its own target): the one
+    reading of the estimate options every command shares; a calibration implies the
+    kernels' estimate."""
+    if not getattr(args, "calibrate", None):
+        return args.estimate, None
+    from .calibration import load_calibration
+
+    return "kernels", load_calibration(args.calibrate, hw)
 
 
 def _layout(args: argparse.Namespace, names: Sequence[str], pick: Callable | None = None):
@@ -323,11 +331,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if not targets:
             raise SpecError(f"--hw names no target: {args.hw!r}", filename="modelcost",
                             hint="e.g. --hw mi300x,h200")  # fmt: skip
+        estimate, calibration = _estimation(args)
         result = sweep(
             specs, targets, args.phase, args.batch, args.seq, args.context,
             {name: getattr(args, name) for name in LAYOUT_AXES}, args.sp,
             {name: getattr(args, name) for name in ENGINE_AXES},
             Conventions(args.conventions), args.peak, args.bandwidth, args.jobs,
+            estimate, calibration,
         )  # fmt: skip
     except SpecError as err:
         _report(err)
@@ -350,11 +360,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         spec, hw = load_spec(args.spec, args.model), load_hardware(args.hw)
         engine = Engine(args.budget or 0, args.prefix_hit / 100)
         layout = _layout(args, SITE_LAYOUT)
+        estimate, calibration = _estimation(args, hw)
         if args.mix is not None:
             if args.isl or args.osl or args.search or args.concurrency:
                 raise SpecError("--mix gives the requests: leave out --isl, --osl, "
                                 "--concurrency and --search", filename="modelcost")  # fmt: skip
-            mix = serve_mix(spec, hw, load_mix(args.mix), layout, args.tpot, args.ttft, engine)
+            mix = serve_mix(spec, hw, load_mix(args.mix), layout, args.tpot, args.ttft, engine,
+                            estimate, calibration)  # fmt: skip
             met, why = mix.meets_targets, "a request class misses them"
             text = render_mix(mix, args.format)
         else:
@@ -364,12 +376,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 if args.concurrency:
                     raise SpecError("--search chooses the concurrency too: leave out "
                                     "--concurrency", filename="modelcost")  # fmt: skip
-                found = search(spec, hw, args.isl, args.osl, args.tpot, args.ttft, engine, layout)
+                found = search(spec, hw, args.isl, args.osl, args.tpot, args.ttft, engine, layout,
+                               estimate, calibration)  # fmt: skip
                 met, why = found.chosen is not None, found.why
                 text = render_search(found, args.format)
             else:
                 one = serve(spec, hw, args.isl, args.osl, layout, args.concurrency, args.tpot,
-                            args.ttft, engine)  # fmt: skip
+                            args.ttft, engine, estimate, calibration)  # fmt: skip
                 met, why, text = one.meets_targets, one.why, render_serving(one, args.format)
     except SpecError as err:
         _report(err)
@@ -489,8 +502,10 @@ def cmd_site(args: argparse.Namespace) -> int:
             if not sep or not a or not b:
                 raise SpecError(f"--diff takes A:B, got {pair!r}", filename="modelcost")
             diffs.append((a, b))
+        estimate, calibration = _estimation(args)
         options = SiteOptions(args.batch, args.seq, args.context, Conventions(args.conventions),
-                              args.peak, args.bandwidth, _layout(args, SITE_LAYOUT))  # fmt: skip
+                              args.peak, args.bandwidth, _layout(args, SITE_LAYOUT), estimate,
+                              calibration)  # fmt: skip
         files = build_site(specs, targets, diffs, options)
     except SpecError as err:
         _report(err)
@@ -627,7 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--hw", required=True, help="targets, separated by commas")
     add_options(p, ("phase", "batch", "seq", "context", *ENGINE, *LAYOUT), lists=True)
-    add_options(p, ROOFLINE)
+    add_options(p, ROOFLINE + ESTIMATE)
     p.add_argument("--jobs", type=positive, default=1,
                    help="worker processes sharing the points (default 1)")  # fmt: skip
     p.add_argument("--format", choices=SWEEP_FORMATS, default="md")
@@ -674,6 +689,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--search", action="store_true", help="try tp = 1, 2, 4, … and choose the "
                    "fewest devices meeting the targets")  # fmt: skip
     add_options(p, SITE_LAYOUT)
+    add_options(p, ESTIMATE, defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
     p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
 
@@ -699,7 +715,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace files in DIR that modelcost site did not write")  # fmt: skip
     p.add_argument("--diff", action="append", default=[], metavar="A:B",
                    help="also a diff page of spec A against B (file stems)")  # fmt: skip
-    add_options(p, ("batch", "seq", "context", *SITE_LAYOUT, *ROOFLINE))
+    add_options(p, ("batch", "seq", "context", *SITE_LAYOUT, *ROOFLINE, *ESTIMATE))
 
     hw = sub.add_parser("hw", help="shipped hardware targets", description="hardware targets")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="COMMAND")

@@ -12,14 +12,14 @@ from .errors import SpecError
 from .graph import OpGraph, Phase, Workload, settled
 from .hardware import Hardware, load_hardware
 from .lower import lower
-from .options import DEFAULT_PEAK
+from .options import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode, estimate_mode
 from .params import ParamCount
 from .params import count_params as parameters
 from .perfmodel import Conventions
 from .record import replace
 from .report import PeakMode, Report, Totals
 from .resolve import load_spec
-from .roofline import build_report, fits, time_nodes, totals
+from .roofline import build_report, estimated, fits, time_nodes, totals
 
 if TYPE_CHECKING:
     from .calibration import Calibration
@@ -37,6 +37,7 @@ def compile_report(
     advise: bool = True,
     kernels: bool = False,
     calibration: Calibration | None = None,
+    estimate: EstimateMode = DEFAULT_ESTIMATE,
 ) -> Report:
     """The report of `spec` (a Spec, or the path of a `.model` file) on `hw` (a Hardware,
     a shipped target's name such as `"h100"`, or a `.hw` file) for `workload` (a
@@ -51,7 +52,7 @@ def compile_report(
     graph = lower(spec, workload)
     advice = None if not advise or fits(graph, hw) else fitting_tp(spec, hw, workload)
     costed = cost(graph, Conventions(conventions))
-    kernels = kernels or calibration is not None
+    kernels = kernels or estimate_mode(estimate) == "kernels" or calibration is not None
     return build_report(costed, hw, peak, bandwidth, only, advice, kernels, calibration)
 
 
@@ -87,12 +88,19 @@ def compile_totals(
     conventions: Conventions = Conventions.modelcost,
     peak: PeakMode = DEFAULT_PEAK,
     bandwidth: PeakMode = DEFAULT_PEAK,
+    kernels: bool = False,
+    calibration: Calibration | None = None,
 ) -> tuple[OpGraph, Totals]:
     """The same pipeline as `compile_report`, stopping at the totals: what a sweep row
     or a serving figure reads, without the report's per-op, layer and kind entries
-    (the totals are the very ones `compile_report` puts in its report)."""
+    (the totals are the very ones `compile_report` puts in its report, the kernels'
+    estimate among them with `kernels` or a `calibration`)."""
     costed = cost(lower(spec, settled(workload, conventions)), conventions)
-    return costed.graph, totals(costed, time_nodes(costed, hw, peak, bandwidth), hw, peak)
+    times = time_nodes(costed, hw, peak, bandwidth)
+    tot = totals(costed, times, hw, peak)
+    if kernels or calibration is not None:
+        tot = estimated(costed, times, tot, hw, calibration)
+    return costed.graph, tot
 
 
 MAX_TP = 64

@@ -22,6 +22,7 @@ a table of it, or a diff, with inline charts:
     show: report            # report, summary, kinds or diff (then `vs: B.model`)
     phase: prefill,decode
     batch: 8
+    estimate: kernels       # or roofline (the default); `calibrate: FILE` implies kernels
     ```
 
 Paths, in the configuration (`specs`, a `hardware` file) and in a block (`spec`, `vs`,
@@ -49,18 +50,21 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
 from . import __version__
+from .calibration import load_calibration
 from .errors import SpecError, did_you_mean
 from .graph import DEFAULT_BATCH, Parallel, Phase, Workload
 from .hardware import Hardware, hardware_dir, load_hardware, shipped_hardware
 from .mkdocs_cache import entry_key, modelcost_digest, read_entry, write_entry
 from .mkdocs_fences import fenced_blocks
+from .options import DEFAULT_ESTIMATE, ESTIMATE_MODES, estimate_mode
 from .resolve import load_spec
 from .site import SiteOptions, SitePage, assemble, render_page, site_page
 
 log = get_plugin_logger(__name__)
 FORMATS = ("md",)  # MkDocs renders the Markdown pages itself
 SHOWS = ("report", "summary", "kinds", "diff")
-BLOCK_KEYS = ("spec", "hw", "show", "phase", "batch", "seq", "context", "vs")
+BLOCK_KEYS = ("spec", "hw", "show", "phase", "batch", "seq", "context", "vs", "estimate",
+              "calibrate")  # fmt: skip
 
 
 class ModelcostConfig(base.Config):
@@ -76,6 +80,9 @@ class ModelcostConfig(base.Config):
     ep = c.Type(int, default=1)
     folder = c.Type(str, default="costs")
     cache = c.Type(str, default=".modelcost-cache")
+    # as `modelcost site --estimate --calibrate` (a calibration file beside mkdocs.yml)
+    estimate = c.Choice(ESTIMATE_MODES, default=DEFAULT_ESTIMATE)
+    calibrate = c.Optional(c.Type(str))
 
 
 class ModelcostPlugin(BasePlugin[ModelcostConfig]):
@@ -92,8 +99,11 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
             layout = Parallel(tp=cfg.tp, sp=cfg.sp, dp=cfg.dp, ep=cfg.ep)
         except ValueError as err:
             raise PluginError(f"modelcost: {err}") from None
-        options = SiteOptions(batch=cfg.batch, seq=cfg.seq, context=cfg.context, parallel=layout)
         try:
+            estimate, calibration = self._estimation(cfg.estimate, cfg.calibrate)
+            options = SiteOptions(batch=cfg.batch, seq=cfg.seq, context=cfg.context,
+                                  parallel=layout, estimate=estimate,
+                                  calibration=calibration)  # fmt: skip
             specs = self._specs()
             targets = [self._hardware(h) for h in cfg.hardware]
             diffs = [self._pair(d) for d in cfg.diffs]
@@ -116,6 +126,13 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
                                 filename=str(self.root / "mkdocs.yml"))  # fmt: skip
             paths.extend(Path(p) for p in found)
         return [(p.stem, load_spec(p)) for p in paths]
+
+    def _estimation(self, estimate: str, calibrate: str | None, hw: Hardware | None = None):
+        """(the estimate mode, the calibration read relative to mkdocs.yml): a
+        calibration implies the kernels' estimate, as on the command line."""
+        if calibrate is None:
+            return estimate_mode(estimate), None
+        return "kernels", load_calibration(self.root / calibrate, hw)
 
     @staticmethod
     def _pair(text: str) -> tuple[str, str]:
@@ -239,10 +256,18 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
             raise PluginError(f"{at}: phase: {', '.join(bad) or 'none'} is not one of "
                               f"{', '.join(Phase)}")  # fmt: skip
 
+        if keys.get("estimate", DEFAULT_ESTIMATE) not in ESTIMATE_MODES:
+            raise PluginError(f"{src}:{lines['estimate']}: estimate: {keys['estimate']!r} is "
+                              f"not one of {', '.join(ESTIMATE_MODES)}")  # fmt: skip
+        estimate, calibration = self._estimation(
+            keys.get("estimate", DEFAULT_ESTIMATE), keys.get("calibrate"), hw
+        )
+
         def reports(path: str) -> list:
             spec = load_spec(self.root / path)
             batch, seq, context = ints("batch") or DEFAULT_BATCH, ints("seq"), ints("context")
-            return [compile_report(spec, hw, Workload(Phase(p), batch, seq, context))
+            return [compile_report(spec, hw, Workload(Phase(p), batch, seq, context),
+                                   kernels=estimate == "kernels", calibration=calibration)
                     for p in phases]  # fmt: skip
 
         a = reports(keys["spec"])

@@ -9,16 +9,29 @@ this table, and the defaults are the constants the Python API uses (`Workload`,
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_SEQ, ONE_DEVICE, Phase
 from .perfmodel import Conventions
-from .record import Record
+from .record import Record, replace
 
 PeakMode = Literal["datasheet", "achievable"]  # which figures a roofline uses
 PEAK_MODES: tuple[PeakMode, ...] = ("datasheet", "achievable")
 DEFAULT_PEAK: PeakMode = "datasheet"
+# how a step's time is read: the roofline (a bound) alone, or the kernels' estimate
+# (estimate.py) beside it; `serve` plans with the estimate, `compile` shows the bound
+EstimateMode = Literal["roofline", "kernels"]
+ESTIMATE_MODES: tuple[EstimateMode, ...] = ("roofline", "kernels")
+DEFAULT_ESTIMATE: EstimateMode = "roofline"  # compile, diff, sweep, site: the bound
+DEFAULT_SERVE_ESTIMATE: EstimateMode = "kernels"  # serve plans with what it will get
+
+
+def estimate_mode(mode: object) -> EstimateMode:
+    """`mode` if it is one of ESTIMATE_MODES (the API's check; argparse has choices)."""
+    if mode == "roofline" or mode == "kernels":
+        return mode
+    raise ValueError(f"estimate must be one of {', '.join(ESTIMATE_MODES)}, got {mode!r}")
 
 
 SUFFIXES = {"K": 1024, "M": 1024**2}  # binary, as context lengths are quoted (128K)
@@ -149,9 +162,6 @@ class Option(Record, frozen=True):
     flag: bool = False  # takes no value: present means on
 
 
-ESTIMATES = ("roofline", "kernels")
-
-
 def whole(text: str) -> int:
     """A count that may be 0: `0`, `512`, `2K`."""
     return 0 if text.strip() == "0" else positive(text)
@@ -204,8 +214,10 @@ OPTIONS: dict[str, Option] = {
                "compute peaks: the datasheet's, or the best published measurement", PEAK_MODES),
         Option("bandwidth", None, DEFAULT_PEAK,
                "HBM bandwidth: the datasheet's, or the best published measurement", PEAK_MODES),
-        Option("estimate", None, "roofline",
-               "the roofline alone, or the kernel-aware estimate beside it", ESTIMATES),
+        Option("estimate", None, DEFAULT_ESTIMATE,
+               "how step times are read: the roofline (a bound) alone, or the kernel-aware "
+               "estimate (what the kernels that would serve each op do) beside it",
+               ESTIMATE_MODES),
         Option("calibrate", str, None, "a calibration file (modelcost calibrate) on top of "
                "the kernel-aware estimate; implies --estimate kernels"),
         Option("tp", positive, ONE_DEVICE.tp, "tensor-parallel ranks (Megatron)", sided=True),
@@ -241,12 +253,16 @@ def add_options(
     *,
     sides: bool = False,
     lists: bool = False,
+    defaults: Mapping[str, object] | None = None,
 ) -> None:
     """Add the flags of `names` to `parser`; with `sides`, a `--NAME-b` for each option
     that can differ on side B of a diff (None there means: as side A); with `lists`
-    (a sweep), each option takes several values and its default is a one-value list."""
+    (a sweep), each option takes several values and its default is a one-value list;
+    `defaults` overrides an option's default for this command (serve's estimate)."""
     for name in names:
         o = OPTIONS[name]
+        if defaults and name in defaults:
+            o = replace(o, default=defaults[name])
         shown = "" if o.default in (None, ()) or o.name == "phase" else f" (default {o.default})"
         if o.flag:
             parser.add_argument(f"--{name}", action="store_true", help=o.help)

@@ -267,6 +267,18 @@ def _with_estimate(
     )
 
 
+def estimated(
+    costed: CostedGraph,
+    times: list[NodeTime],
+    tot: Totals,
+    hw: Hardware,
+    calibration: Calibration | None = None,
+) -> Totals:
+    """`tot` with the step as the kernels run it (a calibration on top): what a sweep
+    row or a serving figure reads, the same figure `build_report` puts in its totals."""
+    return _with_estimate(tot, costed.graph, times, estimate_nodes(times, hw, calibration))
+
+
 def matrix_peak(graph: OpGraph, hw: Hardware, peak: PeakMode) -> tuple[float, str]:
     """The matrix peak at the precision the model's GEMMs are fed (its activations', or
     its recipe's): the MFU's denominator and the knee's."""

@@ -34,6 +34,7 @@ import math
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import spec as ir
 from .compile import as_hardware, as_spec, compile_totals
@@ -42,10 +43,20 @@ from .files import read_text
 from .frozen import Frozen
 from .graph import ONE_DEVICE, Parallel, Phase, Workload
 from .hardware import Hardware
-from .options import MAX_MIX_CLASSES, SHARES, positive
+from .options import (
+    DEFAULT_SERVE_ESTIMATE,
+    MAX_MIX_CLASSES,
+    SHARES,
+    EstimateMode,
+    estimate_mode,
+    positive,
+)
 from .record import Record, replace
 from .report import Totals
 from .tabular import Tabular
+
+if TYPE_CHECKING:
+    from .calibration import Calibration
 
 MAX_SEARCH_TP = 64  # tensor-parallel sizes `search` tries: powers of two up to this
 
@@ -106,10 +117,24 @@ class CurvePoint(Frozen):
     output_tokens_per_s_device: float
 
 
+class Bound(Frozen):
+    """The serving figures at the roofline: what no engine beats (the headline's bound,
+    at the same concurrency)."""
+
+    ttft_s: float
+    tpot_s: float
+    latency_s: float
+    output_tokens_per_s: float  # the whole job's
+    total_tokens_per_s: float
+    output_tokens_per_s_device: float
+
+
 class Serving(Tabular, Frozen):
-    """The serving figures of one request class on one layout; `curve` holds the same
-    figures at concurrency 1, 2, 4, … up to the most that fit. In a notebook it shows
-    itself as a page with the curve's chart."""
+    """The serving figures of one request class on one layout: the headline, as
+    `estimate` reads step times (`kernels`: what the kernels that would serve each op
+    do; `roofline`: the bound), and `bound`, the same figures at the roofline. `curve`
+    holds the headline figures at concurrency 1, 2, 4, … up to the most that fit. In a
+    notebook it shows itself as a page with the curve's chart."""
 
     model: str
     hardware: str
@@ -128,6 +153,8 @@ class Serving(Tabular, Frozen):
     output_tokens_per_s: float  # the whole job's
     total_tokens_per_s: float  # input and output
     output_tokens_per_s_device: float
+    estimate: EstimateMode  # how the headline figures read a step's time
+    bound: Bound  # the same figures at the roofline
     memory: float  # bytes per device at the chosen concurrency, at isl + osl
     capacity: float
     fits: bool
@@ -139,7 +166,12 @@ class Serving(Tabular, Frozen):
     curve: tuple[CurvePoint, ...] = ()
 
     def records(self) -> list[dict]:
-        return [self.model_dump(exclude={"curve"})]
+        return [self.row()]
+
+    def row(self) -> dict:
+        """The figures as one flat row: the bound's as `bound_<figure>`."""
+        bound = {f"bound_{k}": v for k, v in self.bound.model_dump().items()}
+        return self.model_dump(exclude={"curve", "bound"}) | bound
 
     def _repr_html_(self) -> str:
         from .render.serving_format import render_serving
@@ -151,48 +183,71 @@ class _Scenario:
     """One request class on one layout under one engine: each figure as a function of
     the concurrency n (sequences per replica), each compile done once."""
 
-    def __init__(self, spec, hw, par: Parallel, isl: int, osl: int, engine: Engine) -> None:
+    def __init__(
+        self,
+        spec,
+        hw,
+        par: Parallel,
+        isl: int,
+        osl: int,
+        engine: Engine,
+        estimate: EstimateMode = "roofline",
+        calibration: Calibration | None = None,
+    ) -> None:
         self.spec, self.hw, self.par, self.isl, self.osl = spec, hw, par, isl, osl
-        self.engine = engine
+        self.engine, self.estimate, self.calibration = engine, estimate, calibration
+        self.kernels = estimate == "kernels" or calibration is not None
         self.cached = math.floor(isl * engine.prefix_hit)
         self.new = isl - self.cached  # prompt tokens each request prefills
         self.mean = isl + osl // 2
-        self._totals: dict[Workload, Totals] = {}
+        self._totals: dict[tuple[Workload, bool], Totals] = {}
 
-    def totals(self, w: Workload) -> Totals:
-        t = self._totals.get(w)
+    def totals(self, w: Workload, timed: bool = False) -> Totals:
+        """A workload's totals; `timed` (a figure's step time, not a memory probe) adds
+        the kernels' estimate when the scenario plans with it."""
+        key = (w, timed and self.kernels)
+        t = self._totals.get(key)
         if t is None:
-            t = self._totals[w] = compile_totals(self.spec, self.hw, w)[1]
+            t = self._totals[key] = compile_totals(
+                self.spec, self.hw, w, kernels=key[1], calibration=self.calibration
+            )[1]
         return t
 
-    def decode(self, n: int, context: int, chunk: int = 0) -> Totals:
+    def seconds(self, t: Totals, bound: bool) -> float:
+        """A step's time: the roofline's (the bound), or the kernels' estimate."""
+        if bound or not self.kernels or t.estimate_s is None:
+            return t.time_s
+        return t.estimate_s
+
+    def decode(self, n: int, context: int, chunk: int = 0, timed: bool = False) -> Totals:
         w = Workload(Phase.decode, n * self.par.dp, context=context, parallel=self.par,
                      chunk=chunk, prompt=self.new if chunk else 0,
                      prefix=self.cached if chunk else 0)  # fmt: skip
-        return self.totals(w)
+        return self.totals(w, timed)
 
-    def prefill(self, n: int) -> Totals:
+    def prefill(self, n: int, bound: bool = False) -> float:
         w = Workload(Phase.prefill, n * self.par.dp, self.new, parallel=self.par,
                      prefix=self.cached)  # fmt: skip
-        return self.totals(w)
+        return self.seconds(self.totals(w, timed=True), bound)
 
     def chunk(self, n: int) -> int:
         """Prompt tokens per step that start requests as fast as n decodes finish them."""
         return -(-n * self.new // self.osl) if self.engine.budget else 0
 
-    def tpot(self, n: int) -> float:
-        return self.decode(n, self.mean, self.chunk(n)).time_s
+    def tpot(self, n: int, bound: bool = False) -> float:
+        return self.seconds(self.decode(n, self.mean, self.chunk(n), timed=True), bound)
 
-    def ttft(self, n: int) -> float:
+    def ttft(self, n: int, bound: bool = False) -> float:
         if not self.engine.budget:
-            return self.prefill(1).time_s
-        return -(-self.new // self.chunk(n)) * self.tpot(n)
+            return self.prefill(1, bound)
+        return -(-self.new // self.chunk(n)) * self.tpot(n, bound)
 
-    def output_rate(self, n: int) -> float:
+    def output_rate(self, n: int, bound: bool = False) -> float:
         """Output tokens/s of the whole job."""
         if self.engine.budget:
-            return n * self.par.dp / self.tpot(n)
-        return n * self.par.dp * self.osl / (self.prefill(n).time_s + self.osl * self.tpot(n))
+            return n * self.par.dp / self.tpot(n, bound)
+        step = self.prefill(n, bound) + self.osl * self.tpot(n, bound)
+        return n * self.par.dp * self.osl / step
 
     def most(self) -> tuple[int, float]:
         """(the most sequences per replica that fit, the KV bytes of one per device)."""
@@ -231,13 +286,17 @@ def serve(
     tpot: float | None = None,
     ttft: float | None = None,
     engine: Engine = STATIC,
+    estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
+    calibration: Calibration | None = None,
 ) -> Serving:
     """The serving figures of `isl`/`osl` requests; `concurrency` fixes the batch (else
     the largest that fits and meets `tpot`, `ttft` in seconds). `spec` and `hw` may be
-    paths or a target's name, as for `compile_report`."""
+    paths or a target's name, as for `compile_report`. The figures read step times as
+    `estimate` says (`kernels`, the default: the kernel-aware estimate, with a
+    `calibration` on top; `roofline`: the bound), and carry the bound beside them."""
     _check_request(isl, osl, concurrency, tpot, ttft)
     spec, hw = as_spec(spec), as_hardware(hw)
-    sc = _Scenario(spec, hw, parallel, isl, osl, engine)
+    sc = _Scenario(spec, hw, parallel, isl, osl, engine, estimate_mode(estimate), calibration)
     most, per_seq = sc.most()
     if most == 0:
         full = isl + osl
@@ -336,6 +395,15 @@ def _figures(
     par, isl, osl = sc.par, sc.isl, sc.osl
     tpot, first = sc.tpot(n), sc.ttft(n)
     out = sc.output_rate(n)
+    b_tpot, b_first, b_out = sc.tpot(n, bound=True), sc.ttft(n, bound=True), sc.output_rate(n, True)
+    bound = Bound.trusted(
+        ttft_s=b_first,
+        tpot_s=b_tpot,
+        latency_s=b_first + osl * b_tpot,
+        output_tokens_per_s=b_out,
+        total_tokens_per_s=b_out * (isl + osl) / osl,
+        output_tokens_per_s_device=b_out / par.devices,
+    )
     at_full = sc.decode(n, isl + osl).memory
     return Serving.trusted(
         model=sc.spec.name,
@@ -355,6 +423,8 @@ def _figures(
         output_tokens_per_s=out,
         total_tokens_per_s=out * (isl + osl) / osl,
         output_tokens_per_s_device=out / par.devices,
+        estimate="kernels" if sc.kernels else "roofline",
+        bound=bound,
         memory=at_full.total,
         capacity=at_full.capacity,
         fits=at_full.fits,
@@ -384,8 +454,7 @@ class Search(Tabular, Frozen):
     why: str = ""
 
     def records(self) -> list[dict]:
-        return [s.model_dump(exclude={"curve"}) | {"chosen": s == self.chosen}
-                for s in self.tried]  # fmt: skip
+        return [s.row() | {"chosen": s == self.chosen} for s in self.tried]
 
     def _repr_html_(self) -> str:
         from .render.serving_format import render_search
@@ -402,6 +471,8 @@ def search(
     ttft: float | None = None,
     engine: Engine = STATIC,
     base: Parallel = ONE_DEVICE,
+    estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
+    calibration: Calibration | None = None,
 ) -> Search:
     """Serve on tp = 1, 2, 4, … (the rest of `base` as given) and choose: up to the
     scale-up domain, and beyond it only until a layout meets the targets. Pipeline
@@ -417,7 +488,8 @@ def search(
             break
         par = replace(base, tp=tp, sp=False)
         try:
-            tried.append(serve(spec, hw, isl, osl, par, None, tpot, ttft, engine))
+            tried.append(serve(spec, hw, isl, osl, par, None, tpot, ttft, engine, estimate,
+                               calibration))  # fmt: skip
         except SpecError as err:
             refused.append(f"tp {tp}: {err.message}")
         tp *= 2
@@ -465,11 +537,13 @@ class MixServing(Tabular, Frozen):
     shares: tuple[float, ...]
     output_tokens_per_s: float
     output_tokens_per_s_device: float
+    estimate: EstimateMode  # how the classes' headline figures read step times
+    bound_output_tokens_per_s: float  # the mix at the classes' roofline rates
+    bound_output_tokens_per_s_device: float
     meets_targets: bool
 
     def records(self) -> list[dict]:
-        return [{"share": w} | s.model_dump(exclude={"curve"})
-                for w, s in zip(self.shares, self.classes, strict=True)]  # fmt: skip
+        return [{"share": w} | s.row() for w, s in zip(self.shares, self.classes, strict=True)]
 
     def _repr_html_(self) -> str:
         from .render.serving_format import render_mix
@@ -478,31 +552,42 @@ class MixServing(Tabular, Frozen):
 
 
 def serve_mix(
-    spec: ir.Spec,
-    hw: Hardware,
+    spec: ir.Spec | str | Path,
+    hw: Hardware | str | Path,
     mix: list[RequestClass],
     parallel: Parallel = ONE_DEVICE,
     tpot: float | None = None,
     ttft: float | None = None,
     engine: Engine = STATIC,
+    estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
+    calibration: Calibration | None = None,
 ) -> MixServing:
     """Each class of `mix` served on its own, and the mix (MixServing): at most
     MAX_MIX_CLASSES classes, each share from SHARES[0] to SHARES[1] (SpecError)."""
     _check_mix(mix)
+    spec, hw = as_spec(spec), as_hardware(hw)
     total = sum(c.share for c in mix)  # at most MAX_MIX_CLASSES × SHARES[1]: finite
     shares = tuple(c.share / total for c in mix)  # each ≥ SHARES[0] / that: above zero
-    classes = tuple(serve(spec, hw, c.isl, c.osl, parallel, None, tpot, ttft, engine)
-                    for c in mix)  # fmt: skip
-    tokens = sum(w * s.osl for w, s in zip(shares, classes, strict=True))
-    seconds = sum(w * s.osl / s.output_tokens_per_s for w, s in zip(shares, classes, strict=True))
-    rate = tokens / seconds
+    classes = tuple(serve(spec, hw, c.isl, c.osl, parallel, None, tpot, ttft, engine,
+                          estimate, calibration) for c in mix)  # fmt: skip
+    rate = _mix_rate(shares, [s.output_tokens_per_s for s in classes], classes)
+    bound = _mix_rate(shares, [s.bound.output_tokens_per_s for s in classes], classes)
     return MixServing.trusted(
         classes=classes,
         shares=shares,
         output_tokens_per_s=rate,
         output_tokens_per_s_device=rate / parallel.devices,
+        estimate=classes[0].estimate,
+        bound_output_tokens_per_s=bound,
+        bound_output_tokens_per_s_device=bound / parallel.devices,
         meets_targets=all(s.meets_targets for s in classes),
     )
+
+
+def _mix_rate(shares: tuple[float, ...], rates: list[float], classes) -> float:
+    """Output tokens/s of classes taking turns by share: Σ wᵢ·oslᵢ / Σ wᵢ·oslᵢ/rateᵢ."""
+    tokens = sum(w * s.osl for w, s in zip(shares, classes, strict=True))
+    return tokens / sum(w * s.osl / r for w, s, r in zip(shares, classes, rates, strict=True))
 
 
 def _check_mix(mix: list[RequestClass]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import spec as ir
+from .calibration import Calibration
 from .compile import compile_report
 from .diff import diff
 from .errors import SpecError
@@ -20,7 +21,7 @@ from .graph import (
     Workload,
 )
 from .hardware import Hardware
-from .options import DEFAULT_PEAK
+from .options import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode
 from .params import walk
 from .perfmodel import Conventions
 from .record import Record
@@ -30,6 +31,7 @@ from .render.formats import diff_markdown_files, markdown_files, render_diff, re
 from .render.table import Cell, Table
 from .render.units import count, duration, fixed
 from .report import PeakMode, Report
+from .sweeps import check_calibration
 
 
 class SiteOptions(Record, frozen=True):
@@ -42,6 +44,12 @@ class SiteOptions(Record, frozen=True):
     peak: PeakMode = DEFAULT_PEAK
     bandwidth: PeakMode = DEFAULT_PEAK
     parallel: Parallel = ONE_DEVICE
+    estimate: EstimateMode = DEFAULT_ESTIMATE  # kernels: every page's ops carry it too
+    calibration: Calibration | None = None  # on top of its own target's pages
+
+    def calibration_for(self, hw: Hardware) -> Calibration | None:
+        cal = self.calibration
+        return cal if cal is not None and cal.hardware == hw.name else None
 
 
 def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
@@ -60,7 +68,9 @@ def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
     phases = (Phase.prefill, Phase.decode) if any(op.decodes for op in ops) else (Phase.prefill,)
     for phase in phases:
         w = Workload(phase, o.batch, None if image else seq, context, parallel=o.parallel)
-        out.append(compile_report(spec, hw, w, o.conventions, o.peak, o.bandwidth))
+        out.append(compile_report(spec, hw, w, o.conventions, o.peak, o.bandwidth,
+                                  kernels=o.estimate == "kernels",
+                                  calibration=o.calibration_for(hw)))  # fmt: skip
     return out
 
 
@@ -109,6 +119,7 @@ def build_site(
     """Every file of the site by relative path. `specs` pairs a page name with a spec."""
     options = options or SiteOptions()
     _check_names(specs, targets)
+    check_calibration(options.calibration, targets)
     pages = [site_page(name, spec, hw, options, formats) for name, spec in specs for hw in targets]
     return assemble(pages, [n for n, _ in specs], targets, diffs, options, formats)
 
@@ -175,6 +186,8 @@ def workload_statement(o: SiteOptions) -> str:
         f"batch {o.batch}; prefill of {seq} tokens and decode at context {context} (or a "
         f"model's own length: its learned positions or its image); {layout}; "
         f"{o.conventions.value} conventions, {o.peak} peaks, {o.bandwidth} bandwidth"
+        + ("; the kernel-aware estimate beside the roofline" if o.estimate == "kernels" else "")
+        + (f", calibrated on {o.calibration.hardware}" if o.calibration is not None else "")
     )
 
 

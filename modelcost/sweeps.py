@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import spec as ir
 from .bulk import in_bulk
@@ -21,12 +21,22 @@ from .errors import SpecError
 from .frozen import Frozen
 from .graph import DEFAULT_BATCH, OpGraph, Parallel, Phase, Workload
 from .hardware import Hardware, load_hardware
-from .options import DEFAULT_PEAK, MAX_POINTS, PeakMode
+from .options import (
+    DEFAULT_ESTIMATE,
+    DEFAULT_PEAK,
+    MAX_POINTS,
+    EstimateMode,
+    PeakMode,
+    estimate_mode,
+)
 from .perfmodel import Conventions
 from .record import Record
 from .report import Bound, Report, Totals
 from .resolve import load_spec
 from .tabular import Tabular
+
+if TYPE_CHECKING:
+    from .calibration import Calibration
 
 # the layout fields a sweep may vary (sp is a flag: one value for the whole sweep)
 LAYOUT_AXES = ("tp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
@@ -56,6 +66,8 @@ class SweepRow(Frozen):
     memory: float  # bytes per device
     capacity: float
     fits: bool
+    # --estimate kernels: the step as the kernels that would serve it run (estimate.py)
+    estimate_ms: float | None = None
 
 
 class Sweep(Tabular, Frozen):
@@ -118,6 +130,7 @@ def _row(model, hardware, phase, batch, seq, context, engine, layout, devices, t
         memory=t.memory.total,
         capacity=t.memory.capacity,
         fits=t.memory.fits,
+        estimate_ms=t.estimate_s * 1e3 if t.estimate_s is not None else None,
     )
 
 
@@ -180,6 +193,19 @@ def _check_used(phases: Sequence[Phase], seq: list, context: list) -> None:
             )
 
 
+def check_calibration(calibration: Calibration | None, targets: Sequence[Hardware]) -> None:
+    """A calibration is one machine's: it applies to its own target's points or pages
+    (the others get the estimate alone), and one for none of the targets is refused."""
+    if calibration is None or any(h.name == calibration.hardware for h in targets):
+        return
+    raise SpecError(
+        f"the calibration is {calibration.hardware}'s, and the targets are "
+        f"{', '.join(h.name for h in targets)}",
+        filename="modelcost",
+        hint=f"add {calibration.hardware} to --hw, or calibrate on one of the targets",
+    )
+
+
 class _Point(Record, frozen=True):
     """One point of a sweep, as a worker process receives it."""
 
@@ -217,17 +243,23 @@ def sweep(
     peak: PeakMode = DEFAULT_PEAK,
     bandwidth: PeakMode = DEFAULT_PEAK,
     jobs: int = 1,
+    estimate: EstimateMode = DEFAULT_ESTIMATE,
+    calibration: Calibration | None = None,
 ) -> Sweep:
     """Every combination, in the order the values were given (specs outermost). Each of
     specs (Spec objects or `.model` paths), targets (Hardware or names), phases, batch,
     seq and context is one value or a list; `layout` maps tp, cp, dp, ep, zero, pp,
     microbatches, overlap and recompute to values, `engine` prefix, chunk and prompt
     (what a serving engine does to a step: graph.Workload); `jobs` worker processes share the
-    points (the rows come back in the same order). `modelcost.sweep([...], "h200",
+    points (the rows come back in the same order); `estimate="kernels"` adds each row's
+    kernel-aware estimate (`estimate_ms`), with a `calibration` on top of its own
+    target's rows (check_calibration). `modelcost.sweep([...], "h200",
     batch=range(1, 65))` from Python; `modelcost sweep` from the shell."""
     specs = [s if isinstance(s, ir.Spec) else load_spec(s) for s in _many(specs)]
     targets = [h if isinstance(h, Hardware) else load_hardware(h) for h in _many(targets)]
     phases = [Phase(p) for p in _many(phases)]
+    kernels = estimate_mode(estimate) == "kernels" or calibration is not None
+    check_calibration(calibration, targets)
     batch, seq, context = _many(batch), _many(seq), _many(context)
     unknown = sorted(set(layout or {}) - set(LAYOUT_AXES))
     if unknown:
@@ -255,7 +287,7 @@ def sweep(
         for b, (s, c), e, *values in itertools.product(batch, lengths, engines, *axes.values()):
             point = dict(zip(LAYOUT_AXES, values, strict=True))
             points.append(_Point(i, j, phase, b, s, c, point, e))
-    work = (specs, targets, sp, conventions, peak, bandwidth, swept)
+    work = (specs, targets, sp, conventions, peak, bandwidth, swept, kernels, calibration)
     if jobs <= 1 or len(points) < 2 * jobs:
         results = _run(work, points)
     else:
@@ -273,7 +305,7 @@ def sweep(
 @in_bulk
 def _run(work, points: list[_Point]) -> list[SweepRow | str]:
     """Each point's row, or why it was skipped."""
-    specs, targets, sp, conventions, peak, bandwidth, swept = work
+    specs, targets, sp, conventions, peak, bandwidth, swept, kernels, calibration = work
     out: list[SweepRow | str] = []
     for p in points:
         spec, hw = specs[p.spec], targets[p.hw]
@@ -281,7 +313,8 @@ def _run(work, points: list[_Point]) -> list[SweepRow | str]:
             par = Parallel(**p.layout, sp=sp)
             w = Workload(p.phase, p.batch, p.seq, p.context, parallel=par, prefix=p.engine[0],
                          chunk=p.engine[1], prompt=p.engine[2])  # fmt: skip
-            graph, t = compile_totals(spec, hw, w, conventions, peak, bandwidth)
+            cal = calibration if calibration and calibration.hardware == hw.name else None
+            graph, t = compile_totals(spec, hw, w, conventions, peak, bandwidth, kernels, cal)
             out.append(point_row(graph, hw, t))
         except (SpecError, ValueError) as err:
             message = err.message if isinstance(err, SpecError) else str(err)

@@ -1,7 +1,12 @@
 """Serving a request mix: the solved concurrency against the memory figures, and each
-figure against the compile of the same point."""
+figure against the compile of the same point.
+
+These tests check the serving arithmetic on the roofline's step times (estimate =
+"roofline"); test_defects_round2.py and below check that the kernel-aware estimate,
+serve's default, reads the same steps' estimates and carries the bound beside them."""
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -11,8 +16,9 @@ from modelcost import load_spec
 from modelcost.compile import compile_report
 from modelcost.graph import Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.serving import serve
+from modelcost.serving import serve as serve_planned
 
+serve = partial(serve_planned, estimate="roofline")
 LLAMA70 = load_spec(MODELS / "llama3-70b.model")
 H200 = load_hardware("h200")
 TP4 = Parallel(tp=4)
@@ -113,7 +119,7 @@ def test_search_picks_the_fewest_devices_meeting_the_targets() -> None:
     from modelcost.serving import search
 
     spec = load_spec(MODELS / "llama3.1-405b-fp8.model")
-    found = search(spec, H200, 2048, 256, tpot=0.050)
+    found = search(spec, H200, 2048, 256, tpot=0.050, estimate="roofline")
     assert found.chosen is not None and found.chosen.layout == "tp 4"
     assert found.chosen.tpot_s <= 0.050
     assert [s.layout for s in found.tried] == ["tp 4", "tp 8"]  # up to the NVLink domain
@@ -126,7 +132,7 @@ def test_a_mix_is_its_classes_taking_turns(tmp_path) -> None:
     path = tmp_path / "mix.txt"
     path.write_text("# isl osl share\n128 2K 3\n2048 128 1  # long prompts\n")
     mix = load_mix(path)
-    m = serve_mix(LLAMA70, H200, mix, TP4)
+    m = serve_mix(LLAMA70, H200, mix, TP4, estimate="roofline")
     a, b = m.classes
     assert (a.isl, a.osl, b.isl, b.osl) == (128, 2048, 2048, 128) and m.shares == (0.75, 0.25)
     tokens = 0.75 * 2048 + 0.25 * 128
@@ -175,7 +181,7 @@ def test_published_serving_tables_are_one_command_each_and_stay_under_the_bound(
                 "--isl", str(point["isl"]), "--osl", str(point["osl"]),
                 "--format", "json")  # fmt: skip
     assert r.returncode == 0, r.stderr
-    bound = json.loads(r.stdout)["output_tokens_per_s"]
+    bound = json.loads(r.stdout)["bound"]["output_tokens_per_s"]
     assert bound >= point["output_tokens_per_s"]
 
 
@@ -185,7 +191,7 @@ def test_serving_results_are_rows_for_scripts_and_pages_for_notebooks() -> None:
 
     import modelcost as mc
 
-    s = mc.serve(LLAMA70, H200, 2048, 256, TP4, tpot=0.020)
+    s = mc.serve(LLAMA70, H200, 2048, 256, TP4, tpot=0.020, estimate="roofline")
     (record,) = s.to_records()
     assert record["concurrency"] == s.concurrency and "curve" not in record
     (row,) = list(csv.DictReader(io.StringIO(s.to_csv())))
@@ -196,6 +202,6 @@ def test_serving_results_are_rows_for_scripts_and_pages_for_notebooks() -> None:
     html = s._repr_html_()
     assert html.count('class="modelcost line-chart"') == 2 and "TPOT target 20 ms" in html
     found = mc.search(load_spec(MODELS / "llama3.1-405b-fp8.model"), H200, 2048, 256,
-                      tpot=0.050)  # fmt: skip
+                      tpot=0.050, estimate="roofline")  # fmt: skip
     assert [r["chosen"] for r in found.to_records()] == [True, False]
     assert "Not tried" in found._repr_html_()

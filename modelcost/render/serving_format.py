@@ -34,19 +34,32 @@ def render_serving(s: Serving, fmt: str) -> str:
     return terminal(head + "\n\n" + tabulate(rows, tablefmt="plain") + "\n")
 
 
+BASIS = {"kernels": "the kernel-aware estimate (the roofline: its bound)",
+         "roofline": "the roofline: a bound no engine beats"}  # fmt: skip
+
+
 def _facts(s: Serving) -> list[tuple[str, str]]:
+    b = s.bound
+    estimated = s.estimate == "kernels"
+
+    def both(value: str, bound: str) -> str:  # the headline, and its bound beside it
+        return f"{value} (bound {bound})" if estimated else value
+
     rows = [
         ("requests", f"{s.isl:,} in, {s.osl:,} out"
                      + (f" ({s.cached:,} of the input cached)" if s.cached else "")),
         ("layout", layout_label(s)),
         ("engine", s.engine + (f": {s.chunk:,} prompt tokens a step" if s.chunk else "")),
+        ("times", BASIS[s.estimate]),
         ("concurrency", f"{s.concurrency:,} per replica (at most {s.max_concurrency:,} fit)"),
-        ("TTFT", duration(s.ttft_s)),
-        ("TPOT", duration(s.tpot_s)),
-        ("request latency", duration(s.latency_s)),
+        ("TTFT", both(duration(s.ttft_s), duration(b.ttft_s))),
+        ("TPOT", both(duration(s.tpot_s), duration(b.tpot_s))),
+        ("request latency", both(duration(s.latency_s), duration(b.latency_s))),
         ("output tokens/s", f"{fixed(s.output_tokens_per_s, 1)} "
-                            f"({fixed(s.output_tokens_per_s_device, 1)} per device)"),
-        ("total tokens/s", fixed(s.total_tokens_per_s, 1)),
+                            f"({fixed(s.output_tokens_per_s_device, 1)} per device)"
+                            + (f"; bound {fixed(b.output_tokens_per_s, 1)}" if estimated
+                               else "")),
+        ("total tokens/s", both(fixed(s.total_tokens_per_s, 1), fixed(b.total_tokens_per_s, 1))),
         ("memory/device", f"{si(s.memory, 'B')} of {si(s.capacity, 'B')}"
                           + ("" if s.fits else " (does NOT fit)")),
         ("KV per sequence", f"{si(s.kv_per_sequence, 'B')} per device"),
@@ -56,7 +69,8 @@ def _facts(s: Serving) -> list[tuple[str, str]]:
     return rows
 
 
-_COLUMNS = ("layout", "concurrency", "TTFT", "TPOT", "output tok/s", "per device", "targets")
+_COLUMNS = ("layout", "concurrency", "TTFT", "TPOT", "output tok/s", "per device",
+            "bound per device", "targets")  # fmt: skip
 
 
 def _row(s: Serving) -> tuple[str, ...]:
@@ -67,6 +81,7 @@ def _row(s: Serving) -> tuple[str, ...]:
         duration(s.tpot_s),
         fixed(s.output_tokens_per_s, 1),
         fixed(s.output_tokens_per_s_device, 1),
+        fixed(s.bound.output_tokens_per_s_device, 1),
         "met" if s.meets_targets else s.why,
     )
 
@@ -119,8 +134,9 @@ def render_mix(mix: MixServing, fmt: str) -> str:
     rows = [(f"{s.isl:,} / {s.osl:,}", f"{w:.0%}", *_row(s)[1:])
             for s, w in zip(mix.classes, mix.shares, strict=True)]  # fmt: skip
     rate, device = fixed(mix.output_tokens_per_s, 1), fixed(mix.output_tokens_per_s_device, 1)
+    bound = fixed(mix.bound_output_tokens_per_s, 1)
     total = (f"\nthe mix, classes taking turns by share: {rate} output tokens/s "
-             f"({device} per device)\n")  # fmt: skip
+             f"({device} per device; the roofline's bound {bound})\n")  # fmt: skip
     if fmt == "html":
         from .serving_view import mix_page
 

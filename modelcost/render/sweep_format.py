@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..sweeps import Sweep
 from .escape import md
-from .sweep_view import HEADERS, cells
+from .sweep_view import estimated, headers, row_cells
 
 
 def render_sweep(s: Sweep, fmt: str) -> str:
@@ -22,7 +22,9 @@ def render_sweep(s: Sweep, fmt: str) -> str:
 
 
 def _markdown(s: Sweep) -> str:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(md(c) for c in cells(r)) + " |" for r in s.rows]
+    names = headers(with_estimate := estimated(s))
+    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    lines += ["| " + " | ".join(md(c) for c in row_cells(r, with_estimate)) + " |"
+              for r in s.rows]  # fmt: skip
     skipped = [f"- skipped: {md(x)}" for x in s.skipped]
     return "\n".join(lines + (["", *skipped] if skipped else [])) + "\n"

@@ -27,6 +27,29 @@ class TablePage(Record, frozen=True):
 HEADERS = ("model", "hardware", "phase", "batch", "seq / context", "layout", "step",
            PER_TOKEN, "tokens/s", "tokens/s/device", "bound", "MFU bound",
            "memory/device", "fits")  # fmt: skip
+ESTIMATE = "estimate"  # the column after `step` when the rows carry the kernels' estimate
+
+
+def estimated(s: Sweep) -> bool:
+    """Whether the sweep's rows carry the kernel-aware estimate (--estimate kernels)."""
+    return any(r.estimate_ms is not None for r in s.rows)
+
+
+def headers(with_estimate: bool) -> tuple[str, ...]:
+    if not with_estimate:
+        return HEADERS
+    at = HEADERS.index("step") + 1
+    return (*HEADERS[:at], ESTIMATE, *HEADERS[at:])
+
+
+def row_cells(r: SweepRow, with_estimate: bool) -> tuple[str, ...]:
+    """A row's cells under `headers(with_estimate)`."""
+    out = cells(r)
+    if not with_estimate:
+        return out
+    at = HEADERS.index("step") + 1
+    shown = duration(r.estimate_ms / 1e3) if r.estimate_ms is not None else "-"
+    return (*out[:at], shown, *out[at:])
 
 
 def cells(r: SweepRow) -> tuple[str, ...]:
@@ -102,8 +125,8 @@ def build_sweep_view(s: Sweep) -> TablePage:
         charts.append(("Memory per device against context (filled: fits)", chart))
     return TablePage(
         title=f"Sweep: {len(s.rows):,} points",
-        headers=HEADERS,
-        rows=tuple(cells(r) for r in s.rows),
+        headers=headers(with_estimate := estimated(s)),
+        rows=tuple(row_cells(r, with_estimate) for r in s.rows),
         charts=tuple(charts),
         skipped=s.skipped,
     )
