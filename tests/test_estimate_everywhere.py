@@ -1,0 +1,139 @@
+"""Issue 21, item 1: one estimate on every command. `--estimate` and `--calibrate` are
+one declaration (options.py) that compile, diff, sweep, serve, site, the MkDocs plugin
+and the Python API all take; `serve` plans with the kernels' estimate and carries the
+roofline's figures beside it; sweep rows carry the estimate when asked. Every figure is
+checked against the compile of the same point, the source of truth."""
+
+import json
+
+import pytest
+from conftest import MODELS, run_cli
+
+import modelcost as mc
+from modelcost.cli import build_parser
+from modelcost.compile import compile_report
+from modelcost.graph import Parallel, Phase, Workload
+from modelcost.options import DEFAULT_ESTIMATE, DEFAULT_SERVE_ESTIMATE
+
+LLAMA8 = mc.load_spec(MODELS / "llama3-8b.model")
+H100 = mc.load_hardware("h100")
+SPEC = str(MODELS / "llama3-8b.model")
+
+COMMANDS = {
+    "compile": ["compile", SPEC, "--hw", "h100"],
+    "diff": ["diff", SPEC, SPEC, "--hw", "h100"],
+    "sweep": ["sweep", SPEC, "--hw", "h100"],
+    "serve": ["serve", SPEC, "--hw", "h100", "--isl", "128", "--osl", "128"],
+    "site": ["site", SPEC, "--hw", "h100", "-o", "out"],
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_takes_the_one_estimate_option(command) -> None:
+    parser = build_parser()
+    args = parser.parse_args([*COMMANDS[command], "--estimate", "kernels", "--calibrate", "c.json"])
+    assert (args.estimate, args.calibrate) == ("kernels", "c.json")
+    default = parser.parse_args(COMMANDS[command]).estimate
+    # serve plans with what it will get; the rest show the bound unless asked
+    assert default == (DEFAULT_SERVE_ESTIMATE if command == "serve" else DEFAULT_ESTIMATE)
+    with pytest.raises(SystemExit):
+        parser.parse_args([*COMMANDS[command], "--estimate", "guess"])
+
+
+def test_serve_plans_with_the_estimate_and_carries_the_bound() -> None:
+    s = mc.serve(LLAMA8, H100, 1024, 128, concurrency=16)
+    assert s.estimate == "kernels"
+    # TPOT: one decode step of the 16 sequences at the mean context 1024 + 64, as the
+    # kernels run it (compile's estimate) and at the roofline (compile's step time)
+    step = compile_report(LLAMA8, H100, Workload(Phase.decode, 16, context=1088), kernels=True)
+    assert (s.tpot_s, s.bound.tpot_s) == (step.totals.estimate_s, step.totals.time_s)
+    first = compile_report(LLAMA8, H100, Workload(Phase.prefill, 1, 1024), kernels=True)
+    assert (s.ttft_s, s.bound.ttft_s) == (first.totals.estimate_s, first.totals.time_s)
+    assert s.bound.latency_s == s.bound.ttft_s + 128 * s.bound.tpot_s
+    # the estimate is never faster than its bound
+    assert s.output_tokens_per_s <= s.bound.output_tokens_per_s
+    roof = mc.serve(LLAMA8, H100, 1024, 128, concurrency=16, estimate="roofline")
+    assert roof.estimate == "roofline" and roof.tpot_s == roof.bound.tpot_s == s.bound.tpot_s
+    # a flat row names the bound's figures apart: a script cannot mix them up
+    (row,) = s.to_records()
+    assert row["tpot_s"] == s.tpot_s and row["bound_tpot_s"] == s.bound.tpot_s
+
+
+def test_serve_json_and_text_show_both() -> None:
+    r = run_cli(*COMMANDS["serve"], "--concurrency", "16", "--format", "json")
+    data = json.loads(r.stdout)
+    assert data["estimate"] == "kernels"
+    assert data["bound"]["tpot_s"] < data["tpot_s"]
+    text = run_cli(*COMMANDS["serve"], "--concurrency", "16").stdout
+    (tpot,) = [ln for ln in text.splitlines() if ln.startswith("TPOT")]
+    assert "(bound " in tpot
+    bound = run_cli(*COMMANDS["serve"], "--concurrency", "16", "--estimate", "roofline")
+    assert "(bound " not in bound.stdout and "the roofline: a bound no engine beats" in bound.stdout
+
+
+def test_search_and_mix_take_the_estimate(tmp_path) -> None:
+    found = mc.search(LLAMA8, H100, 1024, 128, estimate="roofline")
+    assert {s.estimate for s in found.tried} == {"roofline"}
+    mix = tmp_path / "mix.txt"
+    mix.write_text("128 128 1\n1024 128 1\n")
+    m = mc.serve_mix(LLAMA8, H100, mc.serving.load_mix(mix))
+    assert m.estimate == "kernels" and m.output_tokens_per_s <= m.bound_output_tokens_per_s
+    r = run_cli("serve", SPEC, "--hw", "h100", "--mix", str(mix), "--estimate", "roofline",
+                "--format", "json")  # fmt: skip
+    assert json.loads(r.stdout)["estimate"] == "roofline"
+
+
+def test_sweep_rows_carry_the_estimate_when_asked() -> None:
+    s = mc.sweep([LLAMA8], [H100], "decode", [1, 8], context=[1024], estimate="kernels")
+    for row, batch in zip(s.rows, [1, 8], strict=True):
+        point = compile_report(LLAMA8, H100, Workload(Phase.decode, batch, context=1024),
+                               kernels=True)  # fmt: skip
+        assert row.estimate_ms == point.totals.estimate_s * 1e3
+        assert row.step_ms == point.totals.per_token.ms_per_step
+    plain = mc.sweep([LLAMA8], [H100], "decode", [1], context=[1024])
+    assert plain.rows[0].estimate_ms is None
+    r = run_cli("sweep", SPEC, "--hw", "h100", "--phase", "decode", "--estimate", "kernels")
+    assert "| step | estimate |" in r.stdout
+
+
+def test_a_calibration_applies_to_its_own_target(tmp_path) -> None:
+    cal = tmp_path / "cal.json"
+    # every GEMM on this machine 2× the estimate (a calibration file, calibration.py)
+    cal.write_text(json.dumps({"format": "modelcost-calibration/1", "hardware": "h100",
+                               "factors": [{"kind": "GEMM", "factor": 2.0}]}))  # fmt: skip
+    r = run_cli("sweep", SPEC, "--hw", "h100,h200", "--phase", "decode", "--calibrate",
+                str(cal), "--format", "json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    h100, h200 = json.loads(r.stdout)["rows"]
+    plain = mc.sweep([LLAMA8], ["h100", "h200"], "decode", estimate="kernels")
+    assert h100["estimate_ms"] > plain.rows[0].estimate_ms  # its GEMMs twice as long
+    assert h200["estimate_ms"] == plain.rows[1].estimate_ms  # not h200's machine
+    r = run_cli("sweep", SPEC, "--hw", "h200", "--calibrate", str(cal))
+    assert r.returncode == 2
+    assert "the calibration is h100's, and the targets are h200" in r.stderr
+    served = run_cli(*COMMANDS["serve"], "--calibrate", str(cal), "--format", "json")
+    assert json.loads(served.stdout)["estimate"] == "kernels"
+
+
+def test_the_api_refuses_an_unknown_estimate() -> None:
+    for call in (lambda: mc.serve(LLAMA8, H100, 128, 128, estimate="fast"),
+                 lambda: mc.sweep([LLAMA8], [H100], estimate="fast"),
+                 lambda: mc.compile_report(LLAMA8, H100, estimate="fast")):  # fmt: skip
+        with pytest.raises(ValueError, match="estimate must be one of roofline, kernels"):
+            call()
+
+
+def test_site_pages_carry_the_estimate(tmp_path) -> None:
+    out = tmp_path / "site"
+    r = run_cli("site", SPEC, "--hw", "h100", "-o", str(out), "--estimate", "kernels")
+    assert r.returncode == 0, r.stderr
+    page = (out / "llama3-8b-h100.md").read_text()
+    assert "estimate" in page
+    index = (out / "index.md").read_text()
+    assert "the kernel-aware estimate beside the roofline" in index
+
+
+def test_tp_layouts_keep_their_estimate() -> None:
+    s = mc.serve(LLAMA8, H100, 1024, 128, Parallel(tp=2), concurrency=8)
+    w = Workload(Phase.decode, 8, context=1088, parallel=Parallel(tp=2))
+    assert s.tpot_s == compile_report(LLAMA8, H100, w, kernels=True).totals.estimate_s
