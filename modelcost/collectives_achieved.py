@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 from functools import cache
+from itertools import pairwise
 from typing import Any
 
 from .errors import SpecError, did_you_mean
@@ -59,9 +60,12 @@ def family(part: str) -> tuple[str, dict[str, Any]] | None:
 def _interpolate(points: list[list[float]], size: float) -> tuple[float, str]:
     """Microseconds at `size` bytes from published (bytes, µs) points, linear in
     log(size) between two of them; below the first, the first's time."""
-    if size <= points[0][0]:
-        return points[0][1], f"{points[0][1]:g} µs published at {_b(points[0][0])} and below"
-    for (s0, t0), (s1, t1) in zip(points, points[1:], strict=False):
+    s0, t0 = points[0]
+    if size < s0:
+        return t0, f"{t0:g} µs, as published at {_b(s0)}, the smallest size published"
+    if size == s0:
+        return t0, f"{t0:g} µs published at {_b(s0)}"
+    for (s0, t0), (s1, t1) in pairwise(points):
         if size <= s1:
             if size == s1:
                 return t1, f"{t1:g} µs published at {_b(s1)}"
@@ -90,14 +94,14 @@ def _custom(
     if table is None:
         return None
     points = table["latency_us"].get(str(op.group))
-    S = op.elements * bpe(op.dtype)
-    if points is None or S >= table["max_bytes"] or S > points[-1][0]:
+    size = op.elements * bpe(op.dtype)
+    if points is None or size >= table["max_bytes"] or size > points[-1][0]:
         return None
     one_max = table["one_shot_max_bytes"].get(str(op.group))
-    shot = "one-shot" if one_max is None or S <= one_max else "two-shot"
-    us, how = _interpolate(points, S)
+    shot = "one-shot" if one_max is None or size <= one_max else "two-shot"
+    us, how = _interpolate(points, size)
     where = "" if hw.name == fam["measured_on"] else f", {fam['measured_on']}'s figure"
-    return us * 1e-6, f"{table['kernel']}, {shot} at {_b(S)} × {op.group}: {how}{where}"
+    return us * 1e-6, f"{table['kernel']}, {shot} at {_b(size)} × {op.group}: {how}{where}"
 
 
 def _busbw(op: CollectiveOp, inner: int, outer: int, fam: dict[str, Any]) -> tuple[float, str]:
@@ -138,8 +142,10 @@ def achieved(op: CollectiveOp, hw: Hardware, engine: str = DEFAULT_ENGINE) -> tu
     said = []
     if up:
         update["scaleup_bandwidth"] = 2 * up  # the link model takes half per direction
-        where = "" if found is None or hw.name == found[1]["measured_on"] else (
-            f", {found[1]['measured_on']}'s figure"
+        where = (
+            ""
+            if found is None or hw.name == found[1]["measured_on"]
+            else (f", {found[1]['measured_on']}'s figure")
         )
         said.append(f"NCCL/RCCL {up_why}{where}")
     elif inner > 1:
