@@ -25,6 +25,7 @@ import json
 import math
 from functools import cache
 
+from .collectives_achieved import achieved
 from .frozen import Frozen
 from .hardware import Hardware
 from .perfmodel import CollectiveOp, GemmOp, GroupedGemmOp, OpRecord, SdpaOp
@@ -165,8 +166,11 @@ def estimate(
 ) -> Estimate:
     """One pass of one op: the larger of its roofline time and what the kernel that
     would serve it does, plus a launch."""
-    if isinstance(op, CollectiveOp):  # the network model is the estimate already
-        return Estimate(roofline_s, "as the collective's link model")
+    if isinstance(op, CollectiveOp):  # as NCCL/RCCL and the engine achieve it, never
+        t, why = achieved(op, hw)  # below the link model (collectives_achieved.py)
+        if roofline_s >= t:
+            t, why = roofline_s, f"{why}; no faster than its roofline"
+        return Estimate(t, why)
     if isinstance(op, GemmOp | GroupedGemmOp):
         t, why = _gemm(op, flops, nbytes, hw, pass_)
     elif isinstance(op, SdpaOp):

@@ -1,0 +1,157 @@
+"""Collectives as NCCL/RCCL and the serving engines achieve them: the kernel-aware
+estimate of a CollectiveOp (`--estimate kernels`). network.py's link model stays the
+roofline's bound; the estimate is never below it (estimate.py takes the larger).
+
+The figures are published measurements (specs/kernels/collectives.json), by part family
+(NVLink 4: H100/H200; NVLink 5: B200/GB200; xGMI: MI300X/MI325X; MI350X/MI355X):
+
+- An all-reduce inside one scale-up domain that the engine's custom all-reduce takes
+  (its group sizes, below its buffer size) runs one-shot below the engine's switch
+  size, else two-shot, at the engine's published latency for that message size,
+  interpolated linearly in log(size) between published sizes; below the smallest it
+  takes the smallest's time, above the largest it is left to NCCL (no extrapolation).
+- Otherwise NCCL/RCCL: the link model's formula (network.collective_time, its steps ×
+  per-step latency) with each link's bandwidth replaced by the achieved bus bandwidth
+  for that collective. nccl-tests defines busbw = algbw · 2(n−1)/n for all-reduce and
+  · (n−1)/n for all-gather, reduce-scatter and all-to-all (doc/PERFORMANCE.md): the
+  link model's bytes-per-rank factors, so time = S · factor / busbw. All-reduce inside
+  an 8-rank NVSwitch domain runs NVLink SHARP (NVLS) at its own busbw; a 400 Gb/s NIC
+  at its achieved 48 GB/s.
+
+A part without its own figure uses its family's (said so); a family without one, the
+link model (said so). Which engine's all-reduce applies is a plain argument, default
+vLLM (DEFAULT_ENGINE).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import cache
+from itertools import pairwise
+from typing import Any
+
+from .errors import SpecError, did_you_mean
+from .hardware import Hardware
+from .network import collective_time, split
+from .perfmodel import CollectiveOp, bpe
+from .resources import specs_dir
+
+DEFAULT_ENGINE = "vllm"  # the engine whose custom all-reduce applies unless told otherwise
+ENGINES = ("vllm", "sglang", "trtllm")
+NIC_BITS = 1e9 / 8  # bytes/s per Gb/s
+
+
+@cache
+def _data() -> dict[str, Any]:
+    path = specs_dir() / "kernels" / "collectives.json"
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def family(part: str) -> tuple[str, dict[str, Any]] | None:
+    """(family name, its figures) of a shipped part, or None."""
+    for name, fam in _data()["families"].items():
+        if part in fam["parts"]:
+            return name, fam
+    return None
+
+
+def _interpolate(points: list[list[float]], size: float) -> tuple[float, str]:
+    """Microseconds at `size` bytes from published (bytes, µs) points, linear in
+    log(size) between two of them; below the first, the first's time."""
+    s0, t0 = points[0]
+    if size < s0:
+        return t0, f"{t0:g} µs, as published at {_b(s0)}, the smallest size published"
+    if size == s0:
+        return t0, f"{t0:g} µs published at {_b(s0)}"
+    for (s0, t0), (s1, t1) in pairwise(points):
+        if size <= s1:
+            if size == s1:
+                return t1, f"{t1:g} µs published at {_b(s1)}"
+            w = math.log(size / s0) / math.log(s1 / s0)
+            t = t0 + w * (t1 - t0)
+            return t, f"{t:.1f} µs between {t0:g} µs at {_b(s0)} and {t1:g} µs at {_b(s1)}"
+    raise ValueError("beyond the published sizes")  # callers check the range
+
+
+def _b(n: float) -> str:
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n:g} B"
+
+
+def _custom(
+    op: CollectiveOp, hw: Hardware, fam: dict[str, Any], engine: str
+) -> tuple[float, str] | None:
+    """The engine's custom all-reduce, where it takes this op and a figure exists."""
+    if op.collective != "all_reduce" or split(op, hw)[1] != 1:
+        return None
+    table = fam["custom_all_reduce"].get(engine)
+    if table is not None and "uses" in table:  # an engine that runs another's kernel
+        table = fam["custom_all_reduce"].get(table["uses"])
+    if table is None:
+        return None
+    points = table["latency_us"].get(str(op.group))
+    size = op.elements * bpe(op.dtype)
+    if points is None or size >= table["max_bytes"] or size > points[-1][0]:
+        return None
+    one_max = table["one_shot_max_bytes"].get(str(op.group))
+    shot = "one-shot" if one_max is None or size <= one_max else "two-shot"
+    us, how = _interpolate(points, size)
+    where = "" if hw.name == fam["measured_on"] else f", {fam['measured_on']}'s figure"
+    return us * 1e-6, f"{table['kernel']}, {shot} at {_b(size)} × {op.group}: {how}{where}"
+
+
+def _busbw(op: CollectiveOp, inner: int, outer: int, fam: dict[str, Any]) -> tuple[float, str]:
+    """(achieved busbw inside the scale-up domain, what it is), or (0, why none)."""
+    figures = fam["busbw"]
+    nvls = figures.get("all_reduce_nvls")
+    if op.collective == "all_reduce" and outer == 1 and nvls and inner == nvls["ranks"]:
+        return nvls["gbps"] * 1e9, f"NVLS all-reduce at {nvls['gbps']} GB/s busbw"
+    ring = figures.get("ring")
+    if ring and op.collective in ring["kinds"]:
+        return ring["gbps"] * 1e9, f"ring at {ring['gbps']} GB/s busbw"
+    per_link = figures.get("ring_per_peer_link")
+    if per_link and op.collective in per_link["kinds"] and inner > 1:
+        bw = (inner - 1) * per_link["gbps"]
+        return bw * 1e9, f"ring at {bw:g} GB/s busbw ({inner - 1} links × {per_link['gbps']})"
+    return 0.0, ""
+
+
+def achieved(op: CollectiveOp, hw: Hardware, engine: str = DEFAULT_ENGINE) -> tuple[float, str]:
+    """(seconds, why) of one collective as the engine and NCCL/RCCL run it on `hw`."""
+    if engine not in ENGINES:
+        hint = did_you_mean(engine, list(ENGINES)) or f"known: {', '.join(ENGINES)}"
+        raise SpecError(f"unknown engine `{engine}`", filename="--engine", hint=hint)
+    if op.group <= 1:
+        return 0.0, "a group of one: nothing to send"
+    found = family(hw.name)
+    if found is not None:
+        custom = _custom(op, hw, found[1], engine)
+        if custom is not None:
+            return custom
+    inner, outer = split(op, hw)
+    up, up_why = _busbw(op, inner, outer, found[1]) if found and inner > 1 else (0.0, "")
+    out_fig = _data()["scale_out"]
+    nic = outer > 1 and math.isclose(hw.scaleout_bandwidth, out_fig["nic_gbps"] * NIC_BITS)
+    if not up and not nic:
+        return collective_time(op, hw), f"no published {op.collective} figure: the link model"
+    update: dict[str, float] = {}
+    said = []
+    if up:
+        update["scaleup_bandwidth"] = 2 * up  # the link model takes half per direction
+        where = (
+            ""
+            if found is None or hw.name == found[1]["measured_on"]
+            else (f", {found[1]['measured_on']}'s figure")
+        )
+        said.append(f"NCCL/RCCL {up_why}{where}")
+    elif inner > 1:
+        said.append("no published scale-up figure: its link model")
+    if nic:
+        update["scaleout_bandwidth"] = out_fig["achieved_gbps"] * 1e9
+        said.append(f"a {out_fig['nic_gbps']} Gb/s NIC at {out_fig['achieved_gbps']} GB/s")
+    t = collective_time(op, hw.model_copy(update=update))
+    return t, "; ".join(said) + "; the link model's per-step latency"

@@ -1,0 +1,199 @@
+"""Collectives as NCCL/RCCL and the engines achieve them (modelcost/collectives_achieved.py,
+specs/kernels/collectives.json): each figure's use by hand from its source, the
+engines' one-shot/two-shot switch sizes, and never below the link model (the bound)."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelcost.collectives_achieved import DEFAULT_ENGINE, ENGINES, achieved
+from modelcost.errors import SpecError
+from modelcost.estimate import estimate
+from modelcost.hardware import load_hardware, shipped_hardware
+from modelcost.network import collective_time
+from modelcost.perfmodel import CollectiveOp
+
+H100, H200, MI300X = load_hardware("h100"), load_hardware("h200"), load_hardware("mi300x")
+MI355X, B200, A100 = load_hardware("mi355x"), load_hardware("b200"), load_hardware("a100")
+KiB, MiB = 1024, 1024**2
+
+
+def ar(nbytes: int, group: int = 8, stride: int = 1) -> CollectiveOp:
+    """An all-reduce of `nbytes` bf16 bytes."""
+    return CollectiveOp("all_reduce", nbytes // 2, group, stride=stride)
+
+
+def est(op: CollectiveOp, hw):
+    return estimate(op, op.flops(), op.bytes(), collective_time(op, hw), hw)
+
+
+def test_vllm_custom_all_reduce_1mb_on_8_h100_is_its_published_latency() -> None:
+    # sglang PR #2904, 'vllm' table: TP8, 1,048,576 B, 0.0450 ms; at or above 256 KiB
+    # vLLM's custom_all_reduce.cuh runs the 2-stage kernel at TP8
+    assert DEFAULT_ENGINE == "vllm"
+    op = ar(1 * MiB)
+    e = est(op, H100)
+    assert e.time_s == pytest.approx(45.0e-6, rel=1e-12)
+    assert e.reason == ("vLLM custom all-reduce, two-shot at 1 MiB × 8: 45 µs published at 1 MiB")
+    # the link model's time is below it: 1 MiB · 2·7/8 at 450 GB/s + 14 steps × 1 µs
+    assert collective_time(op, H100) == pytest.approx(MiB * 1.75 / 450e9 + 14e-6)
+
+
+def test_interpolation_is_linear_in_log_size_between_published_points() -> None:
+    # 16 KiB at TP8 lies 2/3 of the way from 4 KiB (9.3 µs) to 32 KiB (11.8 µs) in
+    # log(size): 9.3 + 2/3 · 2.5 = 10.967 µs (sglang PR #2904, 'vllm' table)
+    t, why = achieved(ar(16 * KiB), H100)
+    assert t == pytest.approx((9.3 + 2 / 3 * 2.5) * 1e-6, rel=1e-12)
+    assert why == (
+        "vLLM custom all-reduce, one-shot at 16 KiB × 8: 11.0 µs between 9.3 µs at "
+        "4 KiB and 11.8 µs at 32 KiB"
+    )
+    # below the smallest published size: the smallest's time, 10.1 µs at 512 B
+    assert achieved(ar(256), H100)[0] == pytest.approx(10.1e-6)
+
+
+def test_a_decode_all_reduce_is_never_below_its_link_model() -> None:
+    # Llama 3 70B decode at tp 8: 8,192 bf16 = 16 KiB. The engine's 10.97 µs is below
+    # the link model's 14 steps × 1 µs + 16 KiB·1.75/450 GB/s = 14.06 µs: the bound wins
+    op = ar(16 * KiB)
+    roof = collective_time(op, H100)
+    assert roof == pytest.approx(14e-6 + 16 * KiB * 1.75 / 450e9)
+    e = est(op, H100)
+    assert e.time_s == roof
+    assert e.reason.endswith("; no faster than its roofline")
+
+
+@pytest.mark.parametrize(
+    ("engine", "group", "nbytes", "shot"),
+    [
+        # vLLM custom_all_reduce.cuh: (TP<=4 and < 512 KiB) or (TP<=8 and < 256 KiB)
+        ("vllm", 8, 256 * KiB - 16, "one-shot"),
+        ("vllm", 8, 256 * KiB, "two-shot"),
+        ("vllm", 4, 512 * KiB - 16, "one-shot"),
+        ("vllm", 4, 512 * KiB, "two-shot"),
+        ("vllm", 2, 1 * MiB, "one-shot"),  # TP2: always 1-stage
+        ("sglang", 8, 256 * KiB, "two-shot"),  # vLLM's kernel since sglang PR #5079
+        # TensorRT-LLM AUTO table, SM90 TP8 bf16: ONESHOT below 512 KiB (derived)
+        ("trtllm", 8, 512 * KiB - 16, "one-shot"),
+        ("trtllm", 8, 512 * KiB, "two-shot"),
+    ],
+)
+def test_the_engines_switch_sizes(engine: str, group: int, nbytes: int, shot: str) -> None:
+    assert f", {shot} at " in achieved(ar(nbytes, group), H100, engine)[1]
+
+
+def test_trtllm_and_its_gaps() -> None:
+    # sglang PR #2904, 'custom allreduce' table (TensorRT-LLM's kernels): TP8 1 MiB 33.8 µs
+    assert achieved(ar(1 * MiB), H100, "trtllm")[0] == pytest.approx(33.8e-6)
+    # TP4: no switch derived from TensorRT-LLM's table, so NCCL's ring at 370 GB/s
+    t, why = achieved(ar(1 * MiB, 4), H100, "trtllm")
+    assert t == pytest.approx(MiB * 2 * 3 / 4 / 370e9 + 6 * 1e-6)
+    assert why.startswith("NCCL/RCCL ring at 370 GB/s busbw")
+
+
+def test_beyond_the_published_sizes_and_the_buffer_is_nccl() -> None:
+    # 2 MiB: above vLLM's largest published point (1 MiB), below its 8 MiB buffer: no
+    # extrapolation, NCCL's NVLS all-reduce at 480 GB/s busbw (nccl-tests#212) with the
+    # link model's 14 steps × 1 µs
+    for nbytes in (2 * MiB, 8 * MiB):
+        t, why = achieved(ar(nbytes), H100)
+        assert t == pytest.approx(nbytes * 1.75 / 480e9 + 14e-6, rel=1e-12)
+        assert why.startswith("NCCL/RCCL NVLS all-reduce at 480 GB/s busbw")
+
+
+def test_1gb_all_reduce_at_the_published_nvls_busbw_stays_at_its_bound() -> None:
+    # nccl-tests#212: 8×H100 NVLS busbw ~480 GB/s, above the link model's 450 GB/s per
+    # direction (NVLink SHARP reduces in the switch): the estimate keeps the bound
+    op = ar(2**30)
+    t, _ = achieved(op, H100)
+    assert t == pytest.approx(2**30 * 1.75 / 480e9 + 14e-6, rel=1e-12)
+    assert est(op, H100).time_s == collective_time(op, H100) > t
+
+
+def test_all_gather_at_the_ring_busbw() -> None:
+    # nccl-tests#212: non-allreduce operations ~370 GB/s busbw on 8×H100; all-gather of
+    # S moves S·7/8 at busbw, plus the link model's 7 steps × 1 µs
+    op = CollectiveOp("all_gather", 2**29, 8)
+    e = est(op, H100)
+    assert e.time_s == pytest.approx(2**30 * 7 / 8 / 370e9 + 7e-6, rel=1e-12)
+    assert e.time_s > collective_time(op, H100)
+    assert e.reason == "NCCL/RCCL ring at 370 GB/s busbw; the link model's per-step latency"
+
+
+def test_a_part_without_its_own_figure_uses_its_familys() -> None:
+    op = CollectiveOp("all_gather", 2**29, 8)
+    t, why = achieved(op, H200)
+    assert t == achieved(op, H100)[0]
+    assert "h100's figure" in why
+    assert "h100's figure" in achieved(ar(1 * MiB), H200)[1]
+
+
+def test_xgmi_ring_on_mi300x() -> None:
+    # AMD ROCm blog (mi300x-rccl-xgmi): ~48 GB/s usable per xGMI link, one link to each
+    # peer: 8 ranks 7 × 48 = 336 GB/s busbw, 4 ranks 3 × 48 = 144 (derived)
+    op = ar(64 * MiB)
+    t, why = achieved(op, MI300X)
+    assert t == pytest.approx(64 * MiB * 1.75 / 336e9 + 14e-6, rel=1e-12)
+    assert why.startswith("NCCL/RCCL ring at 336 GB/s busbw (7 links × 48)")
+    assert est(op, MI300X).time_s == t > collective_time(op, MI300X)
+    t4, _ = achieved(ar(64 * MiB, 4), MI300X)
+    assert t4 == pytest.approx(64 * MiB * 1.5 / 144e9 + 6e-6, rel=1e-12)
+
+
+def test_vllm_custom_all_reduce_on_mi355x() -> None:
+    # vllm PR #39080 'vllm/us' column, MI355X TP8 bf16: 24 KiB 6.3 µs, 192 KiB 10.0 µs;
+    # vLLM on ROCm at TP8: 1-stage at or below 64 KB
+    assert achieved(ar(24 * KiB), MI355X) == (
+        pytest.approx(6.3e-6),
+        "vLLM custom all-reduce (ROCm), one-shot at 24 KiB × 8: 6.3 µs published at 24 KiB",
+    )
+    t, why = achieved(ar(192 * KiB), MI355X)
+    assert t == pytest.approx(10.0e-6) and ", two-shot at " in why
+    assert "mi355x's figure" in achieved(ar(192 * KiB), load_hardware("mi350x"))[1]
+
+
+def test_scale_out_at_the_nics_achieved_bandwidth() -> None:
+    # nccl-tests#267 (NVIDIA): a 400 Gb/s NDR NIC achieves up to 48-49 GB/s. A dp pair
+    # of ranks 8 apart is one rank a node: all-reduce 2·1/2·S at 48 GB/s + 2 × 2 µs
+    op = ar(64 * MiB, group=2, stride=8)
+    t, why = achieved(op, H100)
+    assert t == pytest.approx(64 * MiB / 48e9 + 2 * 2e-6, rel=1e-12)
+    assert why == "a 400 Gb/s NIC at 48 GB/s; the link model's per-step latency"
+    assert est(op, H100).time_s == t > collective_time(op, H100)
+
+
+def test_no_published_figure_is_the_link_model() -> None:
+    op = CollectiveOp("all_gather", 2**20, 8)
+    for hw in (B200, A100):  # no B200 ring busbw; no A100 figures at all
+        t, why = achieved(op, hw)
+        assert t == collective_time(op, hw)
+        assert why == "no published all_gather figure: the link model"
+
+
+def test_an_unknown_engine_is_a_clear_error() -> None:
+    with pytest.raises(SpecError, match="unknown engine `vlm`") as err:
+        achieved(ar(1 * MiB), H100, "vlm")
+    assert err.value.hint == "did you mean `vllm`?"
+
+
+PARTS = [load_hardware(name) for name in shipped_hardware()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    hw=st.sampled_from(PARTS),
+    kind=st.sampled_from(["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]),
+    group=st.sampled_from([1, 2, 4, 6, 8, 16, 32, 72, 144]),
+    stride=st.sampled_from([1, 2, 8]),
+    elements=st.integers(1, 2**31),
+    engine=st.sampled_from(ENGINES),
+)
+def test_never_below_the_link_model(hw, kind, group, stride, elements, engine) -> None:
+    # every shipped part, collective, group and size: the estimate is at least the bound
+    op = CollectiveOp(kind, elements, group, stride=stride)
+    roof = collective_time(op, hw)
+    t, why = achieved(op, hw, engine)
+    assert math.isfinite(t) and t >= 0 and why
+    assert est(op, hw).time_s >= roof
