@@ -32,6 +32,7 @@ from functools import cache
 
 from .frozen import Frozen
 from .hardware import Hardware, load_hardware
+from .kernels import serve
 from .perfmodel import CollectiveOp, GemmOp, GroupedGemmOp, OpRecord, SdpaOp
 from .record import Record
 from .resources import specs_dir
@@ -303,7 +304,9 @@ def _gemm(op: GemmOp | GroupedGemmOp, flops: float, nbytes: float, hw: Hardware,
     compute = p.time_s * (flops / work) if work else 0.0
     memory = nbytes / hw.bandwidth("achievable")
     split = f", K split {p.splits} ways" if p.splits > 1 else ""
-    shape = f"{moe}{p.tm}×{p.tn} tiles{split}: {_waves(p.tiles, units)[1]}"
+    linked = serve(op, hw.arch, units)  # the kernel the report's kernel column links
+    named = f"{linked.title} (the kernel column), estimated as " if linked.id else ""
+    shape = f"{named}{moe}{p.tm}×{p.tn} tiles{split}: {_waves(p.tiles, units)[1]}"
     if memory >= compute:
         return memory, f"memory-bound at {hw.bandwidth('achievable') / 1e12:.2f} TB/s ({shape})"
     return compute, f"{shape}; {r.source}"

@@ -88,7 +88,11 @@ def test_a_narrow_prefill_projection_takes_smaller_tiles_and_splits_k() -> None:
 
     op = GemmOp(2048, 1024, 8192)
     roof, est, why = _timed(op, MI355X)
-    assert why.startswith("128×128 tiles, K split 2 ways: 256 tiles in 1 wave on 256 CUs")
+    # the reason names the kernel the report's kernel column links (kernels.serve)
+    assert why.startswith(
+        "a16w16 v9 (4-wave, 256×256×64) (the kernel column), estimated as "
+        "128×128 tiles, K split 2 ways: 256 tiles in 1 wave on 256 CUs"
+    )
     per_tile = 2 * 128 * 128 * (4096 + K_FILL) * 256 / 1590.8e12  # AITER tuned_gemm's rate
     reduce = 2 * 2 * 2048 * 1024 * 4 / 6.442e12  # fp32 partials written and read back
     assert est == pytest.approx(per_tile + reduce + LAUNCH_S, rel=1e-12)
@@ -139,3 +143,13 @@ def test_moe_rows_are_skewed_by_the_routing_imbalance_and_padded_per_expert() ->
     assert _expert_rows(10, 1, imbalance) == (10,)
     # 4 rows, 8 experts: a mean of 0.5, the hottest ⌈1.28⌉ = 2, two others 1 each
     assert _expert_rows(4, 8, imbalance) == (2, 1, 1)
+
+
+def test_every_estimated_pass_has_a_reason_attention_backward_too() -> None:
+    # training: each op's backward pass is estimated; before, its reason was dropped
+    r = compile_report(MODELS / "llama3-70b.model", "mi355x", Workload(Phase.train, 1, 2048),
+                       kernels=True)  # fmt: skip
+    backs = [o for o in r.ops if o.backward is not None and o.backward.estimate_s is not None]
+    assert backs and all(o.backward.estimate_reason for o in backs)
+    attn = next(o for o in backs if o.kind == "SDPA")
+    assert "AITER flash_attn_func backward" in attn.backward.estimate_reason
