@@ -5,8 +5,12 @@ A GEMM runs as tiles of tm × tn outputs, one per CU (or SM) at a time, in waves
 tiles = ⌈M/tm⌉·⌈N/tn⌉, waves = ⌈tiles / CUs⌉. Every wave takes as long as a full one,
 so the time is waves × the time of one tile at the kernel's published sustained rate
 per CU, its K loop lengthened by the pipeline's fill and drain; or, memory-bound, the
-bytes at the best published sustained bandwidth. A decode-shaped GEMM (M ≤ 64) with
-fewer tiles than CUs splits its K loop over the idle ones, as split-K kernels do.
+bytes at the best published sustained bandwidth. The tile is chosen per shape, as a
+library's heuristic does: the one of its library's tile set (library.json `tile_sets`)
+with the fewest waves × tile time. A grid with fewer tiles than CUs splits its K loop
+over the idle ones: a decode-shaped GEMM (M ≤ 64) as split-K kernels do, others by
+tritonBLAS's stream-K rule where the library streams K. A grouped (MoE) GEMM pads each
+expert's rows to the tile, the hottest expert taking the routing imbalance × the mean.
 Attention runs as blocks of query rows (B · heads · ⌈S_q / tile⌉ in waves), each
 block's key loop paying a fixed prologue
 and epilogue, the diagonal blocks of a causal mask computed whole. Everything else
@@ -15,8 +19,9 @@ cost per launch. The estimate is never below the roofline time: time = max(roofl
 kernel).
 
 The sustained rates are the published figures of the kernels that serve the op
-(specs/kernels/library.json), or the part's best published peak where no kernel's
-figure is known; each op says which, and why its time is what it is.
+(specs/kernels/library.json); a part without one borrows the efficiency its sibling of
+the same compute silicon publishes (library.json `siblings`); else the part's best
+published peak. Each op says which, and why its time is what it is.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from functools import cache
 
 from .collectives_achieved import achieved
 from .frozen import Frozen
-from .hardware import Hardware
+from .hardware import Hardware, load_hardware
+from .kernels import serve
 from .perfmodel import CollectiveOp, GemmOp, GroupedGemmOp, OpRecord, SdpaOp
 from .record import Record
 from .resources import specs_dir
@@ -36,10 +42,14 @@ LAUNCH_S = 2e-6  # a kernel's fixed cost: launch and the first wave's ramp (CUDA
 K_FILL = 128  # a tile's K loop fills and drains its software pipeline: two 64-deep steps
 KEY_FILL = 256  # an attention block's prologue (Q load) and epilogue (rescale, O write),
 # in keys: four 64-key steps
-DEFAULT_TILES = {"AMD": (256, 256), "sm90": (128, 256)}  # else 256 × 256 (Blackwell 2-SM)
 ATTENTION_ROWS = 128  # query rows per attention block where no kernel says otherwise
 SPLIT_K_M = 64  # at or below (decode-shaped), kernels split K over idle CUs (split-K)
-SPLIT_K_MIN = 256  # the shortest K slice a split takes
+SPLIT_K_MIN = 256  # the shortest K slice a decode split takes
+# stream-K over a grid with fewer tiles than CUs (tritonBLAS origami.py _compute_sk_grid):
+# the first of these ways that fits the CUs and leaves each split STREAM_K_ITERS K steps
+STREAM_K_SPLITS = (8, 6, 4, 3, 2)
+STREAM_K_ITERS, K_STEP = 8, 64
+PARTIAL_BYTES = 4  # a split's partial tile: fp32, written once and read back to reduce
 
 
 class LibraryKernel(Frozen):
@@ -55,15 +65,54 @@ class LibraryKernel(Frozen):
     measured: str
     source: str
     pass_: str = "fwd"
+    tile_set: str | None = None  # the tiles its library chooses among (`tile_sets`)
+
+
+class TileSet(Frozen):
+    """The tiles a library chooses among, largest first, and whether it splits K."""
+
+    tiles: tuple[tuple[int, int], ...]
+    stream_k: bool = False
+    source: str = ""
+
+
+class Sibling(Frozen):
+    """A part of the same compute silicon whose published figures this part borrows."""
+
+    sibling: str
+    reason: str
+
+
+@cache
+def _data() -> dict:
+    return json.loads((specs_dir() / "kernels" / "library.json").read_text(encoding="utf-8"))
 
 
 @cache
 def library() -> tuple[LibraryKernel, ...]:
-    data = json.loads((specs_dir() / "kernels" / "library.json").read_text(encoding="utf-8"))
     return tuple(
         LibraryKernel(**{("pass_" if k == "pass" else k): v for k, v in entry.items()})
-        for entry in data["kernels"]
+        for entry in _data()["kernels"]
     )
+
+
+@cache
+def tile_sets() -> dict[str, TileSet]:
+    """The library tile sets by name (library.json `tile_sets`)."""
+    return {n: TileSet(**t) for n, t in _data()["tile_sets"].items() if not n.startswith("_")}
+
+
+@cache
+def siblings() -> dict[str, Sibling]:
+    """part → the part of the same compute silicon it borrows from (library.json)."""
+    return {n: Sibling(**s) for n, s in _data()["siblings"].items() if not n.startswith("_")}
+
+
+@cache
+def moe_imbalance() -> tuple[float, str]:
+    """The default routing imbalance (hottest expert's load / mean) and its source."""
+    moe = _data()["moe"]
+    return float(moe["imbalance"]), str(moe["source"])
 
 
 @cache
@@ -79,27 +128,89 @@ class Estimate(Record, frozen=True):
     reason: str
 
 
+class Rate(Record, frozen=True):
+    """A sustained matrix rate for one op on one part, the kernel it comes from (if
+    any) and where it comes from, in words."""
+
+    flops: float
+    kernel: LibraryKernel | None
+    source: str
+
+
 def _tflops(rate: float) -> str:
     return f"{rate / 1e12:,.0f} TFLOPS"
 
 
-def _rate(kind: str, op: OpRecord, hw: Hardware, pass_: str) -> tuple[float, tuple[int, int], str]:
-    """(sustained FLOP/s, tile, where the rate comes from) for a matrix op."""
+def _borrowed(kind: str, hw: Hardware, precision: str, pass_: str) -> Rate | None:
+    """The sibling's published efficiency at `precision` (its kernel's, else its best
+    published peak's) over its datasheet peak, applied to this part's datasheet peak."""
+    sib = siblings().get(hw.name)
+    if sib is None:
+        return None
+    other = load_hardware(sib.sibling)
+    peak, used, _ = hw.peak("matrix", precision, "datasheet")
+    their_peak = other.peak("matrix", used, "datasheet")[0]
+    k = published(kind, other.name, used, pass_)
+    if k is not None:
+        sustained, what = k.tflops * 1e12, f"{k.library} sustains"
+    else:
+        sustained, _, source = other.peak("matrix", used, "achievable")
+        if source != "achievable":
+            return None
+        what = "the best published figure is"
+    eff = sustained / their_peak
+    return Rate(
+        eff * peak,
+        k,
+        f"no published {used} figure on {hw.name}: on the {other.name} {what} "
+        f"{_tflops(sustained)}, {eff:.0%} of its {_tflops(their_peak)} peak; {sib.reason}, "
+        f"so {eff:.0%} of this part's {_tflops(peak)}",
+    )
+
+
+def matrix_rate(kind: str, op: OpRecord, hw: Hardware, pass_: str = "fwd") -> Rate:
+    """The sustained FLOP/s of a matrix op: the fastest published kernel on the part,
+    else its sibling's efficiency, else the part's best published peak or datasheet."""
     precision = hw.peak("matrix", op.precision, "datasheet")[1]
     k = published(kind, hw.name, precision, pass_)
-    if k is None and kind == "attention":  # no attention figure: the GEMM kernels'
-        k = published("gemm", hw.name, precision)
-        if k is not None:
-            what = f"no published attention kernel for {precision}: {k.library}'s GEMM rate"
-            return k.tflops * 1e12, (ATTENTION_ROWS, 64), what
     if k is not None:
-        return k.tflops * 1e12, k.tile, f"{k.library} sustains {_tflops(k.tflops * 1e12)}"
+        return Rate(k.tflops * 1e12, k, f"{k.library} sustains {_tflops(k.tflops * 1e12)}")
+    sib = _borrowed(kind, hw, precision, pass_)
+    if sib is not None and sib.kernel is not None:
+        return sib
+    if kind == "attention":  # no attention figure: the GEMM kernels'
+        g = matrix_rate("gemm", op, hw)
+        if g.kernel is not None:
+            what = f"no published attention kernel for {precision}: {g.kernel.library}'s GEMM rate"
+            return Rate(g.flops, None, what)
+        return Rate(g.flops, None, g.source)
     rate, used, source = hw.peak("matrix", precision, "achievable")
-    tile = DEFAULT_TILES.get(hw.vendor, DEFAULT_TILES.get(hw.arch, (256, 256)))
-    if kind == "attention":
-        tile = (ATTENTION_ROWS, 64)
+    if source != "achievable" and sib is not None:
+        return sib
     where = "best published" if source == "achievable" else "datasheet"
-    return rate, tile, f"no published kernel for {used} on {hw.name}: the {where} {_tflops(rate)}"
+    what = f"no published kernel for {used} on {hw.name}: the {where} {_tflops(rate)}"
+    return Rate(rate, None, what)
+
+
+def tiles_for(hw: Hardware, kernel: LibraryKernel | None) -> TileSet:
+    """The tiles the kernel's library chooses among; a kernel without a set computes
+    its one published tile; a part without a kernel, its vendor's library's set."""
+    if kernel is not None:
+        if kernel.tile_set is None:
+            return TileSet(tiles=(kernel.tile,), source=kernel.library)
+        return tile_sets()[kernel.tile_set]
+    defaults = _data()["default_tile_sets"]
+    return tile_sets()[defaults.get(hw.arch, defaults.get(hw.vendor, "cutlass-sm100"))]
+
+
+def _rate(kind: str, op: OpRecord, hw: Hardware, pass_: str) -> tuple[float, tuple[int, int], str]:
+    """(sustained FLOP/s, tile, where the rate comes from) for a matrix op."""
+    r = matrix_rate(kind, op, hw, pass_)
+    if kind == "attention":
+        tile = r.kernel.tile if r.kernel is not None else (ATTENTION_ROWS, 64)
+    else:
+        tile = tiles_for(hw, r.kernel).tiles[0]
+    return r.flops, tile, r.source
 
 
 def _waves(tiles: int, units: int) -> tuple[int, str]:
@@ -117,28 +228,89 @@ def tile_waves(M: int, N: int, tile: tuple[int, int], units: int, batch: int = 1
     return tiles, -(-tiles // units)
 
 
+class Plan(Record, frozen=True):
+    """One way to run a GEMM: its tile, how many ways K is split, and its time."""
+
+    tm: int
+    tn: int
+    splits: int
+    tiles: int
+    waves: int
+    time_s: float
+
+
+def _splits(tiles: int, M: int, K: int, units: int, stream_k: bool) -> int:
+    """How many ways K is split over the CUs a grid of `tiles` leaves idle."""
+    if tiles >= units:
+        return 1
+    if M <= SPLIT_K_M:  # decode-shaped: split K over the idle CUs
+        return max(1, min(units // tiles, K // SPLIT_K_MIN))
+    if stream_k:  # tritonBLAS's stream-K grid rule (STREAM_K_SPLITS)
+        for f in STREAM_K_SPLITS:
+            if tiles * f <= units and K // K_STEP // f >= STREAM_K_ITERS:
+                return f
+    return 1
+
+
+def plan(rows: tuple[int, ...], N: int, K: int, rate: float, hw: Hardware, ts: TileSet) -> Plan:
+    """The fastest of the tile set's ways to run a GEMM of N × K weights over `rows`
+    (one entry a batch member or an expert, each padded to the tile): waves × the time
+    of one tile at the sustained rate per CU, its K loop lengthened by the pipeline's
+    fill, plus a split K's partial tiles reduced through memory. Ties: the larger tile."""
+    units, best = hw.compute_units, None
+    top = max(rows)
+    for tm, tn in ts.tiles:
+        tm = min(tm, max(16, 1 << (top - 1).bit_length()))  # a short M takes a short tile
+        tiles = sum(-(-m // tm) for m in rows) * -(-N // tn)
+        splits = _splits(tiles, top, K, units, ts.stream_k)
+        waves = -(-tiles * splits // units)
+        per_tile = 2 * tm * tn * (-(-K // splits) + K_FILL) * units / rate
+        reduce = 0.0
+        if splits > 1 and top > SPLIT_K_M:
+            reduce = 2 * splits * sum(rows) * N * PARTIAL_BYTES / hw.bandwidth("achievable")
+        p = Plan(tm, tn, splits, tiles * splits, waves, waves * per_tile + reduce)
+        if best is None or p.time_s < best.time_s:
+            best = p
+    assert best is not None  # a tile set has at least one tile
+    return best
+
+
+def _expert_rows(M: int, G: float, imbalance: float) -> tuple[int, ...]:
+    """The rows each expert a grouped GEMM serves gets: the hottest `imbalance` × the
+    mean (at most all of them), the rest shared as evenly as whole rows allow."""
+    groups = max(1, math.ceil(G))
+    mean = M / groups
+    hot = min(M, math.ceil(imbalance * mean)) if groups > 1 else M
+    rest, n = M - hot, min(groups - 1, M - hot)
+    q, r = divmod(rest, n) if n else (0, 0)
+    others = (q + 1,) * r + (q,) * (n - r)
+    return (max(1, hot), *others)
+
+
 def _gemm(op: GemmOp | GroupedGemmOp, flops: float, nbytes: float, hw: Hardware, pass_: str):
-    rate, (tm, tn), source = _rate("gemm", op, hw, pass_)
+    r = matrix_rate("gemm", op, hw, pass_)
+    ts = tiles_for(hw, r.kernel)
+    moe = ""
     if isinstance(op, GroupedGemmOp):  # each expert hit gets its share of the rows
-        groups = max(1, math.ceil(op.G))
-        M, N, K, batch = max(1, -(-op.M // groups)), op.N, op.K, groups
+        imbalance, _ = moe_imbalance()
+        rows = _expert_rows(op.M, op.G, imbalance)
+        N, K = op.N, op.K
+        moe = (f"{len(rows)} experts, the hottest {rows[0]:,} rows ({imbalance:g}× the mean: "
+               "routing imbalance), each padded to its tile; ")  # fmt: skip
     else:
-        M, N, K, batch = op.M, op.N, op.K, op.B
-    tm = min(tm, max(16, 1 << (M - 1).bit_length()))  # a short M takes a short tile
+        rows, N, K = tuple(op.M for _ in range(op.B)), op.N, op.K
     units = hw.compute_units
-    tiles, waves = tile_waves(M, N, (tm, tn), units, batch)
-    splits = 1
-    if M <= SPLIT_K_M and tiles < units:  # decode-shaped: split K over the idle CUs
-        splits = max(1, min(units // tiles, K // SPLIT_K_MIN))
-        tiles, waves = tiles * splits, -(-tiles * splits // units)
-    per_tile = 2 * tm * tn * (-(-K // splits) + K_FILL) * units / rate  # the rate per CU
-    compute = waves * per_tile * (flops / (2 * M * N * K * batch)) if M * N * K else 0.0
+    p = plan(rows, N, K, r.flops, hw, ts)
+    work = 2 * sum(rows) * N * K
+    compute = p.time_s * (flops / work) if work else 0.0
     memory = nbytes / hw.bandwidth("achievable")
-    split = f", K split {splits} ways" if splits > 1 else ""
-    shape = f"{tm}×{tn} tiles{split}: {_waves(tiles, units)[1]}"
+    split = f", K split {p.splits} ways" if p.splits > 1 else ""
+    linked = serve(op, hw.arch, units)  # the kernel the report's kernel column links
+    named = f"{linked.title} (the kernel column), estimated as " if linked.id else ""
+    shape = f"{named}{moe}{p.tm}×{p.tn} tiles{split}: {_waves(p.tiles, units)[1]}"
     if memory >= compute:
         return memory, f"memory-bound at {hw.bandwidth('achievable') / 1e12:.2f} TB/s ({shape})"
-    return compute, f"{shape}; {source}"
+    return compute, f"{shape}; {r.source}"
 
 
 def _attention(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, pass_: str):

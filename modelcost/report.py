@@ -103,6 +103,7 @@ class PassTiming(Frozen):
     estimate_s: float | None = Field(
         default=None, description="--estimate kernels: what the serving kernel does"
     )
+    estimate_reason: str | None = Field(default=None, description="why, in words")
 
 
 class KernelChoice(Frozen):

@@ -332,6 +332,7 @@ def _op_entry(
             time_s=tb,
             bound=_bound(bc, bm, op.unit),
             estimate_s=e.backward.time_s if e is not None and e.backward is not None else None,
+            estimate_reason=e.backward.reason if e is not None and e.backward is not None else None,
         )
     return OpEntry.trusted(
         name=n.name,

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 from conftest import MODELS
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelcost.compile import compile_report
 from modelcost.dtypes import DType
@@ -75,3 +77,79 @@ def test_the_diff_of_two_estimated_reports_has_the_estimate_row(tmp_path) -> Non
     (phase,) = json.loads(r.stdout)["phases"]
     keys = [c["key"] for c in phase["totals"]]
     assert keys[-1] == "estimate_s"
+
+
+def test_a_narrow_prefill_projection_takes_smaller_tiles_and_splits_k() -> None:
+    # Llama 3 70B's k/v projection at 2,048 tokens on MI355X, bf16: M=2048, N=1024,
+    # K=8192. One 256×256 tile per CU gave 32 tiles on 256 CUs, 12.9× the roofline.
+    # hipBLASLt's tile set (library.json `tile_sets`) has 128×128: 16·8 = 128 tiles;
+    # stream-K (tritonBLAS's rule) splits K 2 ways (256 ≤ 256 CUs, 64 steps of 64 each)
+    from modelcost.measured import _timed
+
+    op = GemmOp(2048, 1024, 8192)
+    roof, est, why = _timed(op, MI355X)
+    # the reason names the kernel the report's kernel column links (kernels.serve)
+    assert why.startswith(
+        "a16w16 v9 (4-wave, 256×256×64) (the kernel column), estimated as "
+        "128×128 tiles, K split 2 ways: 256 tiles in 1 wave on 256 CUs"
+    )
+    per_tile = 2 * 128 * 128 * (4096 + K_FILL) * 256 / 1590.8e12  # AITER tuned_gemm's rate
+    reduce = 2 * 2 * 2048 * 1024 * 4 / 6.442e12  # fp32 partials written and read back
+    assert est == pytest.approx(per_tile + reduce + LAUNCH_S, rel=1e-12)
+    assert est / roof < 2.2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 16384), st.integers(1, 16384), st.integers(1, 16384))
+def test_the_chosen_plan_is_never_slower_than_any_single_tile_of_its_set(M, N, K) -> None:
+    # the rule: the fewest waves × tile time over the set; each tile alone is a set of one
+    from modelcost.estimate import TileSet, plan, tile_sets
+
+    ts = tile_sets()["hipblaslt"]
+    best = plan((M,), N, K, 1590.8e12, MI355X, ts)
+    for tile in ts.tiles:
+        one = plan((M,), N, K, 1590.8e12, MI355X, TileSet(tiles=(tile,), stream_k=True))
+        assert best.time_s <= one.time_s
+    assert (best.tm, best.tn) in [(min(t[0], max(16, 1 << (M - 1).bit_length())), t[1])
+                                  for t in ts.tiles]  # fmt: skip
+
+
+@pytest.mark.parametrize(("part", "sibling"), [("h200", "h100"), ("mi350x", "mi355x")])
+def test_a_part_without_a_figure_borrows_its_siblings_efficiency(part, sibling) -> None:
+    # H200 = H100 compute: a compute-bound bf16 GEMM takes the same time on both (the
+    # H100's MAMF 794.5 of 989.4 TFLOPS); MI350X: MI355X's AITER 1590.8 of 2516.6 TFLOPS,
+    # times its own 2306.9 peak
+    from modelcost.measured import _timed
+
+    op = GemmOp(8192, 8192, 8192)
+    mine, theirs = load_hardware(part), load_hardware(sibling)
+    _, est, why = _timed(op, mine)
+    _, ref, _ = _timed(op, theirs)
+    scale = mine.matrix["bf16"] / theirs.matrix["bf16"]
+    assert est - LAUNCH_S == pytest.approx((ref - LAUNCH_S) / scale, rel=1e-12)
+    assert f"no published bf16 figure on {part}: on the {sibling}" in why
+    assert "compute" in why or "silicon" in why
+
+
+def test_moe_rows_are_skewed_by_the_routing_imbalance_and_padded_per_expert() -> None:
+    from modelcost.estimate import _expert_rows, moe_imbalance
+
+    imbalance, source = moe_imbalance()
+    assert imbalance == 2.56 and "TensorRT-LLM" in source  # DeepSeek-R1 without EPLB
+    # 8,192 rows over 128 experts: a mean of 64; the hottest ⌈2.56 · 64⌉ = 164, the
+    # other 127 share 8,028 = 127 · 63 + 27: 27 experts get 64, 100 get 63
+    rows = _expert_rows(8192, 128, imbalance)
+    assert rows == (164,) + (64,) * 27 + (63,) * 100 and sum(rows) == 8192
+    assert _expert_rows(10, 1, imbalance) == (10,)
+    # 4 rows, 8 experts: a mean of 0.5, the hottest ⌈1.28⌉ = 2, two others 1 each
+    assert _expert_rows(4, 8, imbalance) == (2, 1, 1)
+
+
+def test_every_estimated_pass_has_a_reason_attention_backward_too() -> None:
+    # training: each op's backward pass is estimated; before, its reason was dropped
+    r = compile_report(MODELS / "llama3-70b.model", "mi355x", Workload(Phase.train, 1, 2048),
+                       kernels=True)  # fmt: skip
+    backs = [o for o in r.ops if o.backward is not None and o.backward.estimate_s is not None]
+    assert backs and all(o.backward.estimate_reason for o in backs)
+    attn = next(o for o in backs if o.kind == "SDPA")
+    assert "AITER flash_attn_func backward" in attn.backward.estimate_reason
