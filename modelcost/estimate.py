@@ -9,7 +9,14 @@ bytes at the best published sustained bandwidth. A decode-shaped GEMM (M ≤ 64)
 fewer tiles than CUs splits its K loop over the idle ones, as split-K kernels do.
 Attention runs as blocks of query rows (B · heads · ⌈S_q / tile⌉ in waves), each
 block's key loop paying a fixed prologue
-and epilogue, the diagonal blocks of a causal mask computed whole. Everything else
+and epilogue, the diagonal blocks of a causal mask computed whole, at the rate of the
+flash kernel the engines run on the part (specs/kernels/attention.json). A decode step's
+attention (at most 64 queries a sequence) reads its KV cache at the published bandwidth of
+the decode kernel on the part (FlashInfer, FlashMLA), or the part's best published one,
+over a grid of B · H_kv blocks (GQA packs a KV head's query heads in one) split along the
+keys as FlashAttention-2's split-KV heuristic does; a grid that keeps fewer CUs busy than
+draw the whole bandwidth gets its share of it, and the splits' combine is one more
+launch. Everything else
 moves its bytes at the best published sustained bandwidth. Each kernel pays a fixed
 cost per launch. The estimate is never below the roofline time: time = max(roofline,
 kernel).
