@@ -13,7 +13,14 @@ tritonBLAS's stream-K rule where the library streams K. A grouped (MoE) GEMM pad
 expert's rows to the tile, the hottest expert taking the routing imbalance × the mean.
 Attention runs as blocks of query rows (B · heads · ⌈S_q / tile⌉ in waves), each
 block's key loop paying a fixed prologue
-and epilogue, the diagonal blocks of a causal mask computed whole. Everything else
+and epilogue, the diagonal blocks of a causal mask computed whole, at the rate of the
+flash kernel the engines run on the part (specs/kernels/attention.json). A decode step's
+attention (at most 64 queries a sequence) reads its KV cache at the published bandwidth of
+the decode kernel on the part (FlashInfer, FlashMLA), or the part's best published one,
+over a grid of B · H_kv blocks (GQA packs a KV head's query heads in one) split along the
+keys as FlashAttention-2's split-KV heuristic does; a grid that keeps fewer CUs busy than
+draw the whole bandwidth gets its share of it, and the splits' combine is one more
+launch. Everything else
 moves its bytes at the best published sustained bandwidth. Each kernel pays a fixed
 cost per launch. The estimate is never below the roofline time: time = max(roofline,
 kernel).
@@ -35,6 +42,7 @@ from .frozen import Frozen
 from .hardware import Hardware, load_hardware
 from .kernels import serve
 from .perfmodel import CollectiveOp, GemmOp, GroupedGemmOp, OpRecord, SdpaOp
+from .perfmodel.attention import keys_read
 from .record import Record
 from .resources import specs_dir
 
@@ -50,6 +58,12 @@ SPLIT_K_MIN = 256  # the shortest K slice a decode split takes
 STREAM_K_SPLITS = (8, 6, 4, 3, 2)
 STREAM_K_ITERS, K_STEP = 8, 64
 PARTIAL_BYTES = 4  # a split's partial tile: fp32, written once and read back to reduce
+# Decode attention, after FlashAttention-2's split-KV kernel (csrc/flash_attn/flash_api.cpp,
+# set_params_splitkv and num_splits_heuristic; Flash-Decoding):
+DECODE_ROWS = 64  # query rows a split-KV block holds ("we don't expect seqlen_q to be
+# larger than 64 for inference"); at or below it an attention runs as a decode kernel
+MAX_SPLITS = 128  # the most splits the heuristic tries
+CTAS_PER_CU = 2  # the heuristic's slots: 2 blocks per SM (128-thread blocks)
 
 
 class LibraryKernel(Frozen):
@@ -313,8 +327,149 @@ def _gemm(op: GemmOp | GroupedGemmOp, flops: float, nbytes: float, hw: Hardware,
     return compute, f"{shape}; {r.source}"
 
 
+class DecodeKernel(Frozen):
+    """A decode-attention kernel's published bandwidth on a part (specs/kernels/attention.json)."""
+
+    id: str
+    part: str
+    heads: str  # gqa | mla
+    library: str
+    fraction: float | None  # of the datasheet bandwidth; None: "close to 100%"
+    measured: str
+    source: str
+
+
+class EnginePrefill(Frozen):
+    """The flash-attention kernels (library.json ids) that the engines run on a part."""
+
+    part: str
+    engine: str
+    kernels: tuple[str, ...]
+    source: str
+
+
+@cache
+def _attention_data() -> dict:
+    return json.loads((specs_dir() / "kernels" / "attention.json").read_text(encoding="utf-8"))
+
+
+@cache
+def decode_kernels() -> tuple[DecodeKernel, ...]:
+    return tuple(DecodeKernel(**k) for k in _attention_data()["decode"])
+
+
+@cache
+def saturation() -> float:
+    """The share of the CUs whose blocks already draw the whole memory bandwidth (FlashInfer:
+    32 of 108 SMs fill it when the kernel is not compute-bound; attention.json)."""
+    return float(_attention_data()["saturation"]["share"])
+
+
+@cache
+def engine_prefill(part: str) -> EnginePrefill | None:
+    found = [EnginePrefill(**e) for e in _attention_data()["prefill"] if e["part"] == part]
+    return found[0] if found else None
+
+
+def split_kv(work: int, slots: int, n_blocks: int, max_splits: int = MAX_SPLITS) -> int:
+    """How many ways a decode kernel splits its keys: FlashAttention-2's
+    num_splits_heuristic (csrc/flash_attn/flash_api.cpp), as Flash-Decoding does it. With
+    `work` blocks filling 80 % of the `slots`, none; else the fewest splits that reach 85 %
+    of the best wave efficiency, among splits that change the keys a split takes."""
+    if work >= 0.8 * slots:
+        return 1
+    top = min(max_splits, slots, n_blocks)
+
+    def eligible(s: int) -> bool:
+        return s == 1 or -(-n_blocks // s) != -(-n_blocks // (s - 1))
+
+    def efficiency(s: int) -> float:
+        waves = work * s / slots
+        return waves / math.ceil(waves)
+
+    best = max((efficiency(s) for s in range(1, top + 1) if eligible(s)), default=0.0)
+    return next((s for s in range(1, top + 1) if eligible(s) and efficiency(s) >= 0.85 * best), 1)
+
+
+def decode_blocks(op: SdpaOp, units: int) -> tuple[int, int, int]:
+    """(blocks, splits, query rows a block) of a decode attention: GQA packs a KV head's
+    query heads (and its few queries) into the rows of one block, so the grid is
+    B × H_kv × ⌈N_q · group / 64⌉ blocks, times the split-KV splits."""
+    group = max(1, op.H_Q // max(1, op.H_KV))
+    rows = op.N_Q * group
+    work = op.B * max(1, op.H_KV) * -(-rows // DECODE_ROWS)
+    keys = keys_read(op.N_Q, op.N_KV, op.causal, op.window, op.chunk)
+    n_blocks = max(1, -(-keys // _key_block(op.d_h_qk)))
+    splits = split_kv(work, CTAS_PER_CU * units, n_blocks)
+    return work * splits, splits, min(rows, DECODE_ROWS)
+
+
+def _key_block(head_dim: int) -> int:
+    """Keys a split-KV block loads at a time (FlashAttention-2 set_params_splitkv)."""
+    return 256 if head_dim <= 64 else 128 if head_dim <= 128 else 64
+
+
+def decode_bandwidth(op: SdpaOp, hw: Hardware) -> tuple[float, str]:
+    """(bytes/s, what it is) the decode kernel serving `op` reaches on `hw` with a full
+    grid: its published fraction of the datasheet bandwidth, the part's best published
+    sustained bandwidth where the source says "close to 100%", or, without a published
+    decode kernel, the best published sustained bandwidth, said so."""
+    heads = "mla" if op.H_KV == 1 and op.d_h_qk > op.d_h_v else "gqa"
+    best = hw.bandwidth("achievable")
+    k = next((k for k in decode_kernels() if (k.part, k.heads) == (hw.name, heads)), None)
+    if k is None:
+        return best, f"{_tbs(best)}, the best published on {hw.name} (no published decode kernel)"
+    if k.fraction is None:
+        return best, f"{_tbs(best)}, the best published: {k.library} reaches close to 100 %"
+    datasheet = hw.bandwidth("datasheet")
+    bw = k.fraction * datasheet
+    return bw, f"{_tbs(bw)}: {k.library}, {k.fraction:.1%} of {_tbs(datasheet)}"
+
+
+def _tbs(rate: float) -> str:
+    return f"{rate / 1e12:.2f} TB/s"
+
+
+def _decode(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, rate: float):
+    """A decode step's attention: the KV cache (and Q, O) read at the decode kernel's
+    bandwidth, its share of it when the grid fills fewer CUs than draw the whole
+    bandwidth, and a second launch that combines the splits."""
+    units = hw.compute_units
+    blocks, splits, _ = decode_blocks(op, units)
+    bw, said = decode_bandwidth(op, hw)
+    share = min(1.0, blocks / (saturation() * units))
+    waves = -(-blocks // units)
+    memory = nbytes / (bw * share)
+    compute = flops / (rate * blocks / (waves * units))
+    grid = f"decode: {blocks:,} blocks"
+    if splits > 1:
+        grid += f", keys split {splits} ways (+{LAUNCH_S * 1e6:g} µs combine launch)"
+    if share < 1:
+        full = saturation() * units
+        grid += f", {share:.0%} of the bandwidth (the whole of it takes {full:.0f} CUs busy)"
+    combine = LAUNCH_S if splits > 1 else 0.0
+    if compute > memory:
+        return compute + combine, f"{grid}; compute-bound at {_tflops(rate)}"
+    return memory + combine, f"{grid}; KV cache read at {said}"
+
+
+def _prefill_rate(op: SdpaOp, hw: Hardware, pass_: str) -> tuple[float, tuple[int, int], str]:
+    """The flash kernel that the engines run on the part where one is named and
+    published (attention.json), else the catalog's fastest (`_rate`)."""
+    e = engine_prefill(hw.name)
+    if e is not None:
+        precision = hw.peak("matrix", op.precision, "datasheet")[1]
+        for k in library():
+            if k.id in e.kernels and (k.precision, k.pass_) == (precision, pass_):
+                rate = k.tflops * 1e12
+                return rate, k.tile, f"{k.library} ({e.engine}) sustains {_tflops(rate)}"
+    return _rate("attention", op, hw, pass_)
+
+
 def _attention(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, pass_: str):
-    rate, (rows, _), source = _rate("attention", op, hw, pass_)
+    rate, (rows, _), source = _prefill_rate(op, hw, pass_)
+    if pass_ == "fwd" and op.N_Q <= DECODE_ROWS:  # a decode (or speculative) step
+        return _decode(op, flops, nbytes, hw, rate)
     memory = nbytes / hw.bandwidth("achievable")
     pairs = op.pairs()
     keys = pairs / op.N_Q if op.N_Q else 0  # keys per query row
