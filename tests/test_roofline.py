@@ -131,7 +131,10 @@ def test_memory_warning_when_it_does_not_fit() -> None:
     m = r.totals.memory
     assert not m.fits
     assert m.warning == (
-        f"needs {m.total / 1e9:,.1f} GB but NVIDIA H100 SXM5 80GB has 80 GB: "
+        # 85.5 GB: 81559 MiB, the total nvidia-smi reports for an H100 80GB
+        # (specs/hardware/h100.hw, memory_source)
+        f"needs {m.total / 1e9:,.1f} GB but NVIDIA H100 SXM5 80GB has 85.5 GB "
+        "(driver-reported): "
         # 810 GB of bf16 weights: over 8 devices ~101 GB each, over 16 ~51 GB
         "it does not fit on one device; it fits with --tp 16"
     )
