@@ -140,6 +140,21 @@ def test_memory_warning_when_it_does_not_fit() -> None:
     )
 
 
+def test_llama3_70b_in_bf16_fits_one_h200_as_engines_serve_it() -> None:
+    # issue 21: 141 GB of bf16 weights plus a 4096-token KV cache (~142.4 GB) did "not fit"
+    # the datasheet's 141 GB; an H200's driver reports 143771 MiB = 150.76 GB (nvidia-smi,
+    # specs/hardware/h200.hw), and engines serve the model there
+    spec = load_spec(MODELS / "llama3-70b.model")
+    r = compile_report(spec, load_hardware("h200"), Workload(Phase.decode, 1, 1, 4096))
+    m = r.totals.memory
+    assert 141e9 < m.total < 143771 * 2**20
+    assert (m.fits, m.warning, m.capacity) == (True, None, 143771 * 2**20)
+    assert (r.hardware.memory_capacity, r.hardware.memory_basis) == (
+        143771 * 2**20,
+        "driver-reported",
+    )
+
+
 def test_training_counts_backward_and_optimizer() -> None:
     spec = load_spec(MODELS / "gpt2.model")
     r = compile_report(spec, load_hardware("a100"), Workload(Phase.train, 8, 1024))
