@@ -554,8 +554,9 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
         name = h.name
         bf16 = h.peak("matrix", "bf16")[0]
         rows.append([name, h.title, h.arch, _tflops(bf16), f"{h.memory_bandwidth / 1e12:g}",
-                     f"{h.memory / 1e9:g}"])  # fmt: skip
-    print(terminal(tabulate(rows, headers=["name", "title", "arch", "bf16 TFLOPS", "TB/s", "GB"])))
+                     f"{h.capacity / 1e9:.1f}", h.capacity_basis])  # fmt: skip
+    headers = ["name", "title", "arch", "bf16 TFLOPS", "TB/s", "GB", "capacity"]
+    print(terminal(tabulate(rows, headers=headers)))
     return EXIT_OK
 
 
@@ -573,7 +574,9 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
         print(h.model_dump_json(indent=2))
         return EXIT_OK
     print(f"{clean(h.title)} ({h.name}, {clean(h.arch)}, {clean(h.vendor)})")
-    print(f"HBM {h.memory / 1e9:g} GB at {h.memory_bandwidth / 1e12:g} TB/s; "
+    datasheet = f"; datasheet {h.memory / 1e9:g} GB" if h.memory_reported else ""
+    print(f"HBM {h.capacity / 1e9:.1f} GB ({h.capacity_basis}{datasheet}) "
+          f"at {h.memory_bandwidth / 1e12:g} TB/s; "
           f"scale-up {h.scaleup_bandwidth / 1e9:g} GB/s; {h.compute_units} CUs at "
           f"{h.clock / 1e6:g} MHz")  # fmt: skip
     precisions = sorted(set(h.matrix) | set(h.vector) | set(h.achievable.matrix))
@@ -584,6 +587,8 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     print(tabulate(rows, headers=["precision", "matrix TFLOPS", "achievable", "vector TFLOPS"]))
     if h.achievable.source:
         print(f"achievable: {clean(h.achievable.source)}")
+    if h.memory_source:
+        print(f"memory: {clean(h.memory_source)}")
     return EXIT_OK
 
 

@@ -3,6 +3,11 @@
 A hardware file gives one accelerator's dense datasheet peaks per precision for the
 matrix and vector units, achievable (measured) peaks where published, HBM capacity and
 bandwidth, scale-up bandwidth and the arch id, each value with its unit.
+
+Capacity: `memory` is the datasheet figure (marketing GB); `memory_reported` is the total
+the driver reports (nvidia-smi "FB Memory Usage Total" in MiB, rocm-smi "VRAM Total
+Memory" in bytes), with `memory_source` saying where it was published. Every fit check
+uses `Hardware.capacity`: the driver's figure where the file gives one, else `memory`.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from .files import read_text
 from .frozen import Frozen
 from .grammar_tables import load_parser
 from .parse import syntax_error
-from .report import PeakMode
+from .report import CapacityBasis, PeakMode
 from .resources import specs_dir
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4", "int4")
@@ -55,6 +60,7 @@ TOP_FIELDS = {
     "compute_units": "count", "clock": "frequency", "tdp": "power", "source": "text",
     "scaleup_domain": "count", "scaleout_bandwidth": "bandwidth",
     "scaleup_latency": "time", "scaleout_latency": "time",
+    "memory_reported": "size", "memory_source": "text",
 }  # fmt: skip
 SECTIONS = ("matrix", "vector", "achievable")
 MIN_FIGURE = 1.0  # bytes, bytes/s, FLOP/s, Hz, W: anything smaller is a mistake
@@ -64,7 +70,8 @@ ACHIEVABLE_EXTRA = {"memory_bandwidth": "bandwidth", "source": "text"}
 # domain (HGX, MI300X-class platforms), one 400 Gb/s NIC per device for scale-out, and
 # round per-step latencies of NCCL/RCCL's order (assumptions, not measurements)
 OPTIONAL = ("tdp", "source", "scaleup_domain", "scaleout_bandwidth", "scaleup_latency",
-            "scaleout_latency")  # fmt: skip
+            "scaleout_latency", "memory_reported", "memory_source")  # fmt: skip
+
 MIN_TIME = 1e-12  # seconds: a latency below a picosecond is a unit mistake
 
 
@@ -83,7 +90,9 @@ class Hardware(Frozen):
     title: str
     vendor: str
     arch: str
-    memory: float
+    memory: float  # the datasheet figure, bytes
+    memory_reported: float | None = None  # bytes, as the driver reports the total
+    memory_source: str = ""  # where `memory_reported` was published
     memory_bandwidth: float
     scaleup_bandwidth: float  # bidirectional aggregate per device, as vendors quote it
     scaleup_domain: int = 8  # devices one scale-up fabric joins (72 on GB200 NVL72)
@@ -123,6 +132,16 @@ class Hardware(Frozen):
         if which == "achievable" and self.achievable.memory_bandwidth:
             return self.achievable.memory_bandwidth
         return self.memory_bandwidth
+
+    @property
+    def capacity(self) -> float:
+        """Bytes one device holds for a fit check: the driver's total where known (what
+        an engine sizes its KV cache from), else the datasheet figure."""
+        return self.memory if self.memory_reported is None else self.memory_reported
+
+    @property
+    def capacity_basis(self) -> CapacityBasis:
+        return "datasheet" if self.memory_reported is None else "driver-reported"
 
     @property
     def scaleup_per_direction(self) -> float:
@@ -267,6 +286,14 @@ def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
                 raise reader.error(f"section `{sname}` appears twice", e.children[0])
             sections[sname] = e
     values = reader.fields(top, TOP_FIELDS, "hardware")
+    if "memory_source" in values and "memory_reported" not in values:
+        node = next(f for f in top if str(f.children[0]) == "memory_source")
+        raise reader.error(
+            "`memory_source` says where `memory_reported` comes from, but there is no "
+            "`memory_reported`",
+            node.children[0],
+            "add `memory_reported = <total the driver reports>` (e.g. 143771 MiB)",
+        )
     tables = {}
     for sname in SECTIONS:
         allowed = dict.fromkeys(PRECISIONS, "compute")

@@ -14,10 +14,12 @@ from pydantic import Field
 from .frozen import Frozen
 from .options import PeakMode
 
-REPORT_SCHEMA_VERSION = 6  # 3: layouts; 4: prefix, chunk, prompt; 5: kernel estimates;
-# 6: token streams (workload.streams, joined)
+REPORT_SCHEMA_VERSION = 7  # 3: layouts; 4: prefix, chunk, prompt; 5: kernel estimates;
+# 6: token streams (workload.streams, joined); 7: hardware.memory_basis (driver-reported)
 
 Bound = Literal["compute", "memory", "network"]
+# what a device's capacity rests on (hardware.Hardware.capacity_basis)
+CapacityBasis = Literal["driver-reported", "datasheet"]
 
 
 class ModelInfo(Frozen):
@@ -36,7 +38,11 @@ class HardwareInfo(Frozen):
     peak: PeakMode = Field(description="which compute peaks the roofline used")
     bandwidth: PeakMode
     memory_bandwidth: float = Field(description="HBM bytes/s used")
-    memory_capacity: float = Field(description="HBM bytes")
+    memory_capacity: float = Field(description="HBM bytes the fit check uses")
+    memory_basis: CapacityBasis = Field(
+        description="driver-reported: the total nvidia-smi/rocm-smi reports; datasheet: "
+        "the vendor's marketing figure, where no driver figure is known"
+    )
     scaleup_bandwidth: float = Field(description="bytes/s per direction, for collectives")
     scaleup_domain: int = Field(description="devices one scale-up fabric joins")
     scaleout_bandwidth: float = Field(description="bytes/s per device per direction")

@@ -209,12 +209,15 @@ def totals(
     main_peak = matrix_peak(graph, hw, peak)[0]
     mem = footprint(graph)
     total_mem = sum(mem.values())
-    fits = total_mem <= hw.memory  # fits(graph, hw), with the parts kept for the report
+    # fits(graph, hw), with the parts kept for the report; the capacity is the driver's
+    # total where the hardware file gives it (hardware.Hardware.capacity)
+    fits = total_mem <= hw.capacity
     warning = None
     if not fits:
         need = f"{total_mem / 1e9:,.1f} GB" + ("" if par.single else " per device")
         warning = (
-            f"needs {need} but {hw.title} has {hw.memory / 1e9:,.0f} GB: it does not fit"
+            f"needs {need} but {hw.title} has {hw.capacity / 1e9:,.1f} GB "
+            f"({hw.capacity_basis}): it does not fit"
             + (" on one device" if par.single else "")
             + (f"; {advice}" if advice else "")
         )
@@ -234,7 +237,7 @@ def totals(
         per_token=per_token,
         mfu_bound=model_flops / (step * main_peak) if step else 0.0,
         memory=Memory.trusted(
-            **mem, total=total_mem, capacity=hw.memory, fits=fits, warning=warning
+            **mem, total=total_mem, capacity=hw.capacity, fits=fits, warning=warning
         ),
     )
 
@@ -421,7 +424,8 @@ def build_report(
             peak=peak,
             bandwidth=bandwidth,
             memory_bandwidth=hw.bandwidth(bandwidth),
-            memory_capacity=hw.memory,
+            memory_capacity=hw.capacity,
+            memory_basis=hw.capacity_basis,
             scaleup_bandwidth=hw.scaleup_per_direction,
             scaleup_domain=hw.scaleup_domain,
             scaleout_bandwidth=hw.scaleout_bandwidth,
@@ -474,7 +478,7 @@ def step_time(
 
 def fits(graph: OpGraph, hw: Hardware) -> bool:
     """Whether one device of the graph's layout holds everything the footprint counts."""
-    return sum(footprint(graph).values()) <= hw.memory
+    return sum(footprint(graph).values()) <= hw.capacity
 
 
 def footprint(graph: OpGraph) -> dict[str, float]:

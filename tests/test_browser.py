@@ -143,7 +143,8 @@ def test_sweep_charts_render_with_their_series_and_axes(browser, tmp_path: Path)
     # memory against context: one line per (layout, batch) and the capacity line
     memory = page.locator('svg[data-chart="memory"]')
     assert memory.locator("polyline.series").count() == 2 * 4
-    assert "141 GB" in memory.locator("text.roof-label").text_content()
+    # 151 GB: 143771 MiB, the total nvidia-smi reports for an H200 (specs/hardware/h200.hw)
+    assert "151 GB" in memory.locator("text.roof-label").text_content()
     assert page.locator("table.sweep tbody tr").count() == len(s.rows) == 16
     assert errors == []
 

@@ -77,7 +77,7 @@ def test_the_issue_command_prints_a_documented_report() -> None:
     assert r.returncode == 0, r.stderr
     document = json.loads(r.stdout)
     # one layout whatever the number of phases (issue 8, item 10)
-    assert set(document) == {"schema_version", "reports"} and document["schema_version"] == 6
+    assert set(document) == {"schema_version", "reports"} and document["schema_version"] == 7
     (data,) = document["reports"]
     report = Report.model_validate(data)
     assert set(data) == {"model", "hardware", "workload", "totals",
@@ -101,7 +101,7 @@ def test_output_file_text_format_and_several_phases(tmp_path: Path) -> None:
     assert (r.returncode, r.stdout) == (0, "")
     data = json.loads(out.read_text())
     assert [x["workload"]["phase"] for x in data["reports"]] == ["prefill", "decode"]
-    assert ReportSet.model_validate(data).schema_version == 6
+    assert ReportSet.model_validate(data).schema_version == 7
     text = run("compile", "specs/models/gpt2.model", "--hw", "a100", "--seq", "512").stdout
     assert text.startswith("GPT-2 (124M) on NVIDIA A100 SXM4 80GB (datasheet peaks), prefill")
 

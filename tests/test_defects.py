@@ -403,7 +403,7 @@ def test_python_api_takes_names_and_renders() -> None:
     assert r == same
     assert mc.compile_report(MODELS / "llama3-8b.model", "h100", "decode").workload.batch == 1
     assert mc.render(r, "text") == mc.render([r], "text")
-    assert mc.render(r, "json").startswith('{\n  "schema_version": 6,')
+    assert mc.render(r, "json").startswith('{\n  "schema_version": 7,')
     assert r._repr_html_() == mc.render(r, "html")
     assert r._repr_markdown_() == mc.render(r, "md")
     with pytest.raises(ValueError, match="unknown format 'pdf'"):

@@ -6,10 +6,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelcost import SpecError
-from modelcost.hardware import Hardware, load_hardware, shipped_hardware
+from modelcost.hardware import Hardware, load_hardware, parse_hardware, shipped_hardware
 
 INVALID = sorted((FIXTURES / "invalid_hw").glob("*.hw"))
 
@@ -62,9 +64,62 @@ def test_a_users_own_file(tmp_path: Path) -> None:
     )
     h = load_hardware(str(mine))
     assert (h.memory, h.memory_bandwidth, h.clock) == (64 * 2**30, 1e12, 1.5e9)
+    # no `memory_reported`: fit checks use `memory`, and say so
+    assert (h.memory_reported, h.capacity, h.capacity_basis) == (None, 64 * 2**30, "datasheet")
     assert h.peak("matrix", "bf16") == (5e14, "bf16", "datasheet")
     assert h.peak("vector", "bf16") == (20e12, "fp32", "datasheet")  # no bf16 vector rate
     assert_as_validated(h)
+
+
+MIB = 2**20
+# The memory total each driver reports (nvidia-smi "FB Memory Usage Total", MiB; rocm-smi
+# "VRAM Total Memory", bytes), as specs/hardware/*.hw give it with its source
+# (`memory_source`); the capacity every fit check uses.
+DRIVER_TOTALS = [
+    ("a100", 81920 * MIB),  # modal-labs/modal-client PR #2797 (nvidia-smi totals)
+    ("h100", 81559 * MIB),  # the same PR
+    ("h200", 143771 * MIB),  # published nvidia-smi output of 8x H200 nodes (issue 21)
+    ("b200", 183359 * MIB),  # NVIDIA/TensorRT-LLM issue #10278
+    ("gb200", 189471 * MIB),  # published nvidia-smi output of GB200 NVL72 trays
+    ("mi300x", 206141652992),  # rocm-smi, ROCm/legacy-rocm-build issue #4750
+    ("mi350x", 309220868096),  # HIP totalGlobalMem in published MI350X traces
+    ("mi355x", 309220868096),  # rocm-smi --showmeminfo vram, published MI355X output
+]
+
+
+@pytest.mark.parametrize(("name", "total"), DRIVER_TOTALS)
+def test_capacity_is_the_total_the_driver_reports(name: str, total: int) -> None:
+    h = load_hardware(name)
+    assert (h.memory_reported, h.capacity, h.capacity_basis) == (total, total, "driver-reported")
+    assert h.memory_source  # every driver figure says where it was published
+
+
+def test_a_part_without_a_published_driver_total_keeps_its_datasheet_figure() -> None:
+    # no published rocm-smi/amd-smi total for MI325X: its datasheet 256 GB, flagged as such
+    assert {n for n, _ in DRIVER_TOTALS} | {"mi325x"} == set(shipped_hardware())
+    h = load_hardware("mi325x")
+    assert (h.memory_reported, h.capacity, h.capacity_basis) == (None, 256e9, "datasheet")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    number=st.integers(min_value=1, max_value=10**7),
+    unit=st.sampled_from(["KiB", "MiB", "GiB", "TiB", "MB", "GB", "TB"]),
+)
+def test_memory_reported_takes_binary_and_decimal_sizes(number: int, unit: str) -> None:
+    text = (
+        'hardware x {\n  title = "X"\n  vendor = "V"\n  arch = "a"\n  memory = 80 GB\n'
+        f"  memory_reported = {number} {unit}\n"
+        '  memory_source = "nvidia-smi"\n  memory_bandwidth = 1 TB/s\n'
+        "  scaleup_bandwidth = 1 GB/s\n  compute_units = 1\n  clock = 1 GHz\n"
+        "  matrix { bf16 = 1 TFLOPS }\n  vector { fp32 = 1 TFLOPS }\n}\n"
+    )
+    h = parse_hardware(text)
+    # the scale of each unit: binary (2**10 per step) or decimal (1000 per step)
+    scale = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "MB": 10**6,
+             "GB": 10**9, "TB": 10**12}[unit]  # fmt: skip
+    assert h.capacity == float(number * scale) and h.memory == 80e9
+    assert (h.capacity_basis, h.memory_source) == ("driver-reported", "nvidia-smi")
 
 
 def assert_as_validated(h: Hardware) -> None:
@@ -142,3 +197,39 @@ def test_achievable_bandwidth_is_the_best_stream_kernel() -> None:
     # Azure ND H100 v5 / ND H200 v5 BabelStream-style dot, not triad (2.97 / 4.15)
     assert load_hardware("h100").bandwidth("achievable") == 3.18e12
     assert load_hardware("h200").bandwidth("achievable") == 4.48e12
+
+
+# ---- the capacity as the driver reports it, on the command line (issue 21)
+
+
+def test_hw_show_gives_the_capacity_its_basis_and_its_source() -> None:
+    r = run_cli("hw", "show", "h200")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    # 143771 MiB = 150.76 GB, as nvidia-smi reports an H200 (specs/hardware/h200.hw)
+    assert lines[1].startswith("HBM 150.8 GB (driver-reported; datasheet 141 GB) at 4.8 TB/s")
+    assert lines[-1].startswith("memory: nvidia-smi FB total 143771 MiB, H200 SXM")
+    datasheet = run_cli("hw", "show", "mi325x").stdout.splitlines()[1]
+    assert datasheet.startswith("HBM 256.0 GB (datasheet) at 6 TB/s")
+
+
+def test_check_rejects_a_source_without_a_driver_figure(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.hw"
+    bad.write_text('hardware x {\n  memory_source = "nvidia-smi"\n}\n')
+    r = run_cli("check", str(bad))
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.startswith(
+        f"{bad}:2:3: error: `memory_source` says where `memory_reported` comes from, but "
+        "there is no `memory_reported`"
+    )
+    assert "hint: add `memory_reported = <total the driver reports>`" in r.stderr
+
+
+def test_a_report_says_what_its_capacity_rests_on() -> None:
+    r = run_cli("compile", "specs/models/llama3-70b.model", "--hw", "h200", "--phase", "decode",
+                "--context", "4096")  # fmt: skip
+    assert r.returncode == 0 and r.stderr == ""  # no "does not fit" warning (issue 21)
+    # 142.4 GB of weights and KV cache of 150.76 GB (143771 MiB, nvidia-smi)
+    assert "memory                     142 GB of 151 GB (driver-reported)\n" in r.stdout
+    old = run_cli("compile", "specs/models/llama3-70b.model", "--hw", "mi325x")
+    assert "GB of 256 GB (datasheet)\n" in old.stdout  # no published driver total

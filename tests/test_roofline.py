@@ -131,9 +131,27 @@ def test_memory_warning_when_it_does_not_fit() -> None:
     m = r.totals.memory
     assert not m.fits
     assert m.warning == (
-        f"needs {m.total / 1e9:,.1f} GB but NVIDIA H100 SXM5 80GB has 80 GB: "
+        # 85.5 GB: 81559 MiB, the total nvidia-smi reports for an H100 80GB
+        # (specs/hardware/h100.hw, memory_source)
+        f"needs {m.total / 1e9:,.1f} GB but NVIDIA H100 SXM5 80GB has 85.5 GB "
+        "(driver-reported): "
         # 810 GB of bf16 weights: over 8 devices ~101 GB each, over 16 ~51 GB
         "it does not fit on one device; it fits with --tp 16"
+    )
+
+
+def test_llama3_70b_in_bf16_fits_one_h200_as_engines_serve_it() -> None:
+    # issue 21: 141 GB of bf16 weights plus a 4096-token KV cache (~142.4 GB) did "not fit"
+    # the datasheet's 141 GB; an H200's driver reports 143771 MiB = 150.76 GB (nvidia-smi,
+    # specs/hardware/h200.hw), and engines serve the model there
+    spec = load_spec(MODELS / "llama3-70b.model")
+    r = compile_report(spec, load_hardware("h200"), Workload(Phase.decode, 1, 1, 4096))
+    m = r.totals.memory
+    assert 141e9 < m.total < 143771 * 2**20
+    assert (m.fits, m.warning, m.capacity) == (True, None, 143771 * 2**20)
+    assert (r.hardware.memory_capacity, r.hardware.memory_basis) == (
+        143771 * 2**20,
+        "driver-reported",
     )
 
 

@@ -51,7 +51,8 @@ def _one(r: Report) -> str:
         ),
         [
             "memory" if w.layout.devices == 1 else "memory/device",
-            f"{si(t.memory.total, 'B')} of {si(t.memory.capacity, 'B')}",
+            f"{si(t.memory.total, 'B')} of {si(t.memory.capacity, 'B')} "
+            f"({r.hardware.memory_basis})",
         ],
     ]
     out = [head, tabulate(rows, tablefmt="plain")]

@@ -114,7 +114,8 @@ def _summary(reports: list[Report]) -> Table:
                 f"batch {w.batch}, {shape}: {duration(t.per_token.ms_per_step / 1e3)} per step, "
                 f"{fixed(t.per_token.tokens_per_s, 1)} tokens/s{spread}, {t.bound}-bound; "
                 f"memory{' per device' if devices > 1 else ''} "
-                f"{si(t.memory.total)}B of {si(t.memory.capacity)}B ({fit})",
+                f"{si(t.memory.total)}B of {si(t.memory.capacity)}B "
+                f"({rep.hardware.memory_basis}; {fit})",
             )
         )
     return Table(
