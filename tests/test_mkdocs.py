@@ -406,3 +406,20 @@ def test_hw_resolves_against_mkdocs_yml_as_spec_does(tmp_path: Path, monkeypatch
     with pytest.raises((PluginError, Abort)):
         build(root)
     assert "index.md:5: modelcost block: `hw:` needs a value" in caplog.text
+
+
+# ---- issue 21: the estimate in the plugin's configuration and in its blocks
+
+
+def test_the_plugin_and_its_blocks_take_the_estimate(tmp_path: Path) -> None:
+    block = ("# Home\n\n```modelcost\nspec: models/gpt2.model\nhw: h200\nshow: report\n"
+             "phase: decode\ncontext: 512\nestimate: kernels\n```\n")  # fmt: skip
+    root = make_site(tmp_path, block, extra="      estimate: kernels\n")
+    build(root)
+    home = (root / "site" / "index.html").read_text()
+    assert "estimate: step time" in home  # the block's report carries the estimate
+    index = (root / "site" / "costs" / "index.html").read_text()
+    assert "the kernel-aware estimate beside the roofline" in index
+    bad = make_site(tmp_path / "bad", block.replace("estimate: kernels", "estimate: guess"))
+    with pytest.raises((PluginError, Abort)):
+        build(bad)
