@@ -155,13 +155,19 @@ def _tflops(rate: float) -> str:
     return f"{rate / 1e12:,.0f} TFLOPS"
 
 
+@cache
+def _shipped(name: str) -> Hardware:
+    """A shipped target, read once (a sibling whose published figures are borrowed)."""
+    return load_hardware(name)
+
+
 def _borrowed(kind: str, hw: Hardware, precision: str, pass_: str) -> Rate | None:
     """The sibling's published efficiency at `precision` (its kernel's, else its best
     published peak's) over its datasheet peak, applied to this part's datasheet peak."""
     sib = siblings().get(hw.name)
     if sib is None:
         return None
-    other = load_hardware(sib.sibling)
+    other = _shipped(sib.sibling)
     peak, used, _ = hw.peak("matrix", precision, "datasheet")
     their_peak = other.peak("matrix", used, "datasheet")[0]
     k = published(kind, other.name, used, pass_)
