@@ -151,20 +151,22 @@ def _layouts(repeat: int) -> str:
 
 
 def _sweep_rate() -> str:
-    """Llama 3 70B decode points per second in process, one process and two."""
+    """Llama 3 70B decode points per second in process, one process and two, and with
+    the kernels' estimate in one (interleaved, so a noisy machine moves them alike)."""
     from modelcost.sweeps import sweep
 
     spec = load_spec(specs_dir() / "models" / "llama3-70b.model")
     hw = load_hardware("h200")
     rates = []
-    for jobs in (1, 2):
-        sweep([spec], [hw], "decode", [1], context=[1024])  # warm
+    for jobs, estimate in ((1, "roofline"), (2, "roofline"), (1, "kernels")):
+        sweep([spec], [hw], "decode", [1], context=[1024], estimate=estimate)  # warm
         t = time.perf_counter()
         s = sweep([spec], [hw], "decode", list(range(1, 401)), context=[1024, 4096, 32768],
-                  jobs=jobs)  # fmt: skip
+                  jobs=jobs, estimate=estimate)  # fmt: skip
         rates.append(len(s.rows) / (time.perf_counter() - t))
     return (f"sweep: {rates[0]:,.0f} Llama 3 70B decode points/s in one process, "
-            f"{rates[1]:,.0f} with two workers")  # fmt: skip
+            f"{rates[1]:,.0f} with two workers, {rates[2]:,.0f} with --estimate kernels "
+            f"({rates[2] / rates[0]:.2f}× the roofline's)")  # fmt: skip
 
 
 def _scale() -> str:
