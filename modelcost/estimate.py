@@ -288,7 +288,17 @@ def plan(rows: tuple[int, ...], N: int, K: int, rate: float, hw: Hardware, ts: T
         reduce = 0.0
         if splits > 1 and top > SPLIT_K_M:
             reduce = 2 * splits * sum(rows) * N * PARTIAL_BYTES / hw.bandwidth("achievable")
-        p = Plan(tm, tn, splits, tiles * splits, waves, waves * per_tile + reduce)
+        time = waves * per_tile + reduce
+        if ts.stream_k and splits == 1 and tiles > units and tiles % units:
+            # stream-K's hybrid (Osama et al., "Stream-K", PPoPP 2023; the schedulers of
+            # CUTLASS and hipBLASLt): the full waves run a tile per CU, and the last,
+            # partial wave's tiles are streamed over every CU, each taking rest/units of
+            # a tile's K loop; every CU's partial tile is then fixed up through memory
+            full, rest = divmod(tiles, units)
+            streamed = 2 * tm * tn * (K * rest / units + K_FILL) * units / rate
+            fixup = 2 * units * tm * tn * PARTIAL_BYTES / hw.bandwidth("achievable")
+            time = min(time, full * per_tile + streamed + fixup)
+        p = Plan(tm, tn, splits, tiles * splits, waves, time)
         if best is None or p.time_s < best.time_s:
             best = p
     assert best is not None  # a tile set has at least one tile

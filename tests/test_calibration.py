@@ -49,7 +49,11 @@ def test_a_tracelens_gemm_report_becomes_observations_and_a_factor() -> None:
     # the factor is the geometric mean of measured / estimated time
     expected = math.exp(sum(math.log(o.measured_s / o.estimate_s) for o in bf16) / 4)
     assert row.factor == pytest.approx(expected, rel=1e-12)
-    assert abs(row.median_error_after) < abs(row.median_error_before)
+    # the factor centres the log-errors (their mean is 0 after it), not the median: with
+    # the estimate already within ~1 % here, the fit keeps every point within ±25 % and
+    # its median error within a few percent
+    assert row.within_after >= row.within_before == 4
+    assert abs(row.median_error_after) < 0.05
 
 
 def test_a_calibration_scales_the_estimate_and_never_the_roofline(tmp_path) -> None:

@@ -126,7 +126,9 @@ def test_a_part_without_a_figure_borrows_its_siblings_efficiency(part, sibling) 
     _, est, why = _timed(op, mine)
     _, ref, _ = _timed(op, theirs)
     scale = mine.matrix["bf16"] / theirs.matrix["bf16"]
-    assert est - LAUNCH_S == pytest.approx((ref - LAUNCH_S) / scale, rel=1e-12)
+    # (to 0.2 %: 2,048 tiles on 132 SMs leave a partial wave that stream-K spreads over
+    # every SM, and its partial tiles' fix-up moves at each part's own bandwidth)
+    assert est - LAUNCH_S == pytest.approx((ref - LAUNCH_S) / scale, rel=2e-3)
     assert f"no published bf16 figure on {part}: on the {sibling}" in why
     assert "compute" in why or "silicon" in why
 
@@ -153,3 +155,23 @@ def test_every_estimated_pass_has_a_reason_attention_backward_too() -> None:
     assert backs and all(o.backward.estimate_reason for o in backs)
     attn = next(o for o in backs if o.kind == "SDPA")
     assert "AITER flash_attn_func backward" in attn.backward.estimate_reason
+
+
+def test_stream_k_spreads_a_partial_last_wave_over_every_cu() -> None:
+    # Stream-K's hybrid (Osama et al., PPoPP 2023): 200 tiles of 128×128 on 132 CUs are
+    # one full wave and 68 tiles streamed over all 132 CUs (68/132 of a K loop each),
+    # plus every CU's fp32 partial tile written and read back: never the 2 whole waves
+    # a tile-per-CU schedule takes
+    from modelcost.estimate import K_FILL, PARTIAL_BYTES, TileSet, plan
+
+    hw = load_hardware("h100")
+    rate = 989.4e12
+    one = TileSet(tiles=((128, 128),), stream_k=True)
+    p = plan((128 * 10,), 128 * 20, 4096, rate, hw, one)
+    per_tile = 2 * 128 * 128 * (4096 + K_FILL) * 132 / rate
+    streamed = 2 * 128 * 128 * (4096 * 68 / 132 + K_FILL) * 132 / rate
+    fixup = 2 * 132 * 128 * 128 * PARTIAL_BYTES / hw.bandwidth("achievable")
+    assert p.time_s == pytest.approx(per_tile + streamed + fixup, rel=1e-12)
+    plain = plan((128 * 10,), 128 * 20, 4096, rate, hw, TileSet(tiles=((128, 128),),
+                                                                stream_k=False))  # fmt: skip
+    assert plain.time_s == pytest.approx(2 * per_tile, rel=1e-12)
