@@ -131,6 +131,7 @@ def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
             same = [v for v in published if m["measured"] in (v, pytest.approx(v / 1000))]
             assert same, p["id"]
             assert m["metric"] in acc.UNITS and (MODELS / f"{m['spec']}.model").exists()
+            assert m["engine"] in {"tensorrt-llm", "vllm", "sglang"}, p["id"]
             assert m["note"] and m["hardware"] in {h.stem for h in MODELS.parent.glob(
                 "hardware/*.hw")}, p["id"]  # fmt: skip
 
