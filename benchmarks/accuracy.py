@@ -1,0 +1,386 @@
+"""The estimate and the bound against every published point the language can express.
+
+    python benchmarks/accuracy.py [--write] [-v] [DATA]
+
+DATA (benchmarks/data/measured-public.json) holds the project's reference measurements
+verbatim, each end-to-end point with how it maps to `modelcost.serve` (or why it cannot
+be expressed); kernel points map by id to tests/data/measured-kernels.json, costed as
+benchmarks/estimate_error.py costs them. Every point is scored through the public API
+(`modelcost.measured.check`, `modelcost.serve`), so the figures follow the estimate as
+it changes.
+
+For each point: the published figure, the kernel-aware estimate and the roofline (the
+bound) of that figure; error = predicted / measured − 1 on the figure as published (a
+time for kernels and latencies, tokens/s for throughputs). A measurement that beats its
+bound (faster than the roofline) is listed first: the product promises that none does.
+
+`--write` regenerates docs/accuracy.md and docs/accuracy.svg (log-log predicted vs
+measured, one colour per group, the ±25 % band); `-v` lists every point.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from math import log10
+from pathlib import Path
+
+from tabulate import tabulate
+
+import modelcost
+from modelcost.graph import Parallel
+from modelcost.measured import check, load_points
+from modelcost.render.charts import PALETTE
+from modelcost.render.escape import md, xml
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / "data" / "measured-public.json"
+KERNELS = ROOT / "tests" / "data" / "measured-kernels.json"
+MODELS = ROOT / "specs" / "models"
+DOC, CHART = ROOT / "docs" / "accuracy.md", ROOT / "docs" / "accuracy.svg"
+
+BAND = 0.25  # "within ±25 %" (issue 21's yardstick)
+WORST = 10  # the worst points listed, by |estimate error|
+KERNEL, SINGLE, MULTI = "kernel", "end to end, 1 GPU", "end to end, multi-GPU"
+GROUPS = (KERNEL, SINGLE, MULTI)
+TIMES = {"latency_s"}  # figures that are times (lower is faster); the rest are rates
+HARDWARE = {"GB200 (B200-class)": "gb200"}  # the reference set's name → modelcost's
+UNITS = {"output_tokens_per_s": "output tok/s", "output_tokens_per_s_device":
+         "output tok/s/GPU", "total_tokens_per_s": "total tok/s", "latency_s": "s"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One published point against the model's two figures for it."""
+
+    id: int
+    group: str
+    hardware: str
+    what: str
+    unit: str
+    measured: float
+    estimate: float
+    bound: float
+    is_time: bool  # lower is faster (kernel times, latencies)
+    reason: str
+
+    @property
+    def error(self) -> float:
+        """The estimate's error on the figure as published: estimate / measured − 1."""
+        return self.estimate / self.measured - 1
+
+    @property
+    def bound_error(self) -> float:
+        return self.bound / self.measured - 1
+
+    @property
+    def beaten_by(self) -> float:
+        """How far the measurement is past its bound (> 0: it beats the roofline)."""
+        if self.is_time:
+            return self.bound / self.measured - 1
+        return self.measured / self.bound - 1
+
+
+@dataclass(frozen=True)
+class Skipped:
+    id: int
+    kind: str
+    hardware: str
+    why: str
+
+
+def load(path: Path = DATA) -> list[dict]:
+    return load_points(path)
+
+
+def kernel_points(path: Path = KERNELS) -> tuple[dict[int, dict], dict[int, str]]:
+    """The kernel points' op shapes by id, and why the others are excluded."""
+    doc = json.loads(path.read_text())
+    return ({p["id"]: p for p in doc["points"]},
+            {e["id"]: e["why"] for e in doc.get("excluded", [])})  # fmt: skip
+
+
+def _spec(m: dict, tmp: Path) -> Path:
+    """The point's model: a shipped spec, or its precision variant through `extends`."""
+    base = MODELS / f"{m['spec']}.model"
+    if m["recipe"] is None and m["kv_dtype"] is None:
+        return base
+    name = modelcost.load_spec(base).name
+    body = "".join(f"  {k} = {m[k]}\n" for k in ("recipe", "kv_dtype") if m[k] is not None)
+    path = tmp / f"{m['spec']}-{m['recipe']}-{m['kv_dtype']}.model"
+    path.write_text(f'import "{base}"\nmodel variant extends {name} {{\n{body}}}\n')
+    return path
+
+
+def _serve_figure(s: object, metric: str) -> tuple[float, float]:
+    """(the estimate's figure, the bound's) of a `Serving` for one published metric."""
+    return getattr(s, metric), getattr(s.bound, metric)  # type: ignore[attr-defined]
+
+
+def score_e2e(p: dict, tmp: Path) -> Scored:
+    """An end-to-end point through `modelcost.serve`, as its mapping says."""
+    m = p["modelcost"]
+    par = Parallel(tp=m["tp"], dp=m["dp"], ep=m["ep"])
+    s = modelcost.serve(_spec(m, tmp), m["hardware"], m["isl"], m["osl"], par,
+                        concurrency=m["concurrency"], estimate="kernels")  # fmt: skip
+    est, bound = _serve_figure(s, m["metric"])
+    batch = f"batch {m['concurrency']}" if m["concurrency"] else ""
+    what = " ".join(x for x in (p["model_or_shape"]["model"], m["recipe"] or "bf16", s.layout,
+                                f"{m['isl']}/{m['osl']}", batch) if x)  # fmt: skip
+    reason = (f"{s.engine}, concurrency {s.concurrency} (at most {s.max_concurrency} fit); "
+              f"{m['note']}")  # fmt: skip
+    group = SINGLE if s.devices == 1 else MULTI
+    return Scored(p["id"], group, m["hardware"], what, UNITS[m["metric"]], m["measured"], est,
+                  bound, m["metric"] in TIMES, reason)  # fmt: skip
+
+
+def score_kernel(shape: dict) -> Scored:
+    c = check(shape)
+    return Scored(c.id, KERNEL, c.hardware, f"{c.kind} {c.what}", "s", c.measured_s,
+                  c.estimate_s, c.roofline_s, True, c.reason)  # fmt: skip
+
+
+def score(points: Iterable[dict], kernels: tuple[dict[int, dict], dict[int, str]] | None = None
+          ) -> tuple[list[Scored], list[Skipped]]:  # fmt: skip
+    """Every point scored, or skipped with why; in the order given."""
+    shapes, excluded = kernels if kernels is not None else kernel_points()
+    scored: list[Scored] = []
+    skipped: list[Skipped] = []
+    with tempfile.TemporaryDirectory() as d:
+        for p in points:
+            hw = HARDWARE.get(p["hardware"], p["hardware"].lower())
+            m = p.get("modelcost", {})
+            if p["id"] in shapes:
+                scored.append(score_kernel(shapes[p["id"]]))
+            elif p["id"] in excluded:
+                skipped.append(Skipped(p["id"], p["kind"], hw, excluded[p["id"]]))
+            elif "skip" in m:
+                skipped.append(Skipped(p["id"], p["kind"], hw, m["skip"]))
+            elif "metric" in m:
+                scored.append(score_e2e(p, Path(d)))
+            else:
+                skipped.append(Skipped(p["id"], p["kind"], hw, "no mapping to a modelcost "
+                                       "command is recorded for this point"))  # fmt: skip
+    return scored, skipped
+
+
+def within(errors: list[float]) -> int:
+    return sum(abs(e) <= BAND for e in errors)
+
+
+def summary(scored: list[Scored]) -> list[list[object]]:
+    """One row per group and one for all: points, the estimate's and the bound's share
+    within ±25 % and median |error|, and the measurements past the bound."""
+    rows: list[list[object]] = []
+    for group in (*GROUPS, "all"):
+        cs = [c for c in scored if group in ("all", c.group)]
+        if not cs:
+            continue
+        est, bnd = [c.error for c in cs], [c.bound_error for c in cs]
+        rows.append([group, len(cs), f"{within(est)}/{len(cs)} ({within(est) / len(cs):.0%})",
+                     f"{statistics.median(abs(e) for e in est):.0%}",
+                     f"{within(bnd)}/{len(cs)} ({within(bnd) / len(cs):.0%})",
+                     f"{statistics.median(abs(e) for e in bnd):.0%}",
+                     sum(c.beaten_by > 1e-9 for c in cs)])  # fmt: skip
+    return rows
+
+
+SUMMARY_HEADERS = ["group", "points", "estimate within ±25 %", "estimate median |error|",
+                   "bound within ±25 %", "bound median |error|", "bound beaten"]  # fmt: skip
+POINT_HEADERS = ["id", "group", "part", "what", "measured", "estimate", "error", "bound",
+                 "bound error", "why"]  # fmt: skip
+
+
+def _fig(x: float, unit: str) -> str:
+    if unit == "s" and x < 1:
+        return f"{x * 1e6:,.1f} µs" if x < 1e-3 else f"{x * 1e3:,.2f} ms"
+    return f"{x:,.3g} {unit}" if x < 1000 else f"{x:,.0f} {unit}"
+
+
+def point_rows(cs: Iterable[Scored]) -> list[list[object]]:
+    return [[c.id, c.group, c.hardware, c.what, _fig(c.measured, c.unit),
+             _fig(c.estimate, c.unit), f"{c.error:+.0%}", _fig(c.bound, c.unit),
+             f"{c.bound_error:+.0%}", c.reason] for c in cs]  # fmt: skip
+
+
+def worst(scored: list[Scored], n: int = WORST) -> list[Scored]:
+    return sorted(scored, key=lambda c: (-abs(c.error), c.id))[:n]
+
+
+def beaten(scored: list[Scored]) -> list[Scored]:
+    return sorted((c for c in scored if c.beaten_by > 1e-9), key=lambda c: -c.beaten_by)
+
+
+def bound_line(scored: list[Scored]) -> str:
+    past = beaten(scored)
+    if not past:
+        return f"No published measurement beats its roofline ({len(scored)} points)."
+    most = past[0]
+    return (f"**{len(past)} of {len(scored)} published measurements beat their roofline**, "
+            f"the most by {most.beaten_by:.1%} (point {most.id}).")  # fmt: skip
+
+
+# --- the chart ---------------------------------------------------------------------------
+
+W, H, LEFT, RIGHT, TOP, BOTTOM = 760, 520, 70, 190, 20, 50
+
+
+def chart_svg(scored: list[Scored]) -> str:
+    """Predicted (the estimate) against measured, log-log, one colour per group, with the
+    y = x line and the ±25 % band. Each point's figure is in its own unit (seconds for
+    kernels and latencies, tokens/s for throughputs): the axes are log-scaled figures."""
+    vals = [v for c in scored for v in (c.measured, c.estimate)]
+    d0, d1 = int(log10(min(vals)) // 1), int(log10(max(vals)) // 1) + 1
+    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+
+    def x(v: float) -> float:
+        return LEFT + (log10(v) - d0) / (d1 - d0) * pw
+
+    def y(v: float) -> float:
+        return TOP + ph - (log10(v) - d0) / (d1 - d0) * ph
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+           f'viewBox="0 0 {W} {H}" role="img" aria-label="predicted against measured" '
+           'font-family="Helvetica, Arial, sans-serif" font-size="11">',
+           f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="#fff" '
+           'stroke="#d8dce4"/>']  # fmt: skip
+    lo, hi = 10.0**d0, 10.0**d1
+    band = [(lo, lo * (1 + BAND)), (hi, hi * (1 + BAND)), (hi, hi * (1 - BAND)),
+            (lo, lo * (1 - BAND))]  # fmt: skip
+    pts = " ".join(f"{x(a):.1f},{y(min(max(b, lo), hi)):.1f}" for a, b in band)
+    out.append(f'<polygon points="{pts}" fill="#1d2330" fill-opacity="0.08"/>')
+    out.append(f'<line x1="{x(lo):.1f}" y1="{y(lo):.1f}" x2="{x(hi):.1f}" y2="{y(hi):.1f}" '
+               'stroke="#5b6475" stroke-dasharray="4 3"/>')  # fmt: skip
+    for d in range(d0, d1 + 1):
+        label = f"1e{d}"
+        out.append(
+            f'<line x1="{x(10.0**d):.1f}" y1="{TOP + ph}" x2="{x(10.0**d):.1f}" '
+            f'y2="{TOP + ph + 4}" stroke="#5b6475"/><text x="{x(10.0**d):.1f}" '
+            f'y="{TOP + ph + 16}" text-anchor="middle" fill="#5b6475">{label}</text>'
+        )
+        out.append(f'<line x1="{LEFT - 4}" y1="{y(10.0**d):.1f}" x2="{LEFT}" '
+                   f'y2="{y(10.0**d):.1f}" stroke="#5b6475"/><text x="{LEFT - 6}" '
+                   f'y="{y(10.0**d) + 4:.1f}" text-anchor="end" fill="#5b6475">{label}'
+                   "</text>")  # fmt: skip
+    out.append(f'<text x="{LEFT + pw / 2:.0f}" y="{H - 12}" text-anchor="middle" '
+               'fill="#1d2330">measured (s for kernels and latencies, tokens/s for '
+               "throughputs)</text>")  # fmt: skip
+    out.append(f'<text x="16" y="{TOP + ph / 2:.0f}" text-anchor="middle" fill="#1d2330" '
+               f'transform="rotate(-90 16 {TOP + ph / 2:.0f})">predicted (the estimate)'
+               "</text>")  # fmt: skip
+    for i, group in enumerate(GROUPS):
+        colour = PALETTE[i % len(PALETTE)]
+        for c in (c for c in scored if c.group == group):
+            tip = xml(f"{c.id} {c.hardware} {c.what}: measured {_fig(c.measured, c.unit)}, "
+                      f"estimate {_fig(c.estimate, c.unit)} ({c.error:+.0%})")  # fmt: skip
+            out.append(
+                f'<circle cx="{x(c.measured):.1f}" cy="{y(c.estimate):.1f}" r="3.5" '
+                f'fill="{colour}" fill-opacity="0.8"><title>{tip}</title></circle>'
+            )
+        ly = TOP + 14 + 18 * i
+        out.append(
+            f'<circle cx="{W - RIGHT + 16}" cy="{ly - 4}" r="4" fill="{colour}"/>'
+            f'<text x="{W - RIGHT + 26}" y="{ly}" fill="#1d2330">{xml(group)}</text>'
+        )
+    ly = TOP + 14 + 18 * len(GROUPS)
+    out.append(f'<rect x="{W - RIGHT + 10}" y="{ly - 9}" width="12" height="10" '
+               f'fill="#1d2330" fill-opacity="0.08"/><text x="{W - RIGHT + 26}" y="{ly}" '
+               'fill="#1d2330">±25 % of measured</text>')  # fmt: skip
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+# --- the page ----------------------------------------------------------------------------
+
+
+def _commit() -> str:
+    """The commit the figures were computed at (with `+changes` for a dirty tree)."""
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=ROOT, text=True,
+                             capture_output=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=ROOT, text=True, capture_output=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return rev + ("+changes" if dirty else "")
+
+
+def _md(rows: list[list[object]], headers: list[str]) -> str:
+    esc = [[md(v) for v in r] for r in rows]
+    return tabulate(esc, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def page(scored: list[Scored], skipped: list[Skipped], commit: str) -> str:
+    lines = [
+        "# Accuracy",
+        "",
+        "The kernel-aware estimate (`--estimate kernels`) and the roofline (the bound) "
+        "against every published measurement the `.model` language can express: kernels "
+        "(GEMM, attention, bandwidth), single-GPU and multi-GPU serving. Error = predicted "
+        "/ measured − 1 on the figure as published (a time for kernels and latencies, "
+        "tokens/s for throughputs). The measurements, their sources and how each maps to a "
+        "modelcost command: `benchmarks/data/measured-public.json` (kernel shapes: "
+        "`tests/data/measured-kernels.json`).",
+        "",
+        f"Generated by `python benchmarks/accuracy.py --write` at commit `{commit}`; the "
+        "estimate changes as the engine model grows, so re-run it to refresh this page.",
+        "",
+        "## The bound",
+        "",
+        bound_line(scored),
+        "",
+    ]
+    past = beaten(scored)
+    if past:
+        lines += [_md([[c.id, c.group, c.hardware, c.what, _fig(c.measured, c.unit),
+                        _fig(c.bound, c.unit), f"{c.beaten_by:.1%}"] for c in past],
+                      ["id", "group", "part", "what", "measured", "bound", "past the bound by"]),
+                  ""]  # fmt: skip
+    lines += ["## Summary", "", _md(summary(scored), SUMMARY_HEADERS), "",
+              "![predicted against measured, log-log](accuracy.svg)", "",
+              f"## The {WORST} worst points (by the estimate's |error|)", "",
+              _md(point_rows(worst(scored)), POINT_HEADERS), "",
+              f"## Skipped ({len(skipped)} points: not expressible, or excluded, with why)", "",
+              _md([[s.id, s.kind, s.hardware, s.why] for s in skipped],
+                  ["id", "kind", "part", "why"]), "",
+              "## Every point", "", _md(point_rows(scored), POINT_HEADERS), ""]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: a temporary file beside the target, then a rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if not a.startswith("-")]
+    scored, skipped = score(load(Path(args[0]) if args else DATA))
+    print(bound_line(scored))
+    for c in beaten(scored):
+        print(f"  point {c.id} ({c.hardware}, {c.what}): past its bound by {c.beaten_by:.1%}")
+    print()
+    print(tabulate(summary(scored), headers=SUMMARY_HEADERS, disable_numparse=True))
+    print(f"\nworst {WORST} by the estimate's |error|:")
+    print(tabulate(point_rows(worst(scored)), headers=POINT_HEADERS, disable_numparse=True))
+    print(f"\nskipped: {len(skipped)} points (not expressible, or excluded; -v says why)")
+    if "-v" in argv:
+        print(tabulate(point_rows(scored), headers=POINT_HEADERS, disable_numparse=True))
+        print(tabulate([[s.id, s.kind, s.hardware, s.why] for s in skipped],
+                       headers=["id", "kind", "part", "why"]))  # fmt: skip
+    if "--write" in argv:
+        svg, md = chart_svg(scored), page(scored, skipped, _commit())
+        _write(CHART, svg)
+        _write(DOC, md)
+        print(f"\nwrote {DOC.relative_to(ROOT)} and {CHART.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

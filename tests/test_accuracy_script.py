@@ -1,0 +1,167 @@
+"""benchmarks/accuracy.py: how published points become scores, on a few points (fast).
+
+The figures themselves follow the estimate, which other work keeps changing, so no test
+pins them or checks that docs/accuracy.md is current (such a test would fail on every
+change to the estimate): the page states the commit it was generated at instead. What is
+pinned: each score is exactly the public API's figure for the point's mapping, the
+published figure is the one the source states, the bound check's direction, and that
+every point of the data file is either mapped or skipped with a reason.
+"""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import MODELS, ROOT
+
+import modelcost
+from modelcost.graph import Parallel
+from modelcost.measured import check
+
+_SPEC = importlib.util.spec_from_file_location("accuracy", ROOT / "benchmarks" / "accuracy.py")
+assert _SPEC is not None and _SPEC.loader is not None
+acc = importlib.util.module_from_spec(_SPEC)
+sys.modules["accuracy"] = acc  # dataclasses look their module up there
+_SPEC.loader.exec_module(acc)
+
+DATA = json.loads(acc.DATA.read_text())
+BY_ID = {p["id"]: p for p in DATA["points"]}
+SOURCE_FIELDS = {"kind", "hardware", "model_or_shape", "conditions", "measured", "source", "id"}
+# a GEMM (HipKittens), a 1-GPU throughput (TensorRT-LLM perf-overview), a multi-GPU latency
+# (AMD's vLLM benchmark_latency), a kernel excluded by its file and an e2e point skipped
+FEW = [1, 176, 244, 94, 257]
+
+
+@pytest.fixture(scope="module")
+def few():
+    return acc.score([BY_ID[i] for i in FEW])
+
+
+def test_the_few_points_are_scored_or_skipped_in_order(few) -> None:
+    scored, skipped = few
+    assert [(c.id, c.group) for c in scored] == [
+        (1, acc.KERNEL), (176, acc.SINGLE), (244, acc.MULTI)]  # fmt: skip
+    assert [(s.id, s.kind) for s in skipped] == [(94, "gemm"), (257, "e2e")]
+    assert skipped[0].why == "16K result is a pathological kernel selection, not a hardware limit"
+    assert skipped[1].why.startswith("ShareGPT prompts at 1 request/s")
+
+
+def test_a_kernel_point_is_the_measured_check_of_its_shape(few) -> None:
+    c = few[0][0]
+    shapes, _ = acc.kernel_points()
+    expected = check(shapes[1])
+    # HipKittens' MI325X 1024³ BF16 GEMM: 60.2 TFLOPS at 2·M·N·K (measured-public.json id 1)
+    assert c.measured == 2 * 1024**3 / 60.2e12 == expected.measured_s
+    assert (c.estimate, c.bound, c.reason) == (expected.estimate_s, expected.roofline_s,
+                                               expected.reason)  # fmt: skip
+    assert c.is_time and c.unit == "s" and c.error == c.estimate / c.measured - 1
+
+
+def _fp8(tmp_path: Path, base: str) -> Path:
+    name = modelcost.load_spec(MODELS / f"{base}.model").name
+    path = tmp_path / "q.model"
+    path.write_text(f'import "{MODELS / (base + ".model")}"\nmodel q extends {name} {{\n'
+                    "  recipe = fp8\n  kv_dtype = fp8_e4m3\n}\n")  # fmt: skip
+    return path
+
+
+def test_an_end_to_end_point_is_one_serve_call(few, tmp_path) -> None:
+    c = few[0][1]
+    # TensorRT-LLM perf-overview: Llama 3.1 8B FP8 on one H200, ISL 128, OSL 2048, 26,221
+    # output tokens/s for the whole job (measured-public.json id 176)
+    s = modelcost.serve(_fp8(tmp_path, "llama3-8b"), "h200", 128, 2048, estimate="kernels")
+    assert (c.measured, c.estimate, c.bound) == (26221, s.output_tokens_per_s,
+                                                 s.bound.output_tokens_per_s)  # fmt: skip
+    assert not c.is_time and c.unit == "output tok/s"
+    assert c.beaten_by == 26221 / s.bound.output_tokens_per_s - 1 <= 0
+    assert c.reason.startswith(f"{s.engine}, concurrency {s.concurrency} ")
+
+
+def test_a_latency_point_is_a_time_and_its_bound_is_the_faster(few, tmp_path) -> None:
+    c = few[0][2]
+    # AMD's vLLM benchmark_latency: Llama 3.1 70B FP8 on 8 MI300X, batch 1, 128 in, 2048
+    # out, 15.882 s end to end (measured-public.json id 244)
+    s = modelcost.serve(MODELS / "llama3-70b-fp8.model", "mi300x", 128, 2048, Parallel(tp=8),
+                        concurrency=1, estimate="kernels")  # fmt: skip
+    assert (c.measured, c.estimate, c.bound) == (15.882, s.latency_s, s.bound.latency_s)
+    assert c.is_time and c.beaten_by == s.bound.latency_s / 15.882 - 1 <= 0
+
+
+def _point(measured: float, bound: float, is_time: bool, what: str = "x") -> object:
+    return acc.Scored(7, acc.MULTI, "h100", what, "s" if is_time else "output tok/s",
+                      measured, measured, bound, is_time, "why")  # fmt: skip
+
+
+@pytest.mark.parametrize(("measured", "bound", "is_time", "past"), [
+    (1.0, 0.8, True, False),  # a time above its bound: as promised
+    (0.8, 1.0, True, True),  # a time below its bound beats it by 1.0/0.8 − 1 = 25 %
+    (900.0, 1000.0, False, False),  # a rate under its bound
+    (1100.0, 1000.0, False, True),  # a rate over its bound beats it by 10 %
+])  # fmt: skip
+def test_the_bound_check_reads_times_and_rates_each_their_way(measured, bound, is_time,
+                                                             past) -> None:  # fmt: skip
+    c = _point(measured, bound, is_time)
+    assert (acc.beaten([c]) == [c]) is past
+    line = acc.bound_line([c])
+    if past:
+        by = bound / measured - 1 if is_time else measured / bound - 1
+        assert line == (f"**1 of 1 published measurements beat their roofline**, the most "
+                        f"by {by:.1%} (point 7).")  # fmt: skip
+    else:
+        assert line == "No published measurement beats its roofline (1 points)."
+
+
+def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
+    # the whole data file, without running it: kernel points by id in the kernel file,
+    # the rest a serve mapping whose figure is one the source publishes, or a skip
+    shapes, excluded = acc.kernel_points()
+    assert len(DATA["points"]) == len(BY_ID) == 198
+    for p in DATA["points"]:
+        assert set(p) >= SOURCE_FIELDS, p["id"]
+        m = p.get("modelcost")
+        if p["kind"] in ("gemm", "attention", "bandwidth"):
+            assert m is None and (p["id"] in shapes) != (p["id"] in excluded), p["id"]
+        elif "skip" in m:
+            assert set(m) == {"skip"} and len(m["skip"]) > 20, p["id"]
+        else:
+            published = [v for v in p["measured"].values() if isinstance(v, int | float)]
+            # as published, or a latency in ms given in s
+            same = [v for v in published if m["measured"] in (v, pytest.approx(v / 1000))]
+            assert same, p["id"]
+            assert m["metric"] in acc.UNITS and (MODELS / f"{m['spec']}.model").exists()
+            assert m["engine"] in {"tensorrt-llm", "vllm", "sglang"}, p["id"]
+            assert m["note"] and m["hardware"] in {h.stem for h in MODELS.parent.glob(
+                "hardware/*.hw")}, p["id"]  # fmt: skip
+
+
+def test_the_chart_is_deterministic_and_escapes_text(few) -> None:
+    scored = [*few[0], _point(2.0, 1.5, True, what="<b>&'\"")]
+    svg = acc.chart_svg(scored)
+    assert svg == acc.chart_svg(scored) and svg.startswith("<svg ") and svg.endswith("</svg>\n")
+    assert "<b>" not in svg and "&lt;b&gt;&amp;" in svg
+    # one colour per group, in the legend and on the points; the ±25 % band
+    for colour in acc.PALETTE[: len(acc.GROUPS)]:
+        assert svg.count(f'fill="{colour}"') >= 2
+    assert svg.count("<polygon ") == 1 and "±25 % of measured" in svg
+
+
+def test_write_regenerates_the_page_and_chart_whole(tmp_path, monkeypatch, capsys) -> None:
+    data = tmp_path / "few.json"
+    data.write_text(json.dumps({"points": [BY_ID[i] for i in FEW]}))
+    monkeypatch.setattr(acc, "DOC", tmp_path / "accuracy.md")
+    monkeypatch.setattr(acc, "CHART", tmp_path / "accuracy.svg")
+    monkeypatch.setattr(acc, "ROOT", tmp_path)
+    monkeypatch.setattr(acc, "_commit", lambda: "abc1234567")
+    assert acc.main([str(data), "--write"]) == 0
+    page = (tmp_path / "accuracy.md").read_text()
+    assert "at commit `abc1234567`" in page and "No published measurement beats" in page
+    # point 1 is among the worst (all three are) and in the list of every point
+    assert page.count("\n| 1    | kernel ") == 2 and "](accuracy.svg)" in page
+    assert "## Skipped (2 points" in page
+    assert (tmp_path / "accuracy.svg").read_text() == acc.chart_svg(acc.score(
+        [BY_ID[i] for i in FEW])[0])  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["accuracy.md", "accuracy.svg",
+                                                           "few.json"]  # fmt: skip
+    assert "wrote accuracy.md and accuracy.svg" in capsys.readouterr().out
