@@ -208,7 +208,7 @@ class MathKernel(Record, frozen=True):
     and, for a batched GEMM, its (batch, M, N, K)."""
 
     name: str
-    bytes: int
+    bytes: Number
     gemm: tuple[int, int, int, int] | None = None
 
     @property
