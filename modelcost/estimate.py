@@ -268,22 +268,25 @@ def _splits(tiles: int, M: int, K: int, units: int, stream_k: bool) -> int:
     return 1
 
 
-def plan(rows: tuple[int, ...], N: int, K: int, rate: float, hw: Hardware, ts: TileSet) -> Plan:
+def plan(
+    rows: tuple[int, ...], N: int, K: int, rate: float, hw: Hardware, ts: TileSet, batch: int = 1
+) -> Plan:
     """The fastest of the tile set's ways to run a GEMM of N × K weights over `rows`
-    (one entry a batch member or an expert, each padded to the tile): waves × the time
-    of one tile at the sustained rate per CU, its K loop lengthened by the pipeline's
-    fill, plus a split K's partial tiles reduced through memory. Ties: the larger tile."""
+    (one entry a batch member or an expert, each padded to the tile; `batch` copies of
+    them, so that a batch of many alike costs one entry): waves × the time of one tile
+    at the sustained rate per CU, its K loop lengthened by the pipeline's fill, plus a
+    split K's partial tiles reduced through memory. Ties: the larger tile."""
     units, best = hw.compute_units, None
     top = max(rows)
     for tm, tn in ts.tiles:
         tm = min(tm, max(16, 1 << (top - 1).bit_length()))  # a short M takes a short tile
-        tiles = sum(-(-m // tm) for m in rows) * -(-N // tn)
+        tiles = batch * sum(-(-m // tm) for m in rows) * -(-N // tn)
         splits = _splits(tiles, top, K, units, ts.stream_k)
         waves = -(-tiles * splits // units)
         per_tile = 2 * tm * tn * (-(-K // splits) + K_FILL) * units / rate
         reduce = 0.0
         if splits > 1 and top > SPLIT_K_M:
-            reduce = 2 * splits * sum(rows) * N * PARTIAL_BYTES / hw.bandwidth("achievable")
+            reduce = 2 * splits * batch * sum(rows) * N * PARTIAL_BYTES / hw.bandwidth("achievable")
         p = Plan(tm, tn, splits, tiles * splits, waves, waves * per_tile + reduce)
         if best is None or p.time_s < best.time_s:
             best = p
@@ -487,7 +490,7 @@ def _math(op: SdpaOp, hw: Hardware, pass_: str) -> tuple[float, str]:
             other_s += t
             continue
         batch, M, N, K = k.gemm
-        p = plan((M,) * batch, N, K, r.flops, hw, ts)
+        p = plan((M,), N, K, r.flops, hw, ts, batch)
         how = f"{p.tm}×{p.tn} tiles" if p.time_s > t else "memory-bound"
         gemm_s += max(t, p.time_s)
         said.append(f"{k.name} {max(t, p.time_s) * 1e6:,.1f} µs ({how})")
