@@ -20,7 +20,9 @@ the decode kernel on the part (FlashInfer, FlashMLA), or the part's best publish
 over a grid of B · H_kv blocks (GQA packs a KV head's query heads in one) split along the
 keys as FlashAttention-2's split-KV heuristic does; a grid that keeps fewer CUs busy than
 draw the whole bandwidth gets its share of it, and the splits' combine is one more
-launch. Everything else
+launch. An attention stated `kernel = math` (PyTorch's composite SDPA, eager attention)
+runs as separate kernels, two batched GEMMs at the GEMM rate and the score matrix's
+passes at the bandwidth, each with its launch. Everything else
 moves its bytes at the best published sustained bandwidth. Each kernel pays a fixed
 cost per launch. The estimate is never below the roofline time: time = max(roofline,
 kernel).
@@ -42,7 +44,7 @@ from .frozen import Frozen
 from .hardware import Hardware, load_hardware
 from .kernels import serve
 from .perfmodel import CollectiveOp, GemmOp, GroupedGemmOp, OpRecord, SdpaOp
-from .perfmodel.attention import keys_read
+from .perfmodel.attention import keys_read, math_kernels
 from .record import Record
 from .resources import specs_dir
 
@@ -272,22 +274,25 @@ def _splits(tiles: int, M: int, K: int, units: int, stream_k: bool) -> int:
     return 1
 
 
-def plan(rows: tuple[int, ...], N: int, K: int, rate: float, hw: Hardware, ts: TileSet) -> Plan:
+def plan(
+    rows: tuple[int, ...], N: int, K: int, rate: float, hw: Hardware, ts: TileSet, batch: int = 1
+) -> Plan:
     """The fastest of the tile set's ways to run a GEMM of N × K weights over `rows`
-    (one entry a batch member or an expert, each padded to the tile): waves × the time
-    of one tile at the sustained rate per CU, its K loop lengthened by the pipeline's
-    fill, plus a split K's partial tiles reduced through memory. Ties: the larger tile."""
+    (one entry a batch member or an expert, each padded to the tile; `batch` copies of
+    them, so that a batch of many alike costs one entry): waves × the time of one tile
+    at the sustained rate per CU, its K loop lengthened by the pipeline's fill, plus a
+    split K's partial tiles reduced through memory. Ties: the larger tile."""
     units, best = hw.compute_units, None
     top = max(rows)
     for tm, tn in ts.tiles:
         tm = min(tm, max(16, 1 << (top - 1).bit_length()))  # a short M takes a short tile
-        tiles = sum(-(-m // tm) for m in rows) * -(-N // tn)
+        tiles = batch * sum(-(-m // tm) for m in rows) * -(-N // tn)
         splits = _splits(tiles, top, K, units, ts.stream_k)
         waves = -(-tiles * splits // units)
         per_tile = 2 * tm * tn * (-(-K // splits) + K_FILL) * units / rate
         reduce = 0.0
         if splits > 1 and top > SPLIT_K_M:
-            reduce = 2 * splits * sum(rows) * N * PARTIAL_BYTES / hw.bandwidth("achievable")
+            reduce = 2 * splits * batch * sum(rows) * N * PARTIAL_BYTES / hw.bandwidth("achievable")
         time = waves * per_tile + reduce
         if ts.stream_k and splits == 1 and tiles > units and tiles % units:
             # stream-K's hybrid (Osama et al., "Stream-K", PPoPP 2023; the schedulers of
@@ -482,7 +487,43 @@ def _prefill_rate(op: SdpaOp, hw: Hardware, pass_: str) -> tuple[float, tuple[in
     return _rate("attention", op, hw, pass_)
 
 
+def _math(op: SdpaOp, hw: Hardware, pass_: str) -> tuple[float, str]:
+    """An attention that is not a flash kernel, as PyTorch's composite SDPA runs it
+    (perfmodel.attention.math_kernels): each kernel on its own, a batched GEMM as the
+    GEMM library's tiles at its published rate (`plan`), everything else (and a GEMM
+    whose bytes take longer) its bytes at the best published bandwidth, each paying a
+    launch; the caller adds the first. The backward's GEMMs are ordinary GEMMs too: the
+    forward GEMM rate."""
+    kernels = math_kernels(op, backward=pass_ == "bwd")
+    r = matrix_rate("gemm", op, hw, "fwd")
+    ts = tiles_for(hw, r.kernel)
+    bw = hw.bandwidth("achievable")
+    gemm_s = other_s = 0.0
+    said = []
+    for k in kernels:
+        t = k.bytes / bw
+        if k.gemm is None:
+            other_s += t
+            continue
+        batch, M, N, K = k.gemm
+        p = plan((M,), N, K, r.flops, hw, ts, batch)
+        how = f"{p.tm}×{p.tn} tiles" if p.time_s > t else "memory-bound"
+        gemm_s += max(t, p.time_s)
+        said.append(f"{k.name} {max(t, p.time_s) * 1e6:,.1f} µs ({how})")
+    scores = op.B * op.H_Q * op.N_Q * op.N_KV
+    more = LAUNCH_S * (len(kernels) - 1)
+    why = (
+        f"math (PyTorch's composite SDPA): {len(kernels)} kernels, the {scores:,}-element "
+        f"score matrix materialised; {', '.join(said)}: {r.source}; the other "
+        f"{len(kernels) - len(said)} kernels' bytes {other_s * 1e6:,.1f} µs at {_tbs(bw)}; "
+        f"+{more * 1e6:g} µs for the {len(kernels) - 1} launches after the first"
+    )
+    return gemm_s + other_s + more, why
+
+
 def _attention(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, pass_: str):
+    if not op.flash_impl:  # PyTorch's math SDPA, eager attention
+        return _math(op, hw, pass_)
     rate, (rows, _), source = _prefill_rate(op, hw, pass_)
     if pass_ == "fwd" and op.N_Q <= DECODE_ROWS:  # a decode (or speculative) step
         return _decode(op, flops, nbytes, hw, rate)

@@ -376,6 +376,7 @@ class _Lowerer:
             act=qa,
             kv=cache_dtype,
             chunk=op.chunk if not s.decode else 0,
+            flash_impl=op.kernel is ir.AttentionKernel.flash,
         )
         att = e.add(f"{name}.sdpa", sdpa, (q, k, v), out=s.B * s.S * H * hd * bpe(a))
         parts = (att, *self._chunk_attention(e, name, op, H, KV, (q, k, v), qa))
@@ -408,7 +409,8 @@ class _Lowerer:
         ):
             if B:
                 rec = SdpaOp(B, S, H, keys, KV, hd, hd, causal=op.causal, window=op.window,
-                             act=qa, kv=kv, chunk=op.chunk)  # fmt: skip
+                             act=qa, kv=kv, chunk=op.chunk,
+                             flash_impl=op.kernel is ir.AttentionKernel.flash)  # fmt: skip
                 out.append(e.add(f"{name}.{label}", rec, qkv, out=B * S * H * hd * bpe(a)))
         return tuple(out)
 
@@ -453,6 +455,7 @@ class _Lowerer:
         )
         if not s.train and op.causal:
             self._kv_write(e, name, op, (c,))
+        flash = op.kernel is ir.AttentionKernel.flash
         if s.decode:
             if MLA_DECODE_NOTE not in self.notes:
                 self.notes.append(MLA_DECODE_NOTE)
@@ -463,7 +466,8 @@ class _Lowerer:
                 (q,),
                 w,
             )
-            sdpa = SdpaOp(s.B, 1, H, s.n_kv, 1, r + rope, r, causal=False, act=a, kv=kv)
+            sdpa = SdpaOp(s.B, 1, H, s.n_kv, 1, r + rope, r, causal=False, act=a, kv=kv,
+                          flash_impl=flash)  # fmt: skip
             att = e.add(f"{name}.sdpa", sdpa, (ql, c), out=s.T * H * r * bpe(a))
             att = self._gemm_node(
                 e,
@@ -478,7 +482,8 @@ class _Lowerer:
             )
             kvb = self._ring(e, name, H * (nope + vd) + rope, a, kvb)
             keys = self._keys(op)
-            sdpa = SdpaOp(s.B, s.S, H, keys, H, nope + rope, vd, causal=op.causal, act=a, kv=a)
+            sdpa = SdpaOp(s.B, s.S, H, keys, H, nope + rope, vd, causal=op.causal, act=a, kv=a,
+                          flash_impl=flash)  # fmt: skip
             att = e.add(f"{name}.sdpa", sdpa, (q, kvb), out=s.T * H * vd * bpe(a))
         o = self._gemm_node(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * vd, False, d), (att,), w)
         e.stream = self._exit(e, name, op.dim, a, o)
@@ -737,7 +742,8 @@ class _Lowerer:
                 rec = UnaryOp((elements,), "copy", a, kv)
                 e.add(f"{name}.kv_cache_write", rec, (k, v), out=elements * bpe(kv))
         sdpa = SdpaOp(s.B, s.S, H, L, KV, hd, hd, causal=False, act=a,
-                      kv=kv if s.decode else a)  # fmt: skip
+                      kv=kv if s.decode else a,
+                      flash_impl=op.kernel is ir.AttentionKernel.flash)  # fmt: skip
         att = e.add(f"{name}.sdpa", sdpa, inputs, out=s.T * H * hd * bpe(a))
         o = self._gemm_node(e, f"{name}.o_proj", _gemm(s.T, op.dim, H * hd, op.out_bias, d),
                             (att,), w)  # fmt: skip

@@ -72,6 +72,7 @@ ENUM_ARGS: dict[ArgType, tuple[str, type[StrEnum]]] = {
     ArgType.ACT: ("activation", ir.Activation),
     ArgType.ROUTER: ("router function", ir.Router),
     ArgType.RECIPE: ("precision recipe", RecipeName),
+    ArgType.KERNEL: ("attention kernel", ir.AttentionKernel),
 }
 SYMBOLS = frozenset(dtype_names()).union(
     *({m.value for m in enum} for _, enum in ENUM_ARGS.values())

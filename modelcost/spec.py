@@ -45,6 +45,14 @@ class Router(StrEnum):
     sigmoid = "sigmoid"  # DeepSeek-V3 (`scoring_func: sigmoid`)
 
 
+class AttentionKernel(StrEnum):
+    """The kernel an attention runs as: a fused flash kernel, or PyTorch's composite
+    "math" SDPA (eager attention too), which materialises the score matrix."""
+
+    flash = "flash"
+    math = "math"
+
+
 class DtypePolicy(IR):
     """Dtypes by role: weights, activations, and the KV cache; and the precision recipe
     its linear layers follow (recipes.py; the weights are the recipe's already)."""
@@ -95,6 +103,17 @@ def _check_attention(v: dict) -> None:
         )
     if v["chunk"] and not v["causal"]:
         raise CheckFailure("chunk", "chunked attention is causal", "drop causal = false")
+
+
+# `kernel = flash | math`: the one declaration attention, cross_attention and mla share
+Kernel = Annotated[
+    AttentionKernel,
+    Arg(T.KERNEL, AttentionKernel.flash),
+    Field(
+        description="the kernel it runs as: flash (a fused flash-attention kernel) or "
+        "math (PyTorch's composite SDPA, eager attention: the score matrix materialised)"
+    ),
+]
 
 
 def _default_head_dim(v: dict) -> int:
@@ -329,6 +348,7 @@ class Attention(_Heads):
         ),
     ]
     causal: Annotated[bool, Arg(T.BOOL, True)]
+    kernel: Kernel = AttentionKernel.flash
     scope: ClassVar[str] = "attn"
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_attention)
 
@@ -348,6 +368,7 @@ class CrossAttention(_Heads):
         Arg(T.STREAM, "encoder"),
         Field(description="the stream whose output is attended to"),
     ]
+    kernel: Kernel = AttentionKernel.flash
     # the source stream's width (what k_proj and v_proj read), set by the resolver
     source_dim: int = 0
     scope: ClassVar[str] = "cross_attn"
@@ -367,6 +388,7 @@ class MLA(_Op):
         int, Arg(T.COUNT, 0), Field(description="0 = queries projected directly from the input")
     ]
     causal: Annotated[bool, Arg(T.BOOL, True)]
+    kernel: Kernel = AttentionKernel.flash
     scope: ClassVar[str] = "attn"
     takes_kv_dtype: ClassVar[bool] = True
     quantized: ClassVar[bool] = True

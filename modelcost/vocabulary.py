@@ -27,6 +27,7 @@ class ArgType(Enum):
     ACT = "an activation"
     ROUTER = "a router function"
     RECIPE = "a precision recipe"
+    KERNEL = "an attention kernel"
     STREAM = "a stream's name (a string)"
 
 

@@ -176,6 +176,7 @@ def test_attention_variants() -> None:
         "qk_l2_norm": False,
         "gate": False,
         "causal": False,
+        "kernel": ir.AttentionKernel.flash,  # a flash kernel unless `kernel = math`
     }
     (mla,) = only(spec, ir.MLA)
     assert (mla.q_lora_rank, mla.kv_lora_rank, mla.v_head_dim) == (1536, 512, 128)

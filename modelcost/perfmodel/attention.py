@@ -1,7 +1,10 @@
 """Attention: SDPA (GQA/MQA, d_qk ≠ d_v, causal, sliding window) and Softmax.
 
 FLOPs count the two matmuls (QKᵀ and PV) over the (query, key) pairs attended; the
-softmax itself is not counted, as in TraceLens.
+softmax itself is not counted, as in TraceLens. An SDPA that is not a flash kernel
+(`flash_impl` false: PyTorch's composite "math" SDPA, eager attention) keeps the same
+FLOPs and bytes, those of the attention itself (a bound for any kernel); `math_kernels`
+lists the kernels it runs instead, which the kernel-aware estimate times one by one.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..dtypes import DType
+from ..record import Record
 from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe, compute_precision
 
 LSE_BYTES = 4  # the fp32 log-sum-exp a flash forward saves per query row and head
@@ -131,7 +135,7 @@ class SdpaOp(OpRecord, frozen=True):
     d_h_v: int
     causal: bool
     window: int = 0  # sliding window in keys; 0 = full
-    flash_impl: bool = True  # backward recomputes QKᵀ
+    flash_impl: bool = True  # a flash kernel (backward recomputes QKᵀ); false: math
     act: DType = DType.bf16
     kv: DType = DType.bf16
     chunk: int = 0  # chunked attention: queries see their own chunk of keys; 0 = off
@@ -151,9 +155,10 @@ class SdpaOp(OpRecord, frozen=True):
         window = f", window {self.window}" if self.window else ""
         window += f", chunks of {self.chunk}" if self.chunk else ""
         causal = ", causal" if self.causal else ""
+        math = "" if self.flash_impl else ", math"
         return (
             f"B={self.B} q={self.N_Q}×{self.H_Q} kv={self.N_KV}×{self.H_KV} "
-            f"d={self.d_h_qk}/{self.d_h_v}{causal}{window}"
+            f"d={self.d_h_qk}/{self.d_h_v}{causal}{window}{math}"
         )
 
     def flops(self, conventions: Conventions = MODELCOST) -> Number:
@@ -196,6 +201,77 @@ class SdpaOp(OpRecord, frozen=True):
         reads = (q + o + o) * act + (k + v) * kv + lse  # Q, O, dO, K, V, LSE
         writes = q * act + (k + v) * kv  # dQ, dK, dV
         return reads + writes
+
+
+class MathKernel(Record, frozen=True):
+    """One kernel of a composite (math) attention: what it does, the bytes it moves
+    and, for a batched GEMM, its (batch, M, N, K)."""
+
+    name: str
+    bytes: Number
+    gemm: tuple[int, int, int, int] | None = None
+
+    @property
+    def flops(self) -> int:
+        if self.gemm is None:
+            return 0
+        batch, M, N, K = self.gemm
+        return 2 * batch * M * N * K
+
+
+def math_kernels(op: SdpaOp, backward: bool = False) -> tuple[MathKernel, ...]:
+    """The kernels an SDPA runs as PyTorch's composite attention,
+    `_scaled_dot_product_attention_math` (aten/src/ATen/native/transformers/attention.cpp):
+    q and k each scaled by √scale; with GQA, K and V repeated to the query heads
+    (`pre_process_group_query_attention_input`, repeat_interleave); under `is_causal`
+    the L × S mask built (ones, tril, then `convert_boolean_attn_mask`: zeros_like,
+    logical_not, masked_fill_); `attn = matmul(q, kᵀ)`, `attn.add_(mask)`,
+    `softmax(attn)`, `matmul(attn, v)`. The score matrix (B · H_q · N_q · N_kv, every
+    key, masked or not) is written by QKᵀ, read and written by the mask and by the
+    softmax, and read by PV. Eager attention (Hugging Face's `eager_attention_forward`)
+    runs the same kernels. A window or chunks is a mask the caller builds once per
+    forward, added here. The backward is autograd's over them: dP = dO·Vᵀ and
+    dV = Pᵀ·dO, softmax's backward (P, dP → dS), dQ = dS·K and dK = dSᵀ·Q, the scales'
+    and the repeat's (a sum over each group) backward; the mask's add passes dS through."""
+    B, L, S, H, G = op.B, op.N_Q, op.N_KV, op.H_Q, op.H_KV
+    act, kv = bpe(op.act), bpe(op.kv)
+    q, o = B * L * H * op.d_h_qk, B * L * H * op.d_h_v  # elements
+    k, v = B * S * G * op.d_h_qk, B * S * G * op.d_h_v  # as cached: H_kv heads
+    kh, vh = k * H // G, v * H // G  # at the query heads
+    scores = B * H * L * S * act  # bytes of one pass over the score matrix
+    masked = op.causal or bool(op.window) or bool(op.chunk)
+    builds = op.causal and not (op.window or op.chunk)  # is_causal builds its mask
+    bh = B * H
+    K_ = MathKernel
+    if backward:
+        out = [
+            K_("dP = dO·Vᵀ", o * act + vh * kv + scores, (bh, L, S, op.d_h_v)),
+            K_("dV = Pᵀ·dO", scores + o * act + vh * kv, (bh, S, op.d_h_v, L)),
+            K_("softmax backward", 3 * scores),
+            K_("dQ = dS·K", scores + kh * kv + q * act, (bh, L, op.d_h_qk, S)),
+            K_("dK = dSᵀ·Q", scores + q * act + kh * kv, (bh, S, op.d_h_qk, L)),
+            K_("dQ·√scale", 2 * q * act),
+            K_("dK·√scale", 2 * kh * kv),
+        ]
+        if H != G:
+            out += [K_("dK summed over each group", (kh + k) * kv),
+                    K_("dV summed over each group", (vh + v) * kv)]  # fmt: skip
+        return tuple(out)
+    out = [K_("q·√scale", 2 * q * act)]
+    if H != G:
+        out += [K_("K repeated to the query heads", (k + kh) * kv),
+                K_("V repeated to the query heads", (v + vh) * kv)]  # fmt: skip
+    out.append(K_("k·√scale", 2 * kh * kv))
+    if builds:  # bytes a mask element: bool written, read and written, ...
+        per = {"ones": 1, "tril": 2, "zeros_like": act, "logical_not": 2,
+               "masked_fill_": 1 + 2 * act}  # fmt: skip
+        out += [K_(f"causal mask: {name}", L * S * n) for name, n in per.items()]
+    out.append(K_("QKᵀ", q * act + kh * kv + scores, (bh, L, S, op.d_h_qk)))
+    if masked:
+        out.append(K_("mask added", 2 * scores + L * S * act))
+    out.append(K_("softmax", 2 * scores))
+    out.append(K_("PV", scores + vh * kv + o * act, (bh, L, op.d_h_v, S)))
+    return tuple(out)
 
 
 class Softmax:

@@ -70,6 +70,14 @@ def _backward_cells(o: OpEntry, training: bool) -> tuple[Cell, ...]:
     return (num(si(b.flops), b.flops), num(fixed(b.time_s * 1e6), b.time_s))
 
 
+def _why(o: OpEntry) -> str:
+    """Why the op's estimate is what it is (the backward's after it, in training)."""
+    why = o.estimate_reason or ""
+    if o.backward is not None and o.backward.estimate_reason:
+        why += f"; backward: {o.backward.estimate_reason}"
+    return why
+
+
 def _dtype(o: OpEntry) -> str:
     values = list(dict.fromkeys(o.dtypes.values()))
     return values[0] if len(values) == 1 else "/".join(values)
@@ -283,6 +291,7 @@ def _phase(r: Report, many: bool, extent: Extent) -> PhaseView:
                 *_backward_cells(o, training),
                 num(pct(o.share), o.share),
                 kernel,
+                *((Cell(_why(o)),) if estimated else ()),
             )
         )
     ops = Table(
@@ -304,11 +313,12 @@ def _phase(r: Report, many: bool, extent: Extent) -> PhaseView:
             *(("backward FLOPs", "backward (µs)") if training else ()),
             "share",
             "kernel",
+            *(("why (estimate)",) if estimated else ()),
         ),
         tuple(op_rows),
         (False, False, True, False, False, True, True, True, True, True, True, False,
          *((True, True) if estimated else ()), *((True, True) if training else ()), True,
-         False),
+         False, *((False,) if estimated else ())),
     )  # fmt: skip
     kernel_rows = []
     for u in r.kernels:
