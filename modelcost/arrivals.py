@@ -22,10 +22,12 @@ Each step of the scheduler, one data-parallel replica's:
 
 When nothing runs and nothing waits, time jumps to the next arrival. A request's TPOT
 is (its finish − its first token) / (osl − 1), the mean gap between its tokens (none
-when osl is 1). A run stops after MAX_STEPS steps at most (options.py), saying so.
+when osl is 1). Two caps (options.py) bound a run's time: requests × osl over
+MAX_OUTPUT_TOKENS is refused before it starts, and a run stops after MAX_STEPS steps,
+saying so, its figures over the requests that finished.
 
 Step times are memoized by (decodes, context bucket, chunk bucket): the context rounded
-up to a multiple of 1/CONTEXT_BUCKETS of isl + osl, and a chunk over 16 tokens rounded up
+up to a multiple of 1/CONTEXT_BUCKETS of isl + osl, and a chunk over 32 tokens rounded up
 to 5 significant bits (at most 1/16 more tokens); both round up, so a bucket's step is
 never shorter than the step it stands for. `simulate` reads the steps from the serving
 scenario's compiles (serving._Scenario, the figures `serve` reads) and runs the same
@@ -52,6 +54,7 @@ from .hardware import Hardware
 from .options import (
     DEFAULT_REQUESTS,
     DEFAULT_SERVE_ESTIMATE,
+    MAX_OUTPUT_TOKENS,
     MAX_REQUESTS,
     MAX_STEPS,
     RATES,
@@ -322,7 +325,7 @@ def schedule(engine: Engine) -> str:
     return f"in-flight batching, {what}{hits}"
 
 
-def _check(rate: object, requests: object, seed: object) -> None:
+def _check(rate: object, requests: object, seed: object, osl: int) -> None:
     """The API refuses what the flags cannot say, with the same limits."""
     if not (isinstance(rate, int | float) and not isinstance(rate, bool)
             and RATES[0] <= rate <= RATES[1]):  # fmt: skip
@@ -335,6 +338,13 @@ def _check(rate: object, requests: object, seed: object) -> None:
     if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**63):
         raise SpecError(f"seed must be a whole number from 0, got {seed!r}",
                         filename="modelcost")  # fmt: skip
+    if requests * osl > MAX_OUTPUT_TOKENS:
+        raise SpecError(
+            f"{requests:,} requests of {osl:,} output tokens are {requests * osl:,} tokens to "
+            f"simulate, over the {MAX_OUTPUT_TOKENS:,} a run takes",
+            filename="modelcost",
+            hint=f"at most {MAX_OUTPUT_TOKENS // osl:,} requests of this length (--requests)",
+        )
 
 
 def simulate(
@@ -357,7 +367,7 @@ def simulate(
     the memory holds at isl + osl). SpecError for values out of range, a layout that
     holds no sequence, or a run whose step cap passes before any request finishes."""
     _check_request(isl, osl, concurrency, None, None)
-    _check(rate, requests, seed)
+    _check(rate, requests, seed, osl)
     spec, hw = as_spec(spec), as_hardware(hw)
     mode = estimate_mode(estimate)
     # the memory's limit alone: a scenario without a budget solves it (serve's `most`)
@@ -379,7 +389,8 @@ def simulate(
     arrivals = poisson(rate / parallel.dp, requests, seed)
 
     def figures(bound: bool) -> tuple[Latencies, Trace]:
-        trace = run(arrivals, isl, sc.new, osl, ScenarioSteps(sc, bound), most, engine.budget)
+        steps = ScenarioSteps(sc, bound)
+        trace = run(arrivals, isl, sc.new, osl, steps, most, engine.budget, MAX_STEPS)
         return latencies(trace, osl, parallel.dp), trace
 
     head, trace = figures(False)

@@ -33,6 +33,7 @@ from .options import (
     ESTIMATE,
     LAYOUT,
     MAX_MIX_CLASSES,
+    MAX_OUTPUT_TOKENS,
     MAX_POINTS,
     MAX_REQUESTS,
     MAX_STEPS,
@@ -413,8 +414,9 @@ def _serve_arrivals(args: argparse.Namespace, spec, hw, engine, layout, estimate
     if args.rate is None:
         raise SpecError("--requests and --seed go with --rate", filename="modelcost",
                         hint="add --rate R, the requests arriving per second")  # fmt: skip
-    others = [flag for flag, given in (("--mix", args.mix is not None), ("--search", args.search),
-                                       ("--tpot", args.tpot), ("--ttft", args.ttft)) if given]  # fmt: skip
+    given = (("--mix", args.mix is not None), ("--search", args.search),
+             ("--tpot", args.tpot), ("--ttft", args.ttft))  # fmt: skip
+    others = [flag for flag, on in given if on]
     if others:
         raise SpecError(f"--rate simulates one request class: leave out {', '.join(others)}",
                         filename="modelcost")  # fmt: skip
@@ -423,9 +425,9 @@ def _serve_arrivals(args: argparse.Namespace, spec, hw, engine, layout, estimate
                         filename="modelcost")  # fmt: skip
     if not (args.isl and args.osl):
         raise SpecError("give --isl and --osl", filename="modelcost")
-    run = simulate(spec, hw, args.isl, args.osl, args.rate,
-                   DEFAULT_REQUESTS if args.requests is None else args.requests,
-                   args.seed or 0, layout, engine, args.concurrency, estimate, calibration)  # fmt: skip
+    n = DEFAULT_REQUESTS if args.requests is None else args.requests
+    run = simulate(spec, hw, args.isl, args.osl, args.rate, n, args.seed or 0, layout,
+                   engine, args.concurrency, estimate, calibration)  # fmt: skip
     return _emit(render_arrivals(run, args.format), args.output)
 
 
@@ -731,9 +733,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=rate, metavar="R", help="requests arriving per second "
                    f"(Poisson, {RATES[0]:g} to {RATES[1]:g}): TTFT, TPOT and latency "
                    "percentiles of in-flight batching, simulated step by step (at most "
-                   f"{MAX_STEPS:,} steps; a run reaching them stops and says so)")  # fmt: skip
+                   f"{MAX_OUTPUT_TOKENS:,} output tokens in all, refused above; at most "
+                   f"{MAX_STEPS:,} steps: a run reaching them stops and says so)")  # fmt: skip
     p.add_argument("--requests", type=requests, metavar="N", help="with --rate: requests "
-                   f"to simulate (default {DEFAULT_REQUESTS:,}, at most {MAX_REQUESTS:,})")  # fmt: skip
+                   f"to run (default {DEFAULT_REQUESTS:,}, at most {MAX_REQUESTS:,})")  # fmt: skip
     p.add_argument("--seed", type=seed, metavar="S", help="with --rate: the arrivals' "
                    "random seed (default 0)")  # fmt: skip
     add_options(p, SITE_LAYOUT)

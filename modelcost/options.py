@@ -303,11 +303,14 @@ ESTIMATE = ("estimate", "calibrate")
 
 DEFAULT_REQUESTS = 1_000  # requests one `--rate` run simulates
 MAX_REQUESTS = 100_000  # the most one run takes
-# steps one run simulates at most: a step is about 1 µs of bookkeeping per running
-# sequence (measured: a 1,000-request run of 128-token outputs at ~40 running takes
-# ~0.3 s), so the cap bounds a run to a few seconds; a run reaching it stops there and
-# says so, its figures over the requests that finished
-MAX_STEPS = 1_000_000
+# A run's bookkeeping (measured, arrivals.run with a constant step time): about 6 µs a
+# step plus 0.3 µs per running sequence a step, and `serve --rate` runs twice (the
+# estimate, then the bound). Two caps hold a run to a few seconds: requests × osl (the
+# sequence-steps) is refused above MAX_OUTPUT_TOKENS before it starts, and a run that
+# reaches MAX_STEPS steps (few sequences at once, long outputs) stops there and says so,
+# its figures over the requests that finished.
+MAX_OUTPUT_TOKENS = 5_000_000
+MAX_STEPS = 500_000
 # arrival rates (requests/s) a run takes: below 1e-3/s arrival times reach 1e6 s for a
 # thousand requests, where a float still resolves a microsecond step (2^-52 × 1e6 s ≈
 # 0.2 ns); above 1e6/s every request arrives at once, as it would at any higher rate
