@@ -293,6 +293,11 @@ class Arrivals(Tabular, Frozen):
         head = self.model_dump(exclude={"figures", "bound"})
         return head | _flat(self.figures, "") | _flat(self.bound, "bound_")
 
+    def _repr_html_(self) -> str:
+        from .render.serving_format import render_arrivals
+
+        return render_arrivals(self, "html")
+
 
 def _flat(f: Latencies, prefix: str) -> dict:
     out: dict = {}

@@ -224,7 +224,6 @@ def test_the_scenario_steps_are_serves_compiles_and_the_bound_is_below() -> None
         (["--requests", "5"], "--requests and --seed go with --rate"),
         (["--rate", "1", "--search"], "--rate simulates one request class: leave out --search"),
         (["--rate", "1", "--tpot", "5ms"], "leave out --tpot"),
-        (["--rate", "1", "--format", "html"], "--rate writes text, md, json, csv, not html"),
         (["--rate", "1", "--concurrency", "100000"], "--concurrency 100,000: at most 413"),
     ],
 )
@@ -248,3 +247,11 @@ def test_serve_rate_json_carries_both_and_is_deterministic(tmp_path) -> None:
     assert out["bound"]["ttft"]["p99"] <= out["figures"]["ttft"]["p99"]
     md = run_cli(*args[:-1], "md")
     assert "| TTFT, bound |" in md.stdout and "| requests | 40 arriving at 20/s" in md.stdout
+
+
+def test_serve_rate_html_escapes_what_comes_from_files() -> None:
+    a = simulate(LLAMA8, "h100", 128, 8, rate=5, requests=5)
+    page = render_arrivals(a.model_copy(update={"model": "a<b>&"}), "html")
+    assert "<h1>a&lt;b&gt;&amp; on h100: requests arriving over time</h1>" in page
+    assert "<b>" not in page and "<td>TTFT, bound</td>" in page
+    assert a._repr_html_() == render_arrivals(a, "html")

@@ -152,7 +152,7 @@ def render_mix(mix: MixServing, fmt: str) -> str:
     return terminal(f"{head}\n\n{body}{total}")
 
 
-ARRIVAL_FORMATS = ("text", "md", "json", "csv")  # what `serve --rate` writes
+ARRIVAL_FORMATS = ("text", "md", "json", "csv", "html")  # what `serve --rate` writes
 
 
 def render_arrivals(a: Arrivals, fmt: str) -> str:
@@ -184,6 +184,13 @@ def render_arrivals(a: Arrivals, fmt: str) -> str:
                                               else [])]  # fmt: skip
     rows.sort(key=lambda r: _ORDER.index(r[0].split(",")[0]))
     head = f"{a.model} on {a.hardware}: requests arriving over time"
+    if fmt == "html":
+        from .sweep_view import TablePage
+
+        page = TablePage(title=head, headers=columns, rows=tuple(rows), charts=(),
+                         skipped=tuple(f"{k}: {v}" for k, v in facts),
+                         table_heading="Percentiles", skipped_heading="The run")  # fmt: skip
+        return _html(page)
     if fmt == "md":
         body = "\n".join(f"| {md(k)} | {md(v)} |" for k, v in facts)
         return (f"# {md(head)}\n\n|  | value |\n|---|---|\n{body}\n\n"
