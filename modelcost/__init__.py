@@ -4,7 +4,7 @@ Public API: `load_spec`, `load_specs`, `parse_spec`, `SpecError`, the `Spec` IR,
 `count_params`; and for reports `load_hardware`, `Workload`, `Phase`, `Parallel` (a
 device layout), `compile_report`, `render` (a report as text, md, html or json), `sweep`
 (rows over lists of values), `serve`, `search` and `serve_mix` (serving figures, with
-an `Engine`'s scheduling).
+an `Engine`'s scheduling), `simulate` (requests arriving over time).
 """
 
 from .errors import SpecError
@@ -32,6 +32,7 @@ _LAZY = {
     "search": ("serving", "search"),
     "serve_mix": ("serving", "serve_mix"),
     "Engine": ("serving", "Engine"),
+    "simulate": ("arrivals", "simulate"),
 }
 
 
@@ -68,5 +69,6 @@ __all__ = [
     "search",
     "serve",
     "serve_mix",
+    "simulate",
     "sweep",
 ]

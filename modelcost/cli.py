@@ -27,19 +27,27 @@ from .files import (
     write_text,
 )
 from .options import (
+    DEFAULT_REQUESTS,
     DEFAULT_SERVE_ESTIMATE,
     ENGINE,
     ESTIMATE,
     LAYOUT,
     MAX_MIX_CLASSES,
+    MAX_OUTPUT_TOKENS,
     MAX_POINTS,
+    MAX_REQUESTS,
+    MAX_STEPS,
+    RATES,
     ROOFLINE,
     SHARES,
     SITE_LAYOUT,
     WORKLOAD,
     add_options,
     positive,
+    rate,
+    requests,
     seconds,
+    seed,
 )
 from .render import CHART_MODES, DIFF_FORMATS, FORMATS, SWEEP_FORMATS
 from .render.escape import clean, terminal
@@ -361,6 +369,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         engine = Engine(args.budget or 0, args.prefix_hit / 100)
         layout = _layout(args, SITE_LAYOUT)
         estimate, calibration = _estimation(args, hw)
+        if args.rate is not None or args.requests is not None or args.seed is not None:
+            return _serve_arrivals(args, spec, hw, engine, layout, estimate, calibration)
         if args.mix is not None:
             if args.isl or args.osl or args.search or args.concurrency:
                 raise SpecError("--mix gives the requests: leave out --isl, --osl, "
@@ -392,6 +402,33 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"modelcost: the targets are not met: {clean(why)}", file=sys.stderr)
         return EXIT_CHECK_FAILED
     return status
+
+
+def _serve_arrivals(args: argparse.Namespace, spec, hw, engine, layout, estimate,
+                    calibration) -> int:  # fmt: skip
+    """`serve --rate`: requests arriving over time (arrivals.py); SpecError for flags
+    that do not go with it."""
+    from .arrivals import simulate
+    from .render.serving_format import ARRIVAL_FORMATS, render_arrivals
+
+    if args.rate is None:
+        raise SpecError("--requests and --seed go with --rate", filename="modelcost",
+                        hint="add --rate R, the requests arriving per second")  # fmt: skip
+    given = (("--mix", args.mix is not None), ("--search", args.search),
+             ("--tpot", args.tpot), ("--ttft", args.ttft))  # fmt: skip
+    others = [flag for flag, on in given if on]
+    if others:
+        raise SpecError(f"--rate simulates one request class: leave out {', '.join(others)}",
+                        filename="modelcost")  # fmt: skip
+    if args.format not in ARRIVAL_FORMATS:
+        raise SpecError(f"--rate writes {', '.join(ARRIVAL_FORMATS)}, not {args.format}",
+                        filename="modelcost")  # fmt: skip
+    if not (args.isl and args.osl):
+        raise SpecError("give --isl and --osl", filename="modelcost")
+    n = DEFAULT_REQUESTS if args.requests is None else args.requests
+    run = simulate(spec, hw, args.isl, args.osl, args.rate, n, args.seed or 0, layout,
+                   engine, args.concurrency, estimate, calibration)  # fmt: skip
+    return _emit(render_arrivals(run, args.format), args.output)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -693,6 +730,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--search", action="store_true", help="try tp = 1, 2, 4, … and choose the "
                    "fewest devices meeting the targets")  # fmt: skip
+    p.add_argument("--rate", type=rate, metavar="R", help="requests arriving per second "
+                   f"(Poisson, {RATES[0]:g} to {RATES[1]:g}): TTFT, TPOT and latency "
+                   "percentiles of in-flight batching, simulated step by step (at most "
+                   f"{MAX_OUTPUT_TOKENS:,} output tokens in all, refused above; at most "
+                   f"{MAX_STEPS:,} steps: a run reaching them stops and says so)")  # fmt: skip
+    p.add_argument("--requests", type=requests, metavar="N", help="with --rate: requests "
+                   f"to run (default {DEFAULT_REQUESTS:,}, at most {MAX_REQUESTS:,})")  # fmt: skip
+    p.add_argument("--seed", type=seed, metavar="S", help="with --rate: the arrivals' "
+                   "random seed (default 0)")  # fmt: skip
     add_options(p, SITE_LAYOUT)
     add_options(p, ESTIMATE, defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
     p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")

@@ -9,6 +9,7 @@ this table, and the defaults are the constants the Python API uses (`Workload`,
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
@@ -296,3 +297,53 @@ LAYOUT = ("tp", "sp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap",
 SITE_LAYOUT = ("tp", "sp", "dp", "ep", "pp", "microbatches", "overlap")
 ROOFLINE = ("conventions", "peak", "bandwidth")
 ESTIMATE = ("estimate", "calibrate")
+
+
+# ---- `serve --rate`: requests arriving over time (arrivals.py)
+
+DEFAULT_REQUESTS = 1_000  # requests one `--rate` run simulates
+MAX_REQUESTS = 100_000  # the most one run takes
+# A run's bookkeeping (measured, arrivals.run with a constant step time): about 6 µs a
+# step plus 0.3 µs per running sequence a step, and `serve --rate` runs twice (the
+# estimate, then the bound). Two caps hold a run to a few seconds: requests × osl (the
+# sequence-steps) is refused above MAX_OUTPUT_TOKENS before it starts, and a run that
+# reaches MAX_STEPS steps (few sequences at once, long outputs) stops there and says so,
+# its figures over the requests that finished.
+MAX_OUTPUT_TOKENS = 5_000_000
+MAX_STEPS = 500_000
+# arrival rates (requests/s) a run takes: below 1e-3/s arrival times reach 1e6 s for a
+# thousand requests, where a float still resolves a microsecond step (2^-52 × 1e6 s ≈
+# 0.2 ns); above 1e6/s every request arrives at once, as it would at any higher rate
+RATES = (1e-3, 1e6)
+
+
+def rate(text: str) -> float:
+    """An arrival rate in requests/s: `10`, `2.5`, from RATES[0] to RATES[1]."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        value = math.nan
+    if not RATES[0] <= value <= RATES[1]:  # NaN too
+        raise argparse.ArgumentTypeError(
+            f"expected requests per second from {RATES[0]:g} to {RATES[1]:g}, got {text!r}"
+        )
+    return value
+
+
+def requests(text: str) -> int:
+    """A request count for one run: 1 to MAX_REQUESTS (K/M suffixes as `positive`)."""
+    value = positive(text)
+    if value > MAX_REQUESTS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_REQUESTS:,} requests a run, got {value:,}")
+    return value
+
+
+def seed(text: str) -> int:
+    """A random seed: a whole number from 0 to 2**63 - 1."""
+    try:
+        value = int(text.strip().replace("_", ""))
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0, got {text!r}")
+    return value

@@ -3,9 +3,14 @@ table, Markdown or JSON. Formatting only."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tabulate import tabulate
 
 from ..serving import MixServing, Search, Serving
+
+if TYPE_CHECKING:
+    from ..arrivals import Arrivals, Latencies
 from .escape import md, terminal
 from .serving_view import layout_label
 from .units import duration, fixed, si
@@ -145,3 +150,67 @@ def render_mix(mix: MixServing, fmt: str) -> str:
     if fmt == "md":
         return f"# {md(head)}\n\n{body}{total}"
     return terminal(f"{head}\n\n{body}{total}")
+
+
+ARRIVAL_FORMATS = ("text", "md", "json", "csv", "html")  # what `serve --rate` writes
+
+
+def render_arrivals(a: Arrivals, fmt: str) -> str:
+    """A run of arriving requests: the facts, then TTFT, TPOT and latency by percentile,
+    each with the bound's row under it."""
+    if fmt == "json":
+        return a.model_dump_json(indent=2) + "\n"
+    if fmt == "csv":
+        return a.to_csv()
+    estimated = a.estimate == "kernels"
+    running = f"at most {a.max_running:,} sequences per replica"
+    facts = [
+        ("requests", f"{a.requests:,} arriving at {a.rate:g}/s (Poisson, seed {a.seed}), "
+                     f"{a.isl:,} in, {a.osl:,} out"
+                     + (f" ({a.cached:,} of the input cached)" if a.cached else "")),
+        ("layout", layout_label(a)),
+        ("engine", f"{a.engine}; {running}"),
+        ("times", BASIS[a.estimate]),
+        ("output tokens/s", _rate(a.figures, a.bound, estimated, "output_tokens_per_s")),
+        ("requests/s", _rate(a.figures, a.bound, estimated, "requests_per_s")),
+        ("queue", f"at most {a.figures.max_waiting:,} waiting"),
+        ("simulated", f"{a.figures.finished:,} requests, {a.figures.steps:,} steps, "
+                      f"{a.figures.step_shapes:,} step shapes compiled"),
+    ]  # fmt: skip
+    if a.note:
+        facts.append(("note", a.note))
+    columns = ("", "mean", "p50", "p90", "p99")
+    rows = [*_percentiles(a.figures, ""), *(_percentiles(a.bound, ", bound") if estimated
+                                              else [])]  # fmt: skip
+    rows.sort(key=lambda r: _ORDER.index(r[0].split(",")[0]))
+    head = f"{a.model} on {a.hardware}: requests arriving over time"
+    if fmt == "html":
+        from .sweep_view import TablePage
+
+        page = TablePage(title=head, headers=columns, rows=tuple(rows), charts=(),
+                         skipped=tuple(f"{k}: {v}" for k, v in facts),
+                         table_heading="Percentiles", skipped_heading="The run")  # fmt: skip
+        return _html(page)
+    if fmt == "md":
+        body = "\n".join(f"| {md(k)} | {md(v)} |" for k, v in facts)
+        return (f"# {md(head)}\n\n|  | value |\n|---|---|\n{body}\n\n"
+                + _table(rows, columns, fmt))  # fmt: skip
+    table = tabulate(rows, headers=columns, tablefmt="simple", disable_numparse=True)
+    return terminal(f"{head}\n\n{tabulate(facts, tablefmt='plain')}\n\n{table}\n")
+
+
+_ORDER = ("TTFT", "TPOT", "latency")
+
+
+def _percentiles(f: Latencies, suffix: str) -> list[tuple[str, ...]]:
+    out = []
+    for name, stats in zip(_ORDER, (f.ttft, f.tpot, f.latency), strict=True):
+        if stats is not None:  # no TPOT for one-token outputs
+            out.append((name + suffix, *(duration(getattr(stats, k))
+                                         for k in ("mean", "p50", "p90", "p99"))))  # fmt: skip
+    return out
+
+
+def _rate(f: Latencies, b: Latencies, estimated: bool, name: str) -> str:
+    value = fixed(getattr(f, name), 1)
+    return f"{value} (bound {fixed(getattr(b, name), 1)})" if estimated else value

@@ -3,6 +3,8 @@ curve and the tables' cells (the template only formats)."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from ..serving import MixServing, Search, Serving
 from .charts import Series, line_svg
 from .sweep_view import TablePage
@@ -38,7 +40,14 @@ def charts(labelled: list[tuple[str, Serving]]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def layout_label(s: Serving) -> str:
+class _Laid(Protocol):
+    @property
+    def devices(self) -> int: ...
+    @property
+    def layout(self) -> str: ...
+
+
+def layout_label(s: _Laid) -> str:
     """`4 devices (tp 4)`."""
     devices = f"{s.devices:,} device{'s' if s.devices != 1 else ''}"
     return devices + (f" ({s.layout})" if s.layout else "")

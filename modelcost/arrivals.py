@@ -1,0 +1,425 @@
+"""Requests arriving over time: a discrete-event simulation of an engine's
+iteration-level scheduler (continuous batching, as vLLM, SGLang and TensorRT-LLM run
+it), giving each request's TTFT, TPOT and end-to-end latency and their mean, p50, p90
+and p99, as Vidur (Agrawal et al., MLSys 2024) reports them.
+
+Requests of `isl` input (of which a prefix-cache hit holds `cached`, leaving `prompt`
+new tokens to prefill) and `osl` output tokens arrive as a Poisson process of `rate`
+requests/s (exponential gaps from a seeded generator: the same seed, the same run).
+Each step of the scheduler, one data-parallel replica's:
+
+1. decodes every running sequence whose prompt is done, one token each, first (vLLM's
+   chunked-prefill scheduler "prioritizes decode requests"; Sarathi-Serve's stall-free
+   batching does the same);
+2. continues the prompts of running requests still prefilling, then admits waiting
+   requests first-come first-served while fewer than `max_running` sequences run, each
+   taking prompt tokens while the step's token budget (`max_num_batched_tokens` /
+   `max_num_tokens`) lasts: chunked prefill; without a budget, whole prompts;
+3. takes the step time of (the decodes, their mean context, the chunk's prompt tokens)
+   from a `StepTime` provider; at its end a request whose prompt is done has its first
+   token (TTFT = that end − its arrival), a decoding request one more, and one with
+   `osl` tokens finishes and leaves.
+
+When nothing runs and nothing waits, time jumps to the next arrival. A request's TPOT
+is (its finish − its first token) / (osl − 1), the mean gap between its tokens (none
+when osl is 1). Two caps (options.py) bound a run's time: requests × osl over
+MAX_OUTPUT_TOKENS is refused before it starts, and a run stops after MAX_STEPS steps,
+saying so, its figures over the requests that finished.
+
+Step times are memoized by (decodes, context bucket, chunk bucket): the context rounded
+up to a multiple of 1/CONTEXT_BUCKETS of isl + osl, and a chunk over 32 tokens rounded up
+to 5 significant bits (at most 1/16 more tokens); both round up, so a bucket's step is
+never shorter than the step it stands for. `simulate` reads the steps from the serving
+scenario's compiles (serving._Scenario, the figures `serve` reads) and runs the same
+arrivals again on the roofline's step times: the bound beside the headline.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from . import spec as ir
+from .compile import as_hardware, as_spec
+from .errors import SpecError
+from .frozen import Frozen
+from .graph import ONE_DEVICE, Parallel
+from .hardware import Hardware
+from .options import (
+    DEFAULT_REQUESTS,
+    DEFAULT_SERVE_ESTIMATE,
+    MAX_OUTPUT_TOKENS,
+    MAX_REQUESTS,
+    MAX_STEPS,
+    RATES,
+    EstimateMode,
+    estimate_mode,
+)
+from .serving import STATIC, Engine, _check_request, _Scenario
+from .tabular import Tabular
+
+if TYPE_CHECKING:
+    from .calibration import Calibration
+
+CONTEXT_BUCKETS = 32  # context buckets over 0..isl + osl (each 1/32 of the longest)
+PERCENTILES = (50, 90, 99)
+
+
+class StepTime(Protocol):
+    """A step's time in seconds: `decodes` sequences (0 or more) decoding one token each
+    at a mean `context`, beside a prefill `chunk` of prompt tokens (0 or more)."""
+
+    def __call__(self, decodes: int, context: int, chunk: int) -> float: ...
+
+
+def poisson(rate: float, n: int, seed: int) -> tuple[float, ...]:
+    """n arrival times of a Poisson process of `rate` per second from time 0: gaps
+    −ln(1 − U)/rate, U uniform on [0, 1) from random.Random(seed) (the formula written
+    out, so a run does not depend on how a Python version draws exponentials)."""
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(n):
+        t += -math.log(1.0 - rng.random()) / rate
+        out.append(t)
+    return tuple(out)
+
+
+def context_bucket(context: int, longest: int) -> int:
+    """`context` rounded up to a multiple of ⌈longest / CONTEXT_BUCKETS⌉, at most
+    `longest`."""
+    q = -(-longest // CONTEXT_BUCKETS)
+    return min(-(-context // q) * q, longest)
+
+
+def chunk_bucket(chunk: int) -> int:
+    """`chunk` rounded up to 5 significant bits (a multiple of 2^(bits − 5)): exact up to
+    32 tokens, at most 1/16 more above."""
+    step = 1 << max(chunk.bit_length() - 5, 0)
+    return -(-chunk // step) * step
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What a run did to each request (NaN where a stopped run left it unfinished)."""
+
+    arrival: tuple[float, ...]
+    first: tuple[float, ...]  # when its first token came out
+    finish: tuple[float, ...]
+    end: float  # the time the run stopped
+    steps: int
+    shapes: int  # distinct (decodes, context, chunk) buckets timed
+    max_waiting: int  # the longest the queue grew
+    tokens: int  # output tokens made
+    stopped: bool  # at the step cap, before every request finished
+
+
+def run(
+    arrivals: Sequence[float],
+    isl: int,
+    prompt: int,
+    osl: int,
+    step: StepTime,
+    max_running: int,
+    budget: int = 0,
+    max_steps: int = MAX_STEPS,
+) -> Trace:
+    """Serve requests arriving at `arrivals` (seconds, ascending) of `prompt` new prompt
+    tokens (of `isl`) and `osl` output tokens, at most `max_running` running, `budget`
+    tokens a step (0: no budget, whole prompts), stopping after `max_steps` steps."""
+    if budget and max_running > budget:
+        raise ValueError(f"{max_running} running sequences need a budget of as many tokens")
+    n = len(arrivals)
+    first, finish = [math.nan] * n, [math.nan] * n
+    prefilled, made = [0] * n, [0] * n
+    waiting: deque[int] = deque()
+    running: list[int] = []
+    memo: dict[tuple[int, int, int], float] = {}
+    longest = isl + osl
+    now, arrived, done, steps, most_waiting, tokens = 0.0, 0, 0, 0, 0, 0
+    while done < n:
+        while arrived < n and arrivals[arrived] <= now:
+            waiting.append(arrived)
+            arrived += 1
+        if not running and not waiting:
+            now = arrivals[arrived]  # idle: on to the next arrival
+            continue
+        if steps == max_steps:
+            break
+        most_waiting = max(most_waiting, len(waiting))
+        decoding = [r for r in running if prefilled[r] == prompt]
+        left = budget - len(decoding) if budget else sys.maxsize  # no budget: whole prompts
+        takes: list[tuple[int, int]] = []
+        for r in running:
+            if prefilled[r] < prompt and left > 0:
+                takes.append((r, min(prompt - prefilled[r], left)))
+                left -= takes[-1][1]
+        while waiting and len(running) < max_running and left > 0:
+            r = waiting.popleft()
+            running.append(r)
+            takes.append((r, min(prompt, left)))
+            left -= takes[-1][1]
+        chunk = sum(t for _, t in takes)
+        d = len(decoding)
+        context = isl + -(-sum(made[r] for r in decoding) // d) if d else isl
+        key = (d, context_bucket(context, longest), chunk_bucket(chunk) if chunk else 0)
+        if budget and key[2] > budget:
+            key = (key[0], key[1], budget)
+        seconds = memo.get(key)
+        if seconds is None:
+            seconds = memo[key] = step(*key)
+            if not (seconds > 0 and math.isfinite(seconds)):
+                raise ValueError(f"step {key}: a time must be positive, got {seconds!r}")
+        now += seconds
+        steps += 1
+        for r in decoding:
+            made[r] += 1
+        for r, t in takes:
+            prefilled[r] += t
+            if prefilled[r] == prompt:
+                made[r], first[r] = 1, now
+        tokens += d + sum(1 for r, _ in takes if prefilled[r] == prompt)
+        still = []
+        for r in running:
+            if made[r] == osl:
+                finish[r] = now
+                done += 1
+            else:
+                still.append(r)
+        running = still
+    return Trace(tuple(arrivals), tuple(first), tuple(finish), now, steps, len(memo),
+                 most_waiting, tokens, done < n)  # fmt: skip
+
+
+def percentile(ordered: Sequence[float], p: float) -> float:
+    """The p-th percentile of ascending values, interpolating linearly between the
+    closest ranks (Hyndman and Fan's type 7: numpy's and pandas' default)."""
+    pos = (len(ordered) - 1) * p / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+class Stats(Frozen):
+    """A figure over the finished requests: its mean and percentiles, in seconds."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stats:
+        ordered = sorted(values)
+        p50, p90, p99 = (percentile(ordered, p) for p in PERCENTILES)
+        return cls.trusted(mean=math.fsum(ordered) / len(ordered), p50=p50, p90=p90, p99=p99)
+
+
+class Latencies(Frozen):
+    """A run's figures: each request's TTFT, TPOT (none when osl is 1) and end-to-end
+    latency over the finished requests; the whole job's output tokens/s and finished
+    requests/s from the first arrival to the end of the run."""
+
+    ttft: Stats
+    tpot: Stats | None
+    latency: Stats
+    output_tokens_per_s: float
+    requests_per_s: float
+    steps: int
+    step_shapes: int  # distinct step buckets timed: the compiles the run needed
+    max_waiting: int
+    finished: int
+
+
+def latencies(trace: Trace, osl: int, replicas: int = 1) -> Latencies:
+    """The figures of a run of one replica, `replicas` serving alike."""
+    done = [i for i, f in enumerate(trace.finish) if not math.isnan(f)]
+    if not done:
+        raise SpecError(
+            f"no request finished within {trace.steps:,} steps (the cap)",
+            filename="modelcost",
+            hint="fewer --requests, shorter requests or a lower --rate",
+        )
+    a, first, finish = trace.arrival, trace.first, trace.finish
+    span = trace.end - a[0]
+    return Latencies.trusted(
+        ttft=Stats.of([first[i] - a[i] for i in done]),
+        tpot=Stats.of([(finish[i] - first[i]) / (osl - 1) for i in done]) if osl > 1 else None,
+        latency=Stats.of([finish[i] - a[i] for i in done]),
+        output_tokens_per_s=trace.tokens * replicas / span,
+        requests_per_s=len(done) * replicas / span,
+        steps=trace.steps,
+        step_shapes=trace.shapes,
+        max_waiting=trace.max_waiting,
+        finished=len(done),
+    )
+
+
+class Arrivals(Tabular, Frozen):
+    """A request class arriving at `rate` requests/s on one layout under one engine:
+    the headline figures as `estimate` reads step times, and `bound`, the same
+    arrivals on the roofline's step times. Each data-parallel replica receives
+    rate / replicas (random routing splits a Poisson stream into Poisson streams) and
+    is simulated once with `requests` requests; throughputs are the whole job's."""
+
+    model: str
+    hardware: str
+    layout: str
+    devices: int
+    isl: int
+    osl: int
+    engine: str  # the scheduling, as `schedule` says it
+    cached: int  # prompt tokens a prefix-cache hit saves per request
+    rate: float  # requests/s, the whole job's
+    requests: int
+    seed: int
+    max_running: int  # sequences per replica at once
+    budget: int  # tokens a step (0: none, whole prompts)
+    estimate: EstimateMode
+    figures: Latencies
+    bound: Latencies
+    note: str = ""  # when the run stopped at the step cap
+
+    def records(self) -> list[dict]:
+        return [self.row()]
+
+    def row(self) -> dict:
+        """The figures as one flat row: `ttft_p99_s`, …, and the bound's `bound_…`."""
+        head = self.model_dump(exclude={"figures", "bound"})
+        return head | _flat(self.figures, "") | _flat(self.bound, "bound_")
+
+    def _repr_html_(self) -> str:
+        from .render.serving_format import render_arrivals
+
+        return render_arrivals(self, "html")
+
+
+def _flat(f: Latencies, prefix: str) -> dict:
+    out: dict = {}
+    for name in ("ttft", "tpot", "latency"):
+        stats: Stats | None = getattr(f, name)
+        for k in ("mean", "p50", "p90", "p99"):
+            out[f"{prefix}{name}_{k}_s"] = getattr(stats, k) if stats else None
+    rest = f.model_dump(exclude={"ttft", "tpot", "latency"})
+    return out | {f"{prefix}{k}": v for k, v in rest.items()}
+
+
+class ScenarioSteps:
+    """The steps of a serving scenario as a StepTime: each a decode step's compile,
+    read as the estimate or (`bound`) the roofline. A step of no decodes (a prompt
+    alone) is costed as one decode beside it: one token more through the GEMMs, whose
+    weights the chunk reads anyway."""
+
+    def __init__(self, sc: _Scenario, bound: bool) -> None:
+        self.sc, self.bound = sc, bound
+
+    def __call__(self, decodes: int, context: int, chunk: int) -> float:
+        return self.sc.seconds(self.sc.decode(max(decodes, 1), context, chunk, True), self.bound)
+
+
+def schedule(engine: Engine) -> str:
+    """How a run schedules: `in-flight batching, chunked prefill, 8,192 tokens a step`."""
+    what = (f"chunked prefill, {engine.budget:,} tokens a step" if engine.budget
+            else "whole prompts, no token budget")  # fmt: skip
+    hits = f", {engine.prefix_hit:.0%} prefix hits" if engine.prefix_hit else ""
+    return f"in-flight batching, {what}{hits}"
+
+
+def _check(rate: object, requests: object, seed: object, osl: int) -> None:
+    """The API refuses what the flags cannot say, with the same limits."""
+    if not (isinstance(rate, int | float) and not isinstance(rate, bool)
+            and RATES[0] <= rate <= RATES[1]):  # fmt: skip
+        raise SpecError(f"rate must be from {RATES[0]:g} to {RATES[1]:g} requests/s, got "
+                        f"{rate!r}", filename="modelcost")  # fmt: skip
+    if not (isinstance(requests, int) and not isinstance(requests, bool)
+            and 1 <= requests <= MAX_REQUESTS):  # fmt: skip
+        raise SpecError(f"requests must be from 1 to {MAX_REQUESTS:,}, got {requests!r}",
+                        filename="modelcost")  # fmt: skip
+    if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**63):
+        raise SpecError(f"seed must be a whole number from 0, got {seed!r}",
+                        filename="modelcost")  # fmt: skip
+    if requests * osl > MAX_OUTPUT_TOKENS:
+        raise SpecError(
+            f"{requests:,} requests of {osl:,} output tokens are {requests * osl:,} tokens to "
+            f"simulate, over the {MAX_OUTPUT_TOKENS:,} a run takes",
+            filename="modelcost",
+            hint=f"at most {MAX_OUTPUT_TOKENS // osl:,} requests of this length (--requests)",
+        )
+
+
+def simulate(
+    spec: ir.Spec | str | Path,
+    hw: Hardware | str | Path,
+    isl: int,
+    osl: int,
+    rate: float,
+    requests: int = DEFAULT_REQUESTS,
+    seed: int = 0,
+    parallel: Parallel = ONE_DEVICE,
+    engine: Engine = STATIC,
+    concurrency: int | None = None,
+    estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
+    calibration: Calibration | None = None,
+) -> Arrivals:
+    """`requests` requests of `isl`/`osl` tokens arriving at `rate` requests/s (Poisson,
+    `seed`), served by in-flight batching with `engine`'s token budget (none: whole
+    prompts), at most `concurrency` sequences per replica running (default: the most
+    the memory holds at isl + osl). SpecError for values out of range, a layout that
+    holds no sequence, or a run whose step cap passes before any request finishes."""
+    _check_request(isl, osl, concurrency, None, None)
+    _check(rate, requests, seed, osl)
+    spec, hw = as_spec(spec), as_hardware(hw)
+    mode = estimate_mode(estimate)
+    # the memory's limit alone: a scenario without a budget solves it (serve's `most`)
+    memory = _Scenario(spec, hw, parallel, isl, osl, Engine(0, engine.prefix_hit))
+    fit, _ = memory.most()
+    if fit == 0:
+        raise SpecError(
+            f"not one {isl + osl}-token sequence fits beside the weights on {hw.title}",
+            filename="modelcost",
+            hint="split the model over more devices (--tp, --pp) or shorten the requests",
+        )
+    if concurrency is not None and concurrency > fit:
+        raise SpecError(f"--concurrency {concurrency:,}: at most {fit:,} sequences fit",
+                        filename="modelcost")  # fmt: skip
+    most = concurrency or fit
+    if engine.budget:  # a step decodes every running sequence: the budget must hold them
+        most = min(most, engine.budget)
+    sc = _Scenario(spec, hw, parallel, isl, osl, engine, mode, calibration)
+    arrivals = poisson(rate / parallel.dp, requests, seed)
+
+    def figures(bound: bool) -> tuple[Latencies, Trace]:
+        steps = ScenarioSteps(sc, bound)
+        trace = run(arrivals, isl, sc.new, osl, steps, most, engine.budget, MAX_STEPS)
+        return latencies(trace, osl, parallel.dp), trace
+
+    head, trace = figures(False)
+    bound = figures(True)[0] if sc.kernels else head
+    note = ""
+    if trace.stopped:
+        note = (f"stopped at the {MAX_STEPS:,}-step cap: {head.finished:,} of {requests:,} "
+                "requests finished; the figures are theirs")  # fmt: skip
+    return Arrivals.trusted(
+        model=spec.name,
+        hardware=hw.name,
+        layout=parallel.label,
+        devices=parallel.devices,
+        isl=isl,
+        osl=osl,
+        engine=schedule(engine),
+        cached=sc.cached,
+        rate=float(rate),
+        requests=requests,
+        seed=seed,
+        max_running=most,
+        budget=engine.budget,
+        estimate="kernels" if sc.kernels else "roofline",
+        figures=head,
+        bound=bound,
+        note=note,
+    )

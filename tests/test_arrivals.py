@@ -1,0 +1,257 @@
+"""Requests arriving over time (`serve --rate`, modelcost/arrivals.py): the scheduler
+against traces worked by hand, the M/D/1 queue's closed form, percentiles by hand, the
+caps, and the command line.
+
+The scheduler tests use fake step-time providers (a constant D, or one that records the
+steps it is asked for), so every figure is known without a compile."""
+
+import itertools
+import json
+import math
+
+import pytest
+from conftest import MODELS, run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelcost import arrivals
+from modelcost.arrivals import (
+    Stats,
+    chunk_bucket,
+    context_bucket,
+    latencies,
+    percentile,
+    poisson,
+    run,
+    simulate,
+)
+from modelcost.errors import SpecError
+from modelcost.render.serving_format import render_arrivals
+from modelcost.serving import Engine
+
+LLAMA8 = MODELS / "llama3-8b.model"
+
+
+class Recorded:
+    """A constant step time D, recording each step it is asked for."""
+
+    def __init__(self, d: float) -> None:
+        self.d, self.calls = d, []
+
+    def __call__(self, decodes: int, context: int, chunk: int) -> float:
+        self.calls.append((decodes, context, chunk))
+        return self.d
+
+
+def figures(trace, i):
+    """Request i's (TTFT, end-to-end latency)."""
+    return trace.first[i] - trace.arrival[i], trace.finish[i] - trace.arrival[i]
+
+
+def test_deterministic_arrivals_with_a_constant_step_by_hand() -> None:
+    # D = 0.25 s and arrivals at 0 and 0.125 s (binary fractions: exact sums), osl 3,
+    # no budget. Step 1 [0, D]: r0's prompt (r1 not yet there) -> r0's first token at D.
+    # Step 2 [D, 2D]: r0 decodes (token 2), r1's whole prompt -> r1's first token at 2D.
+    # Step 3 [2D, 3D]: both decode: r0's third token, it finishes at 3D.
+    # Step 4 [3D, 4D]: r1's third token: it finishes at 4D.
+    d = 0.25
+    trace = run([0.0, 0.125], isl=8, prompt=8, osl=3, step=Recorded(d), max_running=4)
+    assert figures(trace, 0) == (d, 3 * d)
+    assert figures(trace, 1) == (2 * d - 0.125, 4 * d - 0.125)  # 1.5 D and 3.5 D
+    assert (trace.steps, trace.tokens, trace.end, trace.stopped) == (4, 6, 4 * d, False)
+    f = latencies(trace, osl=3)
+    # TPOT = (finish − first) / (osl − 1): (3D − D)/2 = D and (4D − 2D)/2 = D
+    assert f.tpot == Stats(mean=d, p50=d, p90=d, p99=d)
+    assert f.ttft.mean == (d + 1.5 * d) / 2
+    # 6 output tokens from the first arrival (0) to the end (4D = 1 s)
+    assert (f.output_tokens_per_s, f.requests_per_s) == (6.0, 2.0)
+
+
+def test_chunked_prefill_decodes_first_then_prompts_within_the_budget() -> None:
+    # budget 4, prompts of 3, osl 3, two requests at 0, D = 0.5:
+    # step 1: no decodes; r0 takes 3 tokens, r1 the 1 left: chunk 4 -> r0's first at D
+    # step 2: r0 decodes (1 token), r1 the rest of its prompt (2): chunk 2 -> r1's first
+    #         at 2D; the context of the decode is isl + 1 token made = 4
+    # step 3: both decode at contexts 3 + 2 and 3 + 1: their mean rounded up, 5; r0's
+    #         third token: it finishes at 3D
+    # step 4: r1 decodes at 3 + 2 = 5: it finishes at 4D
+    d, step = 0.5, Recorded(0.5)
+    trace = run([0.0, 0.0], isl=3, prompt=3, osl=3, step=step, max_running=2, budget=4)
+    assert step.calls == [(0, 3, 4), (1, 4, 2), (2, 5, 0), (1, 5, 0)]
+    assert [figures(trace, i) for i in (0, 1)] == [(d, 3 * d), (2 * d, 4 * d)]
+
+
+def test_a_prompt_longer_than_the_budget_is_prefilled_in_chunks() -> None:
+    # a 10-token prompt under a 4-token budget: chunks of 4, 4, 2 (the second 4 is the
+    # memoized step, asked for once), the first token at 3D, then one decode at 10 + 1
+    step = Recorded(1.0)
+    trace = run([0.0], isl=10, prompt=10, osl=2, step=step, max_running=1, budget=4)
+    assert step.calls == [(0, 10, 4), (0, 10, 2), (1, 11, 0)]
+    assert figures(trace, 0) == (3.0, 4.0)
+
+
+def test_md1_mean_wait_matches_the_closed_form() -> None:
+    # One sequence at a time (max_running 1), osl 4 and a constant step D: each request
+    # holds the device for S = 4 D (its prompt's step gives token 1, three decodes the
+    # rest), first come first served, Poisson arrivals: an M/D/1 queue. Its mean wait is
+    # ρS / (2(1 − ρ)) (Pollaczek–Khinchine with a deterministic service), ρ = λS; a
+    # share 1 − ρ of requests find it idle. At ρ = 0.5 over 50,000 requests the sample
+    # mean is within 1 % of it for seeds 0 to 4 (+0.3 % for seed 0): 5 % is the
+    # tolerance, the idle share within 0.02 (0.497 to 0.503 over those seeds).
+    d, osl, rho, n = 0.01, 4, 0.5, 50_000
+    service = osl * d
+    trace = run(poisson(rho / service, n, seed=0), 16, 16, osl, Recorded(d), max_running=1)
+    f = latencies(trace, osl)
+    wait = rho * service / (2 * (1 - rho))
+    assert f.ttft.mean - d == pytest.approx(wait, rel=0.05)
+    assert f.latency.mean - service == pytest.approx(wait, rel=0.05)
+    idle = sum(math.isclose(figures(trace, i)[0], d) for i in range(n)) / n
+    assert idle == pytest.approx(1 - rho, abs=0.02)
+    assert (f.tpot.mean, f.tpot.p50, f.tpot.p99) == pytest.approx((d, d, d), rel=1e-9)
+
+
+def test_percentiles_of_a_small_trace_by_hand() -> None:
+    # Five requests at 0, one at a time, one-token outputs, D = 1 s: their TTFTs are
+    # 1, 2, 3, 4, 5 s. Linear interpolation between ranks (numpy's default): p50 at rank
+    # 2 = 3; p90 at rank 3.6 = 4.6; p99 at rank 3.96 = 4.96.
+    trace = run([0.0] * 5, 1, 1, 1, Recorded(1.0), max_running=1)
+    f = latencies(trace, osl=1)
+    assert f.tpot is None  # one token: no gaps between tokens
+    assert f.ttft == f.latency
+    assert (f.ttft.mean, f.ttft.p50) == (3.0, 3.0)
+    assert (f.ttft.p90, f.ttft.p99) == pytest.approx((4.6, 4.96), rel=1e-12)
+    # [1, 2, 3, 4, 10]: p90 at rank 3.6 = 4 + 0.6 × 6 = 7.6; p99 = 4 + 0.96 × 6 = 9.76
+    ordered = [1.0, 2.0, 3.0, 4.0, 10.0]
+    assert [percentile(ordered, p) for p in (0, 50, 100)] == [1.0, 3.0, 10.0]
+    assert percentile(ordered, 90) == pytest.approx(7.6, rel=1e-12)
+    assert percentile(ordered, 99) == pytest.approx(9.76, rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    gaps=st.lists(st.floats(0, 4), min_size=1, max_size=12),
+    prompt=st.integers(1, 12),
+    osl=st.integers(1, 6),
+    running=st.integers(1, 4),
+    budget=st.sampled_from([0, 4, 7, 16]),
+)
+def test_every_run_finishes_each_request_with_its_own_tokens(
+    gaps, prompt, osl, running, budget
+) -> None:
+    # over any arrivals, prompt, output, running limit and budget, with D = 1: every
+    # request finishes; its first token at least one step after its arrival and its
+    # prompt's steps, its last osl − 1 steps after that at least; percentiles ordered
+    if budget:
+        running = min(running, budget)
+    times = [sum(gaps[: i + 1]) for i in range(len(gaps))]
+    trace = run(times, prompt, prompt, osl, Recorded(1.0), running, budget)
+    least = -(-prompt // budget) if budget else 1  # steps a prompt takes, alone
+    for i in range(len(times)):  # whole steps, to the rounding of arrival + k·D − arrival
+        assert trace.first[i] - trace.arrival[i] >= least - 1e-9
+        assert trace.finish[i] - trace.first[i] >= osl - 1 - 1e-9
+    assert trace.tokens == len(times) * osl and not trace.stopped
+    f = latencies(trace, osl)
+    for s in (f.ttft, f.latency, *([f.tpot] if f.tpot else [])):
+        assert s.p50 <= s.p90 <= s.p99
+
+
+def test_the_step_cap_stops_a_run_and_says_so(monkeypatch) -> None:
+    # 2 requests of 5 tokens, one at a time: 10 steps in all; a cap of 6 finishes r0
+    # (steps 1-5) and stops; nothing finished at all is an error, not empty figures
+    trace = run([0.0, 0.0], 1, 1, 5, Recorded(1.0), max_running=1, max_steps=6)
+    assert (trace.stopped, trace.steps, trace.tokens) == (True, 6, 6)
+    assert latencies(trace, 5).finished == 1
+    with pytest.raises(SpecError, match=r"no request finished within 3 steps \(the cap\)"):
+        latencies(run([0.0], 1, 1, 5, Recorded(1.0), max_running=1, max_steps=3), 5)
+    monkeypatch.setattr(arrivals, "MAX_STEPS", 300)
+    a = simulate(LLAMA8, "h100", 128, 256, rate=1000, requests=4, concurrency=1)
+    # 256 steps a request, one at a time: the first finishes at step 256, the cap at 300
+    assert a.note == "stopped at the 300-step cap: 1 of 4 requests finished; the figures are theirs"
+    assert a.figures.finished == 1 and a.figures.steps == 300
+    assert "note             stopped at the 300-step cap" in render_arrivals(a, "text")
+
+
+def test_too_many_output_tokens_are_refused_before_the_run() -> None:
+    with pytest.raises(SpecError) as err:
+        simulate(LLAMA8, "h100", 128, 100, rate=10, requests=50_001)
+    # 50,001 × 100 = 5,000,100 tokens, over MAX_OUTPUT_TOKENS = 5,000,000
+    assert err.value.message == (
+        "50,001 requests of 100 output tokens are 5,000,100 tokens to simulate, over the "
+        "5,000,000 a run takes"
+    )
+    assert err.value.hint == "at most 50,000 requests of this length (--requests)"
+
+
+def test_buckets_round_up_by_at_most_their_stated_share() -> None:
+    # context: a multiple of ⌈(isl + osl)/32⌉, never past isl + osl; chunk: exact to 32,
+    # then 5 significant bits (a multiple of 2^(bits − 5)): at most 1/16 more
+    assert [context_bucket(c, 320) for c in (1, 10, 11, 315, 320)] == [10, 10, 20, 320, 320]
+    # ⌈101/32⌉ = 4: 99 -> 100; 101 -> 104, held to the longest, 101
+    assert (context_bucket(99, 101), context_bucket(101, 101)) == (100, 101)
+    assert [chunk_bucket(c) for c in (1, 31, 32, 33, 63, 64, 65, 1000)] == [
+        1, 31, 32, 34, 64, 64, 68, 1024,
+    ]  # fmt: skip
+    for c in range(1, 5000):
+        assert c <= chunk_bucket(c) <= c * 17 / 16
+
+
+def test_poisson_arrivals_are_seeded_and_ascending() -> None:
+    a, b = poisson(2.0, 1000, seed=7), poisson(2.0, 1000, seed=7)
+    assert a == b != poisson(2.0, 1000, seed=8)
+    assert all(x < y for x, y in itertools.pairwise(a))
+    # mean gap 1/λ = 0.5 s; over 1,000 gaps the standard error is 0.5/√1000 ≈ 3 %
+    assert a[-1] / 1000 == pytest.approx(0.5, rel=0.1)
+
+
+def test_the_scenario_steps_are_serves_compiles_and_the_bound_is_below() -> None:
+    a = simulate(LLAMA8, "h100", 512, 64, rate=5, requests=30, engine=Engine(2048))
+    b = a.bound
+    assert a.estimate == "kernels" and a.figures.finished == b.finished == 30
+    assert b.ttft.mean < a.figures.ttft.mean and b.tpot.mean < a.figures.tpot.mean
+    assert a.engine == "in-flight batching, chunked prefill, 2,048 tokens a step"
+    roof = simulate(LLAMA8, "h100", 512, 64, rate=5, requests=30, engine=Engine(2048),
+                    estimate="roofline")  # fmt: skip
+    assert roof.figures == roof.bound == a.bound  # the same arrivals, the roofline's steps
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rate", "0"], "argument --rate: expected requests per second from 0.001 to 1e+06"),
+        (["--rate", "nan"], "argument --rate: expected requests per second"),
+        (["--rate", "1", "--requests", "100001"], "at most 100,000 requests a run, got 100,001"),
+        (["--rate", "1", "--seed", "-1"], "argument --seed: expected a whole number from 0"),
+        (["--requests", "5"], "--requests and --seed go with --rate"),
+        (["--rate", "1", "--search"], "--rate simulates one request class: leave out --search"),
+        (["--rate", "1", "--tpot", "5ms"], "leave out --tpot"),
+        (["--rate", "1", "--concurrency", "100000"], "--concurrency 100,000: at most 413"),
+    ],
+)
+def test_bad_rate_flags_exit_2_saying_why(args, message) -> None:
+    r = run_cli("serve", str(LLAMA8), "--hw", "h100", "--isl", "1024", "--osl", "256", *args)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+    assert r.stdout == ""
+
+
+def test_serve_rate_json_carries_both_and_is_deterministic(tmp_path) -> None:
+    args = ("serve", str(LLAMA8), "--hw", "h100", "--isl", "256", "--osl", "32", "--rate",
+            "20", "--requests", "40", "--seed", "3", "--format", "json")  # fmt: skip
+    r = run_cli(*args, "-o", str(tmp_path / "a.json"))
+    assert r.returncode == 0, r.stderr
+    again = run_cli(*args)
+    text = (tmp_path / "a.json").read_text()
+    assert text == again.stdout
+    out = json.loads(text)
+    assert (out["requests"], out["seed"], out["rate"], out["estimate"]) == (40, 3, 20.0, "kernels")
+    assert set(out["figures"]["ttft"]) == {"mean", "p50", "p90", "p99"}
+    assert out["bound"]["ttft"]["p99"] <= out["figures"]["ttft"]["p99"]
+    md = run_cli(*args[:-1], "md")
+    assert "| TTFT, bound |" in md.stdout and "| requests | 40 arriving at 20/s" in md.stdout
+
+
+def test_serve_rate_html_escapes_what_comes_from_files() -> None:
+    a = simulate(LLAMA8, "h100", 128, 8, rate=5, requests=5)
+    page = render_arrivals(a.model_copy(update={"model": "a<b>&"}), "html")
+    assert "<h1>a&lt;b&gt;&amp; on h100: requests arriving over time</h1>" in page
+    assert "<b>" not in page and "<td>TTFT, bound</td>" in page
+    assert a._repr_html_() == render_arrivals(a, "html")
