@@ -1,6 +1,8 @@
 """Collectives as NCCL/RCCL and the serving engines achieve them: the kernel-aware
-estimate of a CollectiveOp (`--estimate kernels`). network.py's link model stays the
-roofline's bound; the estimate is never below it (estimate.py takes the larger).
+estimate of a CollectiveOp (`--estimate kernels`). network.py's bound (the fastest
+algorithm the hardware supports, at link peak) is the roofline's; the estimate is never
+below it (estimate.py takes the larger), and every published figure in
+specs/kernels/collectives.json is at or above it (tests/test_network_bound.py).
 
 The figures are published measurements (specs/kernels/collectives.json), by part family
 (NVLink 4: H100/H200; NVLink 5: B200/GB200; xGMI: MI300X/MI325X; MI350X/MI355X):
@@ -10,17 +12,17 @@ The figures are published measurements (specs/kernels/collectives.json), by part
   size, else two-shot, at the engine's published latency for that message size,
   interpolated linearly in log(size) between published sizes; below the smallest it
   takes the smallest's time, above the largest it is left to NCCL (no extrapolation).
-- Otherwise NCCL/RCCL: the link model's formula (network.collective_time, its steps ×
-  per-step latency) with each link's bandwidth replaced by the achieved bus bandwidth
+- Otherwise NCCL/RCCL: the ring's formula (network.ring_time, its steps × per-step
+  latency) with each link's bandwidth replaced by the achieved bus bandwidth
   for that collective. nccl-tests defines busbw = algbw · 2(n−1)/n for all-reduce and
   · (n−1)/n for all-gather, reduce-scatter and all-to-all (doc/PERFORMANCE.md): the
-  link model's bytes-per-rank factors, so time = S · factor / busbw. All-reduce inside
+  ring's bytes-per-rank factors, so time = S · factor / busbw. All-reduce inside
   an 8-rank NVSwitch domain runs NVLink SHARP (NVLS) at its own busbw; a 400 Gb/s NIC
   at its achieved 48 GB/s.
 
 A part without its own figure uses its family's (said so); a family without one, the
-link model (said so). Which engine's all-reduce applies is a plain argument, default
-vLLM (DEFAULT_ENGINE).
+ring at link peak (said so: "the link model"). Which engine's all-reduce applies is a
+plain argument, default vLLM (DEFAULT_ENGINE).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 from .errors import SpecError, did_you_mean
 from .hardware import Hardware
-from .network import collective_time, split
+from .network import ring_time, split
 from .perfmodel import CollectiveOp, bpe
 from .resources import specs_dir
 
@@ -137,7 +139,7 @@ def achieved(op: CollectiveOp, hw: Hardware, engine: str = DEFAULT_ENGINE) -> tu
     out_fig = _data()["scale_out"]
     nic = outer > 1 and math.isclose(hw.scaleout_bandwidth, out_fig["nic_gbps"] * NIC_BITS)
     if not up and not nic:
-        return collective_time(op, hw), f"no published {op.collective} figure: the link model"
+        return ring_time(op, hw), f"no published {op.collective} figure: the link model"
     update: dict[str, float] = {}
     said = []
     if up:
@@ -153,5 +155,5 @@ def achieved(op: CollectiveOp, hw: Hardware, engine: str = DEFAULT_ENGINE) -> tu
     if nic:
         update["scaleout_bandwidth"] = out_fig["achieved_gbps"] * 1e9
         said.append(f"a {out_fig['nic_gbps']} Gb/s NIC at {out_fig['achieved_gbps']} GB/s")
-    t = collective_time(op, hw.model_copy(update=update))
+    t = ring_time(op, hw.model_copy(update=update))
     return t, "; ".join(said) + "; the link model's per-step latency"

@@ -8,6 +8,10 @@ Capacity: `memory` is the datasheet figure (marketing GB); `memory_reported` is 
 the driver reports (nvidia-smi "FB Memory Usage Total" in MiB, rocm-smi "VRAM Total
 Memory" in bytes), with `memory_source` saying where it was published. Every fit check
 uses `Hardware.capacity`: the driver's figure where the file gives one, else `memory`.
+
+`in_switch_reduction` says whether the scale-up switch reduces in the fabric ("nvls":
+NVLink SHARP, NVSwitch 3 and later) or not ("none", the default: a file without the
+field reads as before); the collective bound (network.py) takes it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import math
 from decimal import Decimal, InvalidOperation
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedInput
@@ -60,7 +64,7 @@ TOP_FIELDS = {
     "compute_units": "count", "clock": "frequency", "tdp": "power", "source": "text",
     "scaleup_domain": "count", "scaleout_bandwidth": "bandwidth",
     "scaleup_latency": "time", "scaleout_latency": "time",
-    "memory_reported": "size", "memory_source": "text",
+    "memory_reported": "size", "memory_source": "text", "in_switch_reduction": "text",
 }  # fmt: skip
 SECTIONS = ("matrix", "vector", "achievable")
 MIN_FIGURE = 1.0  # bytes, bytes/s, FLOP/s, Hz, W: anything smaller is a mistake
@@ -70,7 +74,12 @@ ACHIEVABLE_EXTRA = {"memory_bandwidth": "bandwidth", "source": "text"}
 # domain (HGX, MI300X-class platforms), one 400 Gb/s NIC per device for scale-out, and
 # round per-step latencies of NCCL/RCCL's order (assumptions, not measurements)
 OPTIONAL = ("tdp", "source", "scaleup_domain", "scaleout_bandwidth", "scaleup_latency",
-            "scaleout_latency", "memory_reported", "memory_source")  # fmt: skip
+            "scaleout_latency", "memory_reported", "memory_source",
+            "in_switch_reduction")  # fmt: skip
+
+# what the scale-up switch can do to an all-reduce: nothing, or NVLink SHARP (NVLS)
+InSwitchReduction = Literal["none", "nvls"]
+IN_SWITCH_REDUCTIONS: tuple[str, ...] = get_args(InSwitchReduction)
 
 MIN_TIME = 1e-12  # seconds: a latency below a picosecond is a unit mistake
 
@@ -99,6 +108,7 @@ class Hardware(Frozen):
     scaleout_bandwidth: float = 50e9  # bytes/s per device per direction (a 400 Gb/s NIC)
     scaleup_latency: float = 1e-6  # seconds per collective step
     scaleout_latency: float = 2e-6
+    in_switch_reduction: InSwitchReduction = "none"  # "nvls": the switch reduces
     compute_units: int
     clock: float
     tdp: float | None = None
@@ -174,6 +184,10 @@ def load_hardware(name_or_path: str | Path) -> Hardware:
             raise SpecError(f"unknown hardware `{name_or_path}`", filename="--hw", hint=hint)
         path = shipped
     return parse_hardware(read_text(path), str(path))
+
+
+def _quoted(text: str) -> str:
+    return f'"{text}"'
 
 
 class _Reader:
@@ -293,6 +307,16 @@ def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
             "`memory_reported`",
             node.children[0],
             "add `memory_reported = <total the driver reports>` (e.g. 143771 MiB)",
+        )
+    reduction = values.get("in_switch_reduction", "none")
+    if reduction not in IN_SWITCH_REDUCTIONS:
+        node = next(f for f in top if str(f.children[0]) == "in_switch_reduction")
+        raise reader.error(
+            f"`in_switch_reduction` must be {' or '.join(map(_quoted, IN_SWITCH_REDUCTIONS))}, "
+            f"got {_quoted(str(reduction))}",
+            node.children[1].meta,
+            did_you_mean(str(reduction), IN_SWITCH_REDUCTIONS)
+            or '"nvls" where the scale-up switch reduces (NVLink SHARP), else "none"',
         )
     tables = {}
     for sname in SECTIONS:

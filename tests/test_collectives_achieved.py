@@ -1,6 +1,6 @@
 """Collectives as NCCL/RCCL and the engines achieve them (modelcost/collectives_achieved.py,
 specs/kernels/collectives.json): each figure's use by hand from its source, the
-engines' one-shot/two-shot switch sizes, and never below the link model (the bound)."""
+engines' one-shot/two-shot switch sizes, and never below the bound (network.py)."""
 
 import math
 
@@ -12,7 +12,7 @@ from modelcost.collectives_achieved import DEFAULT_ENGINE, ENGINES, achieved
 from modelcost.errors import SpecError
 from modelcost.estimate import estimate
 from modelcost.hardware import load_hardware, shipped_hardware
-from modelcost.network import collective_time
+from modelcost.network import bound, collective_time, ring_time
 from modelcost.perfmodel import CollectiveOp
 
 H100, H200, MI300X = load_hardware("h100"), load_hardware("h200"), load_hardware("mi300x")
@@ -37,8 +37,10 @@ def test_vllm_custom_all_reduce_1mb_on_8_h100_is_its_published_latency() -> None
     e = est(op, H100)
     assert e.time_s == pytest.approx(45.0e-6, rel=1e-12)
     assert e.reason == ("vLLM custom all-reduce, two-shot at 1 MiB × 8: 45 µs published at 1 MiB")
-    # the link model's time is below it: 1 MiB · 2·7/8 at 450 GB/s + 14 steps × 1 µs
-    assert collective_time(op, H100) == pytest.approx(MiB * 1.75 / 450e9 + 14e-6)
+    # the bound is below it: NVLink SHARP, 1 MiB sent and received once at 450 GB/s per
+    # direction in 2 steps × 1 µs = 4.33 µs (the ring: 1 MiB · 2·7/8 at 450 + 14 × 1 µs)
+    assert bound(op, H100) == (pytest.approx(MiB / 450e9 + 2e-6), "in-switch")
+    assert ring_time(op, H100) == pytest.approx(MiB * 1.75 / 450e9 + 14e-6)
 
 
 def test_interpolation_is_linear_in_log_size_between_published_points() -> None:
@@ -54,15 +56,16 @@ def test_interpolation_is_linear_in_log_size_between_published_points() -> None:
     assert achieved(ar(256), H100)[0] == pytest.approx(10.1e-6)
 
 
-def test_a_decode_all_reduce_is_never_below_its_link_model() -> None:
-    # Llama 3 70B decode at tp 8: 8,192 bf16 = 16 KiB. The engine's 10.97 µs is below
-    # the link model's 14 steps × 1 µs + 16 KiB·1.75/450 GB/s = 14.06 µs: the bound wins
+def test_a_decode_all_reduce_is_the_engines_figure_above_its_bound() -> None:
+    # Llama 3 70B decode at tp 8: 8,192 bf16 = 16 KiB. The bound is a one-shot: each
+    # rank reads the 7 others' 16 KiB at 450 GB/s in 1 step × 1 µs = 1.25 µs (the ring's
+    # 14 steps × 1 µs + 16 KiB·1.75/450 GB/s = 14.06 µs was above the engine's figure),
+    # so the estimate is the engine's 10.97 µs (sglang PR #2904, interpolated)
     op = ar(16 * KiB)
-    roof = collective_time(op, H100)
-    assert roof == pytest.approx(14e-6 + 16 * KiB * 1.75 / 450e9)
+    assert bound(op, H100) == (pytest.approx(1e-6 + 7 * 16 * KiB / 450e9), "one-shot")
     e = est(op, H100)
-    assert e.time_s == roof
-    assert e.reason.endswith("; no faster than its roofline")
+    assert e.time_s == pytest.approx((9.3 + 2 / 3 * 2.5) * 1e-6, rel=1e-12)
+    assert "no faster than its roofline" not in e.reason
 
 
 @pytest.mark.parametrize(
@@ -103,13 +106,15 @@ def test_beyond_the_published_sizes_and_the_buffer_is_nccl() -> None:
         assert why.startswith("NCCL/RCCL NVLS all-reduce at 480 GB/s busbw")
 
 
-def test_1gb_all_reduce_at_the_published_nvls_busbw_stays_at_its_bound() -> None:
-    # nccl-tests#212: 8×H100 NVLS busbw ~480 GB/s, above the link model's 450 GB/s per
-    # direction (NVLink SHARP reduces in the switch): the estimate keeps the bound
+def test_1gb_all_reduce_at_the_published_nvls_busbw_is_above_its_bound() -> None:
+    # nccl-tests#212: 8×H100 NVLS busbw ~480 GB/s, above the ring's 450 GB/s per
+    # direction; the bound reduces in the switch: 1 GiB sent and received once at 450
+    # GB/s + 2 µs = 2.39 ms, below the published 1 GiB·1.75/480 GB/s = 3.91 ms
     op = ar(2**30)
     t, _ = achieved(op, H100)
     assert t == pytest.approx(2**30 * 1.75 / 480e9 + 14e-6, rel=1e-12)
-    assert est(op, H100).time_s == collective_time(op, H100) > t
+    assert collective_time(op, H100) == pytest.approx(2**30 / 450e9 + 2e-6)
+    assert est(op, H100).time_s == t > collective_time(op, H100)
 
 
 def test_all_gather_at_the_ring_busbw() -> None:
@@ -168,7 +173,8 @@ def test_no_published_figure_is_the_link_model() -> None:
     op = CollectiveOp("all_gather", 2**20, 8)
     for hw in (B200, A100):  # no B200 ring busbw; no A100 figures at all
         t, why = achieved(op, hw)
-        assert t == collective_time(op, hw)
+        assert t == ring_time(op, hw)  # the ring at link peak: 1 MiB·7/8 + 7 steps × 1 µs
+        assert t == pytest.approx(2**21 * 7 / 8 / (hw.scaleup_bandwidth / 2) + 7e-6)
         assert why == "no published all_gather figure: the link model"
 
 
@@ -190,7 +196,7 @@ PARTS = [load_hardware(name) for name in shipped_hardware()]
     elements=st.integers(1, 2**31),
     engine=st.sampled_from(ENGINES),
 )
-def test_never_below_the_link_model(hw, kind, group, stride, elements, engine) -> None:
+def test_never_below_the_bound(hw, kind, group, stride, elements, engine) -> None:
     # every shipped part, collective, group and size: the estimate is at least the bound
     op = CollectiveOp(kind, elements, group, stride=stride)
     roof = collective_time(op, hw)

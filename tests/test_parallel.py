@@ -13,7 +13,7 @@ from modelcost.compile import compile_report
 from modelcost.graph import Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
 from modelcost.lower import lower
-from modelcost.network import collective_time, link
+from modelcost.network import bound, collective_time, link, ring_time
 from modelcost.params import count_params, device_params, walk
 from modelcost.perfmodel import CollectiveOp
 
@@ -138,21 +138,31 @@ def test_expert_parallel_all_to_all() -> None:
 
 
 def test_collective_time_closed_forms() -> None:
-    # ring on the H100's NVLink (450 GB/s per direction, 1 µs a step): all-reduce of
-    # 1 GiB over 8 ranks = 2·7/8·2³⁰ B / 450e9 + 14 µs
+    # the bound (network.py) on the H100's NVLink (450 GB/s per direction, 1 µs a step,
+    # NVLink SHARP): all-reduce of 1 GiB over 8 ranks in the switch, each rank sending
+    # and receiving S once in 2 steps: 2³⁰ B / 450e9 + 2 µs (the ring NCCL runs by
+    # default moves 2·7/8·2³⁰ B in 14 steps: ring_time)
     ar = CollectiveOp("all_reduce", 2**29, 8)  # bf16: 2^30 bytes
     assert link(ar, H100) == "scale-up"
-    assert collective_time(ar, H100) == pytest.approx(2 * 7 / 8 * 2**30 / 450e9 + 14e-6)
-    # 16 ranks, tp-adjacent: 8 per domain, 2 domains → hierarchical: inside on S,
-    # across (50 GB/s, 2 µs) on S/8
+    assert bound(ar, H100) == (pytest.approx(2**30 / 450e9 + 2e-6), "in-switch")
+    assert collective_time(ar, H100) == bound(ar, H100)[0]
+    assert ring_time(ar, H100) == pytest.approx(2 * 7 / 8 * 2**30 / 450e9 + 14e-6)
+    # 16 ranks, tp-adjacent: 8 per domain, 2 domains → hierarchical: in the switch
+    # inside on S (2 steps × 1 µs), one-shot across (50 GB/s, 2 µs) on S/8: (2−1)·S/8;
+    # the phases pipeline on their own links, so the slower link's bytes set the time
     big = CollectiveOp("all_reduce", 2**29, 16)
     assert link(big, H100) == "scale-up+out"
-    expected = 2 * 7 / 8 * 2**30 / 450e9 + 14e-6 + 2 * 1 / 2 * 2**30 / 8 / 50e9 + 2 * 2e-6
-    assert collective_time(big, H100) == pytest.approx(expected)
-    # a data-parallel group with stride 8 has one rank per domain: all scale-out
+    expected = max(2**30 / 450e9, 2**30 / 8 / 50e9) + 2 * 1e-6 + 1 * 2e-6
+    assert bound(big, H100) == (pytest.approx(expected), "in-switch inside, one-shot across")
+    # the ring's sum of both phases: 2·7/8·S at 450 GB/s + 14 µs + 2·1/2·S/8 at 50 + 2×2 µs
+    ring = 2 * 7 / 8 * 2**30 / 450e9 + 14e-6 + 2 * 1 / 2 * 2**30 / 8 / 50e9 + 2 * 2e-6
+    assert ring_time(big, H100) == pytest.approx(ring)
+    # a data-parallel group with stride 8 has one rank per domain: all scale-out, each
+    # rank sending its shard to the 3 others directly: 3/4 · S / 50 GB/s + 1 step × 2 µs
     dp = CollectiveOp("all_gather", 2**29, 4, stride=8)
     assert link(dp, H100) == "scale-out"
-    assert collective_time(dp, H100) == pytest.approx(3 / 4 * 2**30 / 50e9 + 3 * 2e-6)
+    assert bound(dp, H100) == (pytest.approx(3 / 4 * 2**30 / 50e9 + 2e-6), "direct")
+    assert ring_time(dp, H100) == pytest.approx(3 / 4 * 2**30 / 50e9 + 3 * 2e-6)
 
 
 def test_the_issue_commands_fit_and_show_their_collectives() -> None:
