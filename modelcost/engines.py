@@ -54,18 +54,23 @@ class Memory(Frozen):
 
     def kv_room(self, capacity: float, weights: float, activations: float) -> float:
         """Bytes the KV cache may take on a device of `capacity` holding `weights` and a
-        step's `activations`."""
+        step's `activations` (none where nothing is left)."""
+        free = capacity - weights - activations
         if self.rule == "of_total":  # all of it within fraction × capacity
-            return self.fraction * capacity - weights - activations
-        if self.rule == "of_free":  # a fraction of what the weights and activations leave
-            return self.fraction * (capacity - weights - activations)
-        # static: weights and KV cache within fraction × capacity, activations beside them
-        return min(self.fraction * capacity - weights, capacity - weights - activations)
+            room = self.fraction * capacity - weights - activations
+        elif self.rule == "of_free":  # a fraction of what the weights and activations leave
+            room = self.fraction * free
+        else:  # static: weights and KV cache within fraction × capacity, activations beside
+            room = min(self.fraction * capacity - weights, free)
+        return max(room, 0.0)
 
     @property
     def said(self) -> str:
-        what = {"of_total": "of the device", "of_free": "of the memory the weights and "
-                "activations leave", "static": "of the device for weights and KV cache"}
+        what = {
+            "of_total": "of the device",
+            "of_free": "of the memory the weights and activations leave",
+            "static": "of the device for weights and KV cache",
+        }
         return f"{self.fraction:g} {what[self.rule]}"
 
 

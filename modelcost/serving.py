@@ -90,7 +90,9 @@ class Engine(Record, frozen=True):
     @property
     def label(self) -> str:
         what = f"chunked prefill, {self.budget:,} tokens a step" if self.budget else "static"
-        return f"{engine_label(self.name)}, {what}" + (f", {self.prefix_hit:.0%} prefix hits" if self.prefix_hit else "")
+        return f"{engine_label(self.name)}, {what}" + (
+            f", {self.prefix_hit:.0%} prefix hits" if self.prefix_hit else ""
+        )
 
 
 def _whole(value: object) -> bool:
