@@ -22,7 +22,7 @@ import json
 from functools import cache
 from typing import Any, Literal
 
-from .frozen import Frozen
+from .record import Record
 from .resources import specs_dir
 
 MemoryRule = Literal["of_total", "of_free", "static"]
@@ -45,7 +45,7 @@ def engine_label(name: str) -> str:
     return label
 
 
-class Memory(Frozen):
+class Memory(Record, frozen=True):
     """What an engine gives its KV cache: `fraction` read by `rule`."""
 
     rule: MemoryRule
@@ -74,7 +74,7 @@ class Memory(Frozen):
         return f"{self.fraction:g} {what[self.rule]}"
 
 
-class Profile(Frozen):
+class Profile(Record, frozen=True):
     """One engine's figures for one layout on one device."""
 
     name: str

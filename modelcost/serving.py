@@ -5,22 +5,31 @@ For requests of `isl` input and `osl` output tokens on a layout (each data-paral
 replica serves its own requests), of whose input a `prefix_hit` share is already cached
 (a prefix-cache hit: only the rest is prefilled, attending to the cached part too):
 
-- concurrency: sequences per replica whose KV cache, at the full isl + osl, fits each
-  device beside the weights and activations: floor((capacity − weights − activations) /
-  KV per sequence), solved (activations are those of the batch solved for);
+- concurrency: sequences per replica whose KV cache, at the full isl + osl, fits the
+  memory the engine gives it beside the weights and activations (vLLM: floor((0.9 ×
+  capacity − weights − activations) / KV per sequence)), solved (activations are
+  those of the batch solved for);
 - TPOT: one decode step of the whole batch at the mean context isl + osl/2.
 
 How prefills and decodes share the device is the engine's scheduling:
 
-- `static` (no token budget): a batch of N requests is prefilled, then decoded for osl
-  steps. TTFT is the prefill of one request (no queueing); output tokens/s =
-  N·osl / (prefill of N requests + osl × TPOT), per replica.
+- `static` (no token budget): a batch of N requests arrives together and is prefilled
+  as the engine does it (whole prompts up to its prefill tokens a step, the steps one
+  after another), then decoded for osl steps. TTFT is when a request's prefill step
+  ends, the mean over the batch (the worst: the whole prefill); output tokens/s =
+  N·osl / (the prefill steps + osl × TPOT), per replica.
 - `chunked` (a token budget per step, as vLLM's max_num_batched_tokens and
   TensorRT-LLM's max_num_tokens): every step decodes the N running sequences and
   prefills a chunk of c new prompt tokens in the same GEMMs. In the steady state as
   many requests start as finish, N/osl = c/new, so c = ⌈N·new/osl⌉ and N + c must fit
   the budget. TPOT is that mixed step; output tokens/s = N / step per replica; TTFT is
   the ⌈new/c⌉ steps a prompt's chunks take.
+
+The engine (`Engine.name`, engines.py and specs/kernels/engines.json) adds its host
+share of a step and any extra decode steps to the headline, keeps back the memory it
+does (which sets the concurrency) and caps the sequences an instance runs. The bound is
+the roofline at the same concurrency: no host time, no extra step, one request's
+prefill as its TTFT and the batch's prefill in one step.
 
 Every figure is read off `compile_totals` (the totals `compile_report` reports);
 targets (`tpot`, `ttft`) pick the largest concurrency meeting them, or say that none

@@ -178,7 +178,7 @@ def test_published_serving_tables_are_one_command_each_and_stay_under_the_bound(
 ) -> None:
     # TensorRT-LLM's max-throughput table (tests/data/measured-tp-serving.json): the
     # same model in its format (its precision recipe), the same tp, ISL and OSL, through
-    # `modelcost serve` (static batches of the most requests that fit). Its output
+    # `modelcost serve --engine trtllm` (static batches of the most requests that fit). Its output
     # tokens/s is an upper bound: no published figure may beat it
     path = MODELS / f"{point['spec']}.model"
     if point["dtype"] != "fp8":  # shipped: the FP8 ones; ModelOpt's NVFP4 has an FP8 cache
@@ -190,7 +190,7 @@ def test_published_serving_tables_are_one_command_each_and_stay_under_the_bound(
     else:
         path = MODELS / f"{point['spec']}-fp8.model"
     r = run_cli("serve", str(path), "--hw", point["hardware"], "--tp", str(point["tp"]),
-                "--isl", str(point["isl"]), "--osl", str(point["osl"]),
+                "--isl", str(point["isl"]), "--osl", str(point["osl"]), "--engine", "trtllm",
                 "--format", "json")  # fmt: skip
     assert r.returncode == 0, r.stderr
     bound = json.loads(r.stdout)["bound"]["output_tokens_per_s"]
