@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
+from .engines import DEFAULT_ENGINE, ENGINES
 from .errors import SpecError
 from .files import (
     ClosedStdout,
@@ -181,6 +182,17 @@ def _share(text: str) -> float:
     value = _percent(text.removesuffix("%"))
     if value >= 100:
         raise argparse.ArgumentTypeError(f"expected a percentage below 100, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    """A share of memory: above 0, at most 1 (`0.85`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a fraction above 0 and at most 1, got {text!r}")
     return value
 
 
@@ -366,7 +378,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         spec, hw = load_spec(args.spec, args.model), load_hardware(args.hw)
-        engine = Engine(args.budget or 0, args.prefix_hit / 100)
+        engine = Engine(args.budget or 0, args.prefix_hit / 100, args.engine,
+                        args.memory_fraction)  # fmt: skip
         layout = _layout(args, SITE_LAYOUT)
         estimate, calibration = _estimation(args, hw)
         if args.rate is not None or args.requests is not None or args.seed is not None:
@@ -728,6 +741,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PCT",
         help="percent of each prompt already in a prefix cache (default 0)",
     )
+    p.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
+                   help="the serving engine: its per-step overhead, the memory it keeps back "
+                   f"and its batching defaults (specs/kernels/engines.json; default "
+                   f"{DEFAULT_ENGINE})")  # fmt: skip
+    p.add_argument("--memory-fraction", type=_fraction, metavar="F",
+                   help="the share of memory the engine's rule gives (vLLM: of the device; "
+                   "TensorRT-LLM: of what weights and activations leave; SGLang: of the "
+                   "device for weights and KV cache); default: the engine's own")  # fmt: skip
     p.add_argument("--search", action="store_true", help="try tp = 1, 2, 4, … and choose the "
                    "fewest devices meeting the targets")  # fmt: skip
     p.add_argument("--rate", type=rate, metavar="R", help="requests arriving per second "

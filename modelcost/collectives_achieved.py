@@ -33,14 +33,15 @@ from functools import cache
 from itertools import pairwise
 from typing import Any
 
+from .engines import DEFAULT_ENGINE, ENGINES
 from .errors import SpecError, did_you_mean
 from .hardware import Hardware
 from .network import ring_time, split
 from .perfmodel import CollectiveOp, bpe
 from .resources import specs_dir
 
-DEFAULT_ENGINE = "vllm"  # the engine whose custom all-reduce applies unless told otherwise
-ENGINES = ("vllm", "sglang", "trtllm")
+# the engines (and the default, whose custom all-reduce applies unless told otherwise):
+# one list, specs/kernels/engines.json's
 NIC_BITS = 1e9 / 8  # bytes/s per Gb/s
 
 

@@ -5,22 +5,31 @@ For requests of `isl` input and `osl` output tokens on a layout (each data-paral
 replica serves its own requests), of whose input a `prefix_hit` share is already cached
 (a prefix-cache hit: only the rest is prefilled, attending to the cached part too):
 
-- concurrency: sequences per replica whose KV cache, at the full isl + osl, fits each
-  device beside the weights and activations: floor((capacity − weights − activations) /
-  KV per sequence), solved (activations are those of the batch solved for);
+- concurrency: sequences per replica whose KV cache, at the full isl + osl, fits the
+  memory the engine gives it beside the weights and activations (vLLM: floor((0.9 ×
+  capacity − weights − activations) / KV per sequence)), solved (activations are
+  those of the batch solved for);
 - TPOT: one decode step of the whole batch at the mean context isl + osl/2.
 
 How prefills and decodes share the device is the engine's scheduling:
 
-- `static` (no token budget): a batch of N requests is prefilled, then decoded for osl
-  steps. TTFT is the prefill of one request (no queueing); output tokens/s =
-  N·osl / (prefill of N requests + osl × TPOT), per replica.
+- `static` (no token budget): a batch of N requests arrives together and is prefilled
+  as the engine does it (whole prompts up to its prefill tokens a step, the steps one
+  after another), then decoded for osl steps. TTFT is when a request's prefill step
+  ends, the mean over the batch (the worst: the whole prefill); output tokens/s =
+  N·osl / (the prefill steps + osl × TPOT), per replica.
 - `chunked` (a token budget per step, as vLLM's max_num_batched_tokens and
   TensorRT-LLM's max_num_tokens): every step decodes the N running sequences and
   prefills a chunk of c new prompt tokens in the same GEMMs. In the steady state as
   many requests start as finish, N/osl = c/new, so c = ⌈N·new/osl⌉ and N + c must fit
   the budget. TPOT is that mixed step; output tokens/s = N / step per replica; TTFT is
   the ⌈new/c⌉ steps a prompt's chunks take.
+
+The engine (`Engine.name`, engines.py and specs/kernels/engines.json) adds its host
+share of a step and any extra decode steps to the headline, keeps back the memory it
+does (which sets the concurrency) and caps the sequences an instance runs. The bound is
+the roofline at the same concurrency: no host time, no extra step, one request's
+prefill as its TTFT and the batch's prefill in one step.
 
 Every figure is read off `compile_totals` (the totals `compile_report` reports);
 targets (`tpot`, `ttft`) pick the largest concurrency meeting them, or say that none
@@ -38,6 +47,7 @@ from typing import TYPE_CHECKING
 
 from . import spec as ir
 from .compile import as_hardware, as_spec, compile_totals
+from .engines import DEFAULT_ENGINE, ENGINES, Profile, engine_label, profile
 from .errors import SpecError
 from .files import read_text
 from .frozen import Frozen
@@ -63,10 +73,15 @@ MAX_SEARCH_TP = 64  # tensor-parallel sizes `search` tries: powers of two up to 
 
 class Engine(Record, frozen=True):
     """What the serving engine does: `budget` tokens per step for chunked prefill (0:
-    static batches), and the share of each prompt a prefix cache already holds."""
+    static batches), the share of each prompt a prefix cache already holds, which
+    engine runs it (`name`, one of engines.ENGINES: its per-step overhead, memory
+    fraction and batching defaults, specs/kernels/engines.json) and, when given, the
+    `memory_fraction` that replaces the engine's own (read by the engine's rule)."""
 
     budget: int = 0
     prefix_hit: float = 0.0
+    name: str = DEFAULT_ENGINE
+    memory_fraction: float | None = None
 
     def __post_init__(self) -> None:
         hit = self.prefix_hit
@@ -74,11 +89,19 @@ class Engine(Record, frozen=True):
             raise ValueError(f"prefix_hit must be in [0, 1), got {hit!r}")
         if not _whole(self.budget) or self.budget < 0:
             raise ValueError(f"budget must be a whole number of tokens, got {self.budget!r}")
+        if self.name not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.name!r}")
+        f = self.memory_fraction
+        if f is not None and (isinstance(f, bool) or not isinstance(f, int | float)
+                              or not 0 < f <= 1):  # fmt: skip
+            raise ValueError(f"memory_fraction must be in (0, 1], got {f!r}")
 
     @property
     def label(self) -> str:
         what = f"chunked prefill, {self.budget:,} tokens a step" if self.budget else "static"
-        return what + (f", {self.prefix_hit:.0%} prefix hits" if self.prefix_hit else "")
+        return f"{engine_label(self.name)}, {what}" + (
+            f", {self.prefix_hit:.0%} prefix hits" if self.prefix_hit else ""
+        )
 
 
 def _whole(value: object) -> bool:
@@ -143,11 +166,15 @@ class Serving(Tabular, Frozen):
     isl: int
     osl: int
     engine: str  # the scheduling, as `Engine.label` says it
+    engine_name: str  # which engine (engines.ENGINES): its overhead, memory, defaults
+    engine_reason: str  # what the engine adds to the kernels' times, and what it leaves out
+    memory_fraction: float  # the engine's (or --memory-fraction), read by its rule
     cached: int  # prompt tokens a prefix-cache hit saves per request
     chunk: int  # prompt tokens prefilled per step beside the decodes (chunked)
     max_concurrency: int  # sequences per replica the memory (and budget) holds
     concurrency: int  # the one chosen (the largest meeting the targets)
-    ttft_s: float
+    ttft_s: float  # static batches: the mean over the batch of when a prompt's prefill ends
+    ttft_worst_s: float  # the last request's (static: the whole batch's prefill)
     tpot_s: float
     latency_s: float
     output_tokens_per_s: float  # the whole job's
@@ -197,6 +224,8 @@ class _Scenario:
         self.spec, self.hw, self.par, self.isl, self.osl = spec, hw, par, isl, osl
         self.engine, self.estimate, self.calibration = engine, estimate, calibration
         self.kernels = estimate == "kernels" or calibration is not None
+        self.profile: Profile = profile(engine.name, hw.name, hw.capacity, par.tp,
+                                        engine.memory_fraction)  # fmt: skip
         self.cached = math.floor(isl * engine.prefix_hit)
         self.new = isl - self.cached  # prompt tokens each request prefills
         self.mean = isl + osl // 2
@@ -213,11 +242,17 @@ class _Scenario:
             )[1]
         return t
 
-    def seconds(self, t: Totals, bound: bool) -> float:
-        """A step's time: the roofline's (the bound), or the kernels' estimate."""
+    def seconds(self, t: Totals, bound: bool, phase: Phase = Phase.decode) -> float:
+        """A step's time: the roofline's (the bound), or the kernels' estimate with the
+        engine's host time for the step's `phase` (engines.Profile.step)."""
         if bound or not self.kernels or t.estimate_s is None:
             return t.time_s
-        return t.estimate_s
+        return self.profile.step(t.estimate_s, "prefill" if phase == Phase.prefill else "decode")
+
+    def extra_steps(self, bound: bool = False) -> int:
+        """Decode steps a request stays beyond its output tokens (the engine's; the
+        bound: none)."""
+        return 0 if bound or not self.kernels else self.profile.extra_decode_steps
 
     def decode(self, n: int, context: int, chunk: int = 0, timed: bool = False) -> Totals:
         w = Workload(Phase.decode, n * self.par.dp, context=context, parallel=self.par,
@@ -228,7 +263,25 @@ class _Scenario:
     def prefill(self, n: int, bound: bool = False) -> float:
         w = Workload(Phase.prefill, n * self.par.dp, self.new, parallel=self.par,
                      prefix=self.cached)  # fmt: skip
-        return self.seconds(self.totals(w, timed=True), bound)
+        return self.seconds(self.totals(w, timed=True), bound, Phase.prefill)
+
+    def prefill_steps(self, n: int, bound: bool = False) -> list[tuple[int, float]]:
+        """A static batch of n requests prefilled as the engine does it: (prompts, seconds)
+        of each step, whole prompts up to the engine's prefill tokens a step (a longer
+        prompt alone, its chunks taken as one prefill)."""
+        per = max(1, self.profile.prefill_tokens // self.new)
+        full, rest = divmod(n, per)
+        steps = [(per, self.prefill(per, bound))] * full
+        return steps + ([(rest, self.prefill(rest, bound))] if rest else [])
+
+    def static_ttft(self, n: int) -> tuple[float, float]:
+        """(mean, worst) over a static batch of n requests arriving together of the time
+        until a request's prefill step ends (the headline's schedule)."""
+        done = total = 0.0
+        for k, t in self.prefill_steps(n):
+            done += t
+            total += k * done
+        return total / n, done
 
     def chunk(self, n: int) -> int:
         """Prompt tokens per step that start requests as fast as n decodes finish them."""
@@ -237,36 +290,49 @@ class _Scenario:
     def tpot(self, n: int, bound: bool = False) -> float:
         return self.seconds(self.decode(n, self.mean, self.chunk(n), timed=True), bound)
 
-    def ttft(self, n: int, bound: bool = False) -> float:
+    def ttft(self, n: int, bound: bool = False, worst: bool = False) -> float:
+        """Time to first token at concurrency n. Static batches: the headline is the mean
+        over the batch (`worst`: the last request's) of when its prefill step ends; the
+        bound is one request's prefill alone, which no schedule beats."""
         if not self.engine.budget:
-            return self.prefill(1, bound)
+            if bound or not self.kernels:
+                return self.prefill(1, bound)
+            return self.static_ttft(n)[1 if worst else 0]
         return -(-self.new // self.chunk(n)) * self.tpot(n, bound)
 
     def output_rate(self, n: int, bound: bool = False) -> float:
         """Output tokens/s of the whole job."""
+        steps = self.osl + self.extra_steps(bound)
         if self.engine.budget:
-            return n * self.par.dp / self.tpot(n, bound)
-        step = self.prefill(n, bound) + self.osl * self.tpot(n, bound)
-        return n * self.par.dp * self.osl / step
+            return n * self.par.dp * self.osl / (steps * self.tpot(n, bound))
+        if bound or not self.kernels:
+            first = self.prefill(n, bound)
+        else:
+            first = sum(t for _, t in self.prefill_steps(n))
+        return n * self.par.dp * self.osl / (first + steps * self.tpot(n, bound))
 
     def most(self) -> tuple[int, float]:
         """(the most sequences per replica that fit, the KV bytes of one per device)."""
         full = self.isl + self.osl
         per_seq = self.decode(1, full).memory.kv_cache  # one sequence per replica
 
+        def kv_room(n: int) -> float:  # bytes the engine gives the KV cache beside n's
+            m = self.decode(n, full).memory
+            held = m.weights + m.gradients + m.optimizer_states
+            return self.profile.memory.kv_room(m.capacity, held, m.activations)
+
         def fits(n: int) -> bool:
-            return self.decode(n, full).memory.fits
+            return self.decode(n, full).memory.kv_cache <= kv_room(n)
 
         def room(n: int) -> int:  # the sequences the memory beside n's activations holds
-            m = self.decode(n, full).memory
-            free = m.capacity - m.weights - m.activations - m.gradients - m.optimizer_states
-            return max(int(free // per_seq), 0) if per_seq else 0
+            return max(int(kv_room(n) // per_seq), 0) if per_seq else 0
 
         # Memory only grows with the batch (KV and activations), so `fits` is true up to
         # the answer and false after. What fits beside one sequence's activations bounds
         # the answer from above (hi); what fits beside hi's fits (lo ≤ hi, and its own
         # activations are no larger): a binary search between them finds it exactly.
-        hi = room(1)
+        # The engine runs at most its max_num_seqs (max_batch_size) a replica.
+        hi = min(room(1), self.profile.max_sequences or room(1))
         lo = min(room(hi), hi) if hi else 0
         most = fitting = _last(lo, hi, fits)
         if self.engine.budget:  # the decodes, the chunk and its prompts must all fit
@@ -308,9 +374,11 @@ def serve(
                 hint=f"use a budget of at least {1 + sc.chunk(1)}",
             )
         raise SpecError(
-            f"not one {full}-token sequence fits beside the weights on {hw.title}",
+            f"not one {full}-token sequence fits beside the weights on {hw.title} in the "
+            f"memory {sc.profile.label} keeps for them ({sc.profile.memory.said})",
             filename="modelcost",
-            hint="split the model over more devices (--tp, --pp) or shorten the requests",
+            hint="split the model over more devices (--tp, --pp), shorten the requests or "
+            "raise --memory-fraction",
         )
 
     def ok(n: int) -> bool:
@@ -393,7 +461,7 @@ def _figures(
     ttft_target: float | None,
 ) -> Serving:
     par, isl, osl = sc.par, sc.isl, sc.osl
-    tpot, first = sc.tpot(n), sc.ttft(n)
+    tpot, first, worst = sc.tpot(n), sc.ttft(n), sc.ttft(n, worst=True)
     out = sc.output_rate(n)
     b_tpot, b_first, b_out = sc.tpot(n, bound=True), sc.ttft(n, bound=True), sc.output_rate(n, True)
     bound = Bound.trusted(
@@ -413,13 +481,17 @@ def _figures(
         isl=isl,
         osl=osl,
         engine=sc.engine.label,
+        engine_name=sc.engine.name,
+        engine_reason=_reason(sc),
+        memory_fraction=sc.profile.memory.fraction,
         cached=sc.cached,
         chunk=sc.chunk(n),
         max_concurrency=most,
         concurrency=n,
         ttft_s=first,
+        ttft_worst_s=worst,
         tpot_s=tpot,
-        latency_s=first + osl * tpot,
+        latency_s=first + (osl + sc.extra_steps()) * tpot,
         output_tokens_per_s=out,
         total_tokens_per_s=out * (isl + osl) / osl,
         output_tokens_per_s_device=out / par.devices,
@@ -435,6 +507,20 @@ def _figures(
         ttft_target_s=ttft_target,
         curve=_curve(sc, most),
     )
+
+
+def _reason(sc: _Scenario) -> str:
+    """What the engine adds to the kernels' step times and the schedule, in a line."""
+    p = sc.profile
+    if not sc.kernels:  # the headline is the bound: only the memory is the engine's
+        return f"{p.label}; KV cache: {p.memory.said}; step times: the roofline"
+    said = p.reason()
+    if not sc.engine.budget:
+        per = max(1, p.prefill_tokens // sc.new)
+        said += (f"; static batches prefilled {per:,} prompt{'s' if per > 1 else ''} a step "
+                 f"({p.prefill_tokens:,} tokens a step): TTFT is the batch's mean, the "
+                 "worst is the whole prefill")  # fmt: skip
+    return said
 
 
 # ---- choosing the layout

@@ -14,7 +14,7 @@ from modelcost import load_spec
 from modelcost.compile import compile_report
 from modelcost.graph import ONE_DEVICE, Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.serving import STATIC, _Scenario, serve
+from modelcost.serving import Engine, _Scenario, serve
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
 H200 = load_hardware("h200")
@@ -25,9 +25,12 @@ H200 = load_hardware("h200")
 
 @pytest.mark.parametrize(("isl", "osl"), [(1, 1), (1, 2), (1024, 1024)])
 def test_the_most_sequences_that_fit_is_exact_for_any_request(isl, osl) -> None:
-    s = serve(LLAMA8, H200, isl, osl)
+    # the whole device and no cap on sequences: SGLang's rule (specs/kernels/engines.json)
+    # at --memory-fraction 1 leaves the KV cache what the weights and activations leave
+    whole = Engine(name="sglang", memory_fraction=1.0)
+    s = serve(LLAMA8, H200, isl, osl, engine=whole)
     n = s.max_concurrency
-    sc = _Scenario(LLAMA8, H200, ONE_DEVICE, isl, osl, STATIC)
+    sc = _Scenario(LLAMA8, H200, ONE_DEVICE, isl, osl, whole)
     # memory grows with the batch: n sequences fit and n + 1 do not (before the fix,
     # isl 1 osl 1 said none fit and isl 1 osl 2 stopped at 103,844 of 189,900)
     assert sc.decode(n, isl + osl).memory.fits
@@ -40,13 +43,16 @@ def test_short_requests_fit_by_the_hundred_thousand() -> None:
     # (isl + osl positions × 32 layers × 8 KV heads × 128 × K and V × 2 B: 262,144 B and
     # 393,216 B) and its decode activations; the counts are the largest n that fit, as
     # the test above checks (n fits, n + 1 does not). Before: 0 and 103,844 (and 237,145
-    # and 189,900 in the datasheet's 141 GB).
+    # and 189,900 in the datasheet's 141 GB). The whole device, no engine's cap: SGLang's
+    # rule at --memory-fraction 1 (vLLM's default would stop at its 1,024 sequences).
     r = run_cli("serve", str(MODELS / "llama3-8b.model"), "--hw", "h200", "--isl", "1",
-                "--osl", "1", "--format", "json")  # fmt: skip
+                "--osl", "1", "--engine", "sglang", "--memory-fraction", "1",
+                "--format", "json")  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["max_concurrency"] == 255_660
     r = run_cli("serve", str(MODELS / "llama3-8b.model"), "--hw", "h200", "--isl", "1",
-                "--osl", "2", "--format", "json")  # fmt: skip
+                "--osl", "2", "--engine", "sglang", "--memory-fraction", "1",
+                "--format", "json")  # fmt: skip
     assert json.loads(r.stdout)["max_concurrency"] == 204_727
 
 

@@ -44,11 +44,19 @@ def test_serve_plans_with_the_estimate_and_carries_the_bound() -> None:
     s = mc.serve(LLAMA8, H100, 1024, 128, concurrency=16)
     assert s.estimate == "kernels"
     # TPOT: one decode step of the 16 sequences at the mean context 1024 + 64, as the
-    # kernels run it (compile's estimate) and at the roofline (compile's step time)
+    # kernels run it (compile's estimate) with vLLM's host share of a decode step, 1 %
+    # (specs/kernels/engines.json: vllm issue #21852), and at the roofline (compile's
+    # step time, no overhead)
     step = compile_report(LLAMA8, H100, Workload(Phase.decode, 16, context=1088), kernels=True)
-    assert (s.tpot_s, s.bound.tpot_s) == (step.totals.estimate_s, step.totals.time_s)
-    first = compile_report(LLAMA8, H100, Workload(Phase.prefill, 1, 1024), kernels=True)
-    assert (s.ttft_s, s.bound.ttft_s) == (first.totals.estimate_s, first.totals.time_s)
+    assert (s.tpot_s, s.bound.tpot_s) == (step.totals.estimate_s / (1 - 0.01),
+                                          step.totals.time_s)  # fmt: skip
+    # TTFT: the 16 prompts of a static batch arrive together; vLLM prefills 16,384 tokens
+    # a step on an H100 (≥ 70 GiB), so all 16 × 1,024 in one step: each request's first
+    # token comes when that step ends. The bound: one request's prefill alone
+    batch = compile_report(LLAMA8, H100, Workload(Phase.prefill, 16, 1024), kernels=True)
+    first = compile_report(LLAMA8, H100, Workload(Phase.prefill, 1, 1024))
+    assert (s.ttft_s, s.ttft_worst_s) == (batch.totals.estimate_s, batch.totals.estimate_s)
+    assert s.bound.ttft_s == first.totals.time_s
     assert s.bound.latency_s == s.bound.ttft_s + 128 * s.bound.tpot_s
     # the estimate is never faster than its bound
     assert s.output_tokens_per_s <= s.bound.output_tokens_per_s
@@ -136,4 +144,5 @@ def test_site_pages_carry_the_estimate(tmp_path) -> None:
 def test_tp_layouts_keep_their_estimate() -> None:
     s = mc.serve(LLAMA8, H100, 1024, 128, Parallel(tp=2), concurrency=8)
     w = Workload(Phase.decode, 8, context=1088, parallel=Parallel(tp=2))
-    assert s.tpot_s == compile_report(LLAMA8, H100, w, kernels=True).totals.estimate_s
+    # the kernels' step with vLLM's 1 % host share (engines.json)
+    assert s.tpot_s == compile_report(LLAMA8, H100, w, kernels=True).totals.estimate_s / 0.99

@@ -30,13 +30,25 @@ def decode(n: int, context: int):
 
 
 def test_the_largest_concurrency_is_solved_from_the_memory_figures() -> None:
+    from modelcost.serving import Engine
+
     s = serve(LLAMA70, H200, 2048, 256, TP4)
     n, full = s.max_concurrency, 2048 + 256
     m = decode(n, full).totals.memory
-    # floor((capacity − weights − activations) / KV per sequence), at the batch solved for
+    # vLLM (the default engine) keeps its KV cache, weights and activations within
+    # gpu_memory_utilization = 0.9 of the device (specs/kernels/engines.json): floor((0.9 ×
+    # capacity − weights − activations) / KV per sequence), at the batch solved for:
+    # (0.9 × 150,754,820,096 − 35,278,831,616 − 170,259,840) / 188,743,680 = 531.04
     per_seq = decode(1, full).totals.memory.kv_cache
-    assert n == int((m.capacity - m.weights - m.activations) // per_seq)
-    assert m.fits and not decode(n + 1, full).totals.memory.fits
+    assert n == int((0.9 * m.capacity - m.weights - m.activations) // per_seq) == 531
+    assert s.memory_fraction == 0.9 and "KV cache: 0.9 of the device" in s.engine_reason
+    more = decode(n + 1, full).totals.memory
+    assert more.kv_cache > 0.9 * more.capacity - more.weights - more.activations
+    # the whole device (--memory-fraction 1): what the memory alone holds, 610
+    whole = serve(LLAMA70, H200, 2048, 256, TP4, engine=Engine(memory_fraction=1.0))
+    m = decode(610, full).totals.memory
+    assert whole.max_concurrency == int((m.capacity - m.weights - m.activations) // per_seq)
+    assert whole.max_concurrency == 610 and not decode(611, full).totals.memory.fits
 
 
 def test_each_figure_is_the_compile_of_its_point() -> None:
@@ -166,7 +178,7 @@ def test_published_serving_tables_are_one_command_each_and_stay_under_the_bound(
 ) -> None:
     # TensorRT-LLM's max-throughput table (tests/data/measured-tp-serving.json): the
     # same model in its format (its precision recipe), the same tp, ISL and OSL, through
-    # `modelcost serve` (static batches of the most requests that fit). Its output
+    # `modelcost serve --engine trtllm` (static batches of the most requests that fit). Its output
     # tokens/s is an upper bound: no published figure may beat it
     path = MODELS / f"{point['spec']}.model"
     if point["dtype"] != "fp8":  # shipped: the FP8 ones; ModelOpt's NVFP4 has an FP8 cache
@@ -178,7 +190,7 @@ def test_published_serving_tables_are_one_command_each_and_stay_under_the_bound(
     else:
         path = MODELS / f"{point['spec']}-fp8.model"
     r = run_cli("serve", str(path), "--hw", point["hardware"], "--tp", str(point["tp"]),
-                "--isl", str(point["isl"]), "--osl", str(point["osl"]),
+                "--isl", str(point["isl"]), "--osl", str(point["osl"]), "--engine", "trtllm",
                 "--format", "json")  # fmt: skip
     assert r.returncode == 0, r.stderr
     bound = json.loads(r.stdout)["bound"]["output_tokens_per_s"]
@@ -196,9 +208,9 @@ def test_serving_results_are_rows_for_scripts_and_pages_for_notebooks() -> None:
     assert record["concurrency"] == s.concurrency and "curve" not in record
     (row,) = list(csv.DictReader(io.StringIO(s.to_csv())))
     assert float(row["tpot_s"]) == s.tpot_s and row["meets_targets"] == "True"
-    # the curve: concurrency 1, 2, 4, … and the most that fit (610 in the 143,771 MiB
-    # nvidia-smi reports for an H200, specs/hardware/h200.hw; 559 in a datasheet 141 GB)
-    assert [p.concurrency for p in s.curve] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 610]
+    # the curve: concurrency 1, 2, 4, … and the most that fit (531 in vLLM's 0.9 of the
+    # 143,771 MiB nvidia-smi reports for an H200, specs/hardware/h200.hw; 610 in all of it)
+    assert [p.concurrency for p in s.curve] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 531]
     assert s.curve[6].tpot_s == decode(64, 2048 + 128).totals.time_s
     html = s._repr_html_()
     assert html.count('class="modelcost line-chart"') == 2 and "TPOT target 20 ms" in html

@@ -56,8 +56,11 @@ def _facts(s: Serving) -> list[tuple[str, str]]:
         ("layout", layout_label(s)),
         ("engine", s.engine + (f": {s.chunk:,} prompt tokens a step" if s.chunk else "")),
         ("times", BASIS[s.estimate]),
+        ("engine model", s.engine_reason),
         ("concurrency", f"{s.concurrency:,} per replica (at most {s.max_concurrency:,} fit)"),
-        ("TTFT", both(duration(s.ttft_s), duration(b.ttft_s))),
+        ("TTFT", both(duration(s.ttft_s), duration(b.ttft_s))
+                 + (f"; the batch's mean, its last request {duration(s.ttft_worst_s)}"
+                    if s.ttft_worst_s != s.ttft_s else "")),
         ("TPOT", both(duration(s.tpot_s), duration(b.tpot_s))),
         ("request latency", both(duration(s.latency_s), duration(b.latency_s))),
         ("output tokens/s", f"{fixed(s.output_tokens_per_s, 1)} "
