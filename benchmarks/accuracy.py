@@ -33,6 +33,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 import modelcost
+from modelcost.engines import DEFAULT_ENGINE
 from modelcost.graph import Parallel
 from modelcost.measured import check, load_points
 from modelcost.render.charts import PALETTE
@@ -122,12 +123,19 @@ def _serve_figure(s: object, metric: str) -> tuple[float, float]:
     return getattr(s, metric), getattr(s.bound, metric)  # type: ignore[attr-defined]
 
 
+# the engine names the data's mappings use, as modelcost's engine model names them
+ENGINE_NAMES = {"vllm": "vllm", "tensorrt-llm": "trtllm", "sglang": "sglang"}
+
+
 def score_e2e(p: dict, tmp: Path) -> Scored:
     """An end-to-end point through `modelcost.serve`, as its mapping says."""
     m = p["modelcost"]
     par = Parallel(tp=m["tp"], dp=m["dp"], ep=m["ep"])
+    # the engine the point ran on (its mapping says; serve's default where it does not)
+    engine = modelcost.Engine(name=ENGINE_NAMES.get(m.get("engine"), DEFAULT_ENGINE))
     s = modelcost.serve(_spec(m, tmp), m["hardware"], m["isl"], m["osl"], par,
-                        concurrency=m["concurrency"], estimate="kernels")  # fmt: skip
+                        concurrency=m["concurrency"], engine=engine,
+                        estimate="kernels")  # fmt: skip
     est, bound = _serve_figure(s, m["metric"])
     batch = f"batch {m['concurrency']}" if m["concurrency"] else ""
     what = " ".join(x for x in (p["model_or_shape"]["model"], m["recipe"] or "bf16", s.layout,
