@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from . import spec as ir
 from .bulk import in_bulk
 from .cost import cost
+from .engines import DEFAULT_ENGINE
 from .errors import SpecError
 from .graph import OpGraph, Phase, Workload, settled
 from .hardware import Hardware, load_hardware
@@ -90,6 +91,7 @@ def compile_totals(
     bandwidth: PeakMode = DEFAULT_PEAK,
     kernels: bool = False,
     calibration: Calibration | None = None,
+    engine: str = DEFAULT_ENGINE,
 ) -> tuple[OpGraph, Totals]:
     """The same pipeline as `compile_report`, stopping at the totals: what a sweep row
     or a serving figure reads, without the report's per-op, layer and kind entries
@@ -99,7 +101,7 @@ def compile_totals(
     times = time_nodes(costed, hw, peak, bandwidth)
     tot = totals(costed, times, hw, peak)
     if kernels or calibration is not None:
-        tot = estimated(costed, times, tot, hw, calibration)
+        tot = estimated(costed, times, tot, hw, calibration, engine)
     return costed.graph, tot
 
 

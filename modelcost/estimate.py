@@ -40,6 +40,7 @@ import math
 from functools import cache
 
 from .collectives_achieved import achieved
+from .engines import DEFAULT_ENGINE
 from .frozen import Frozen
 from .hardware import Hardware, load_hardware
 from .kernels import serve
@@ -546,12 +547,18 @@ def _attention(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, pass_: str
 
 
 def estimate(
-    op: OpRecord, flops: float, nbytes: float, roofline_s: float, hw: Hardware, pass_: str = "fwd"
+    op: OpRecord,
+    flops: float,
+    nbytes: float,
+    roofline_s: float,
+    hw: Hardware,
+    pass_: str = "fwd",
+    engine: str = DEFAULT_ENGINE,
 ) -> Estimate:
     """One pass of one op: the larger of its roofline time and what the kernel that
-    would serve it does, plus a launch."""
+    would serve it does, plus a launch; a collective as `engine` runs it."""
     if isinstance(op, CollectiveOp):  # as NCCL/RCCL and the engine achieve it, never
-        t, why = achieved(op, hw)  # below the link model (collectives_achieved.py)
+        t, why = achieved(op, hw, engine)  # below the bound (collectives_achieved.py)
         if roofline_s >= t:
             t, why = roofline_s, f"{why}; no faster than its roofline"
         return Estimate(t, why)

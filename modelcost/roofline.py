@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from .cost import CostedGraph, CostedNode
 from .dtypes import DTYPES
+from .engines import DEFAULT_ENGINE
 from .errors import SpecError
 from .estimate import Estimate, estimate
 from .graph import OpGraph
@@ -276,10 +277,13 @@ def estimated(
     tot: Totals,
     hw: Hardware,
     calibration: Calibration | None = None,
+    engine: str = DEFAULT_ENGINE,
 ) -> Totals:
-    """`tot` with the step as the kernels run it (a calibration on top): what a sweep
-    row or a serving figure reads, the same figure `build_report` puts in its totals."""
-    return _with_estimate(tot, costed.graph, times, estimate_nodes(times, hw, calibration))
+    """`tot` with the step as the kernels run it (a calibration on top, collectives as
+    `engine` runs them): what a sweep row or a serving figure reads, the same figure
+    `build_report` puts in its totals."""
+    estimates = estimate_nodes(times, hw, calibration, engine)
+    return _with_estimate(tot, costed.graph, times, estimates)
 
 
 def matrix_peak(graph: OpGraph, hw: Hardware, peak: PeakMode) -> tuple[float, str]:
@@ -298,20 +302,24 @@ class NodeEstimate(Record, frozen=True):
 
 
 def estimate_nodes(
-    times: list[NodeTime], hw: Hardware, calibration: Calibration | None = None
+    times: list[NodeTime],
+    hw: Hardware,
+    calibration: Calibration | None = None,
+    engine: str = DEFAULT_ENGINE,
 ) -> list[NodeEstimate]:
-    """Every node's estimate, pass by pass, never below its roofline time; a
-    calibration's measured factors or times on top (calibration.py)."""
+    """Every node's estimate, pass by pass, never below its roofline time (collectives
+    as `engine` runs them); a calibration's measured factors or times on top
+    (calibration.py)."""
     out = []
     for t in times:
         cn = t.costed
         op, f, b = cn.node.op, cn.fwd, cn.bwd
-        fwd = estimate(op, f.flops, f.bytes, t.time_s, hw, "fwd")
+        fwd = estimate(op, f.flops, f.bytes, t.time_s, hw, "fwd", engine)
         if calibration is not None:
             fwd = calibration.apply(op, fwd, t.time_s)
         bwd = None
         if t.back is not None and b is not None:
-            bwd = estimate(op, b.flops, b.bytes, t.back[2], hw, "bwd")
+            bwd = estimate(op, b.flops, b.bytes, t.back[2], hw, "bwd", engine)
         both = fwd.time_s + (bwd.time_s if bwd is not None else 0.0)
         out.append(NodeEstimate(fwd, bwd, cn.node.count * both))
     return out

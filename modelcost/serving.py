@@ -233,12 +233,18 @@ class _Scenario:
 
     def totals(self, w: Workload, timed: bool = False) -> Totals:
         """A workload's totals; `timed` (a figure's step time, not a memory probe) adds
-        the kernels' estimate when the scenario plans with it."""
+        the kernels' estimate when the scenario plans with it, its collectives as the
+        engine runs them (its custom all-reduce)."""
         key = (w, timed and self.kernels)
         t = self._totals.get(key)
         if t is None:
             t = self._totals[key] = compile_totals(
-                self.spec, self.hw, w, kernels=key[1], calibration=self.calibration
+                self.spec,
+                self.hw,
+                w,
+                kernels=key[1],
+                calibration=self.calibration,
+                engine=self.engine.name,
             )[1]
         return t
 

@@ -146,3 +146,21 @@ def test_tp_layouts_keep_their_estimate() -> None:
     w = Workload(Phase.decode, 8, context=1088, parallel=Parallel(tp=2))
     # the kernels' step with vLLM's 1 % host share (engines.json)
     assert s.tpot_s == compile_report(LLAMA8, H100, w, kernels=True).totals.estimate_s / 0.99
+
+
+def test_the_engine_reaches_the_collectives_estimate() -> None:
+    # `--engine` picks the custom all-reduce the decode step's collectives run as
+    # (specs/kernels/collectives.json): TensorRT-LLM's kernels are faster than vLLM's at
+    # decode sizes (sglang PR #2904's table), and TensorRT-LLM adds no host time a step
+    from modelcost.compile import compile_totals
+
+    spec = mc.load_spec(MODELS / "llama3-70b.model")
+    tp8 = Parallel(tp=8)
+    w = Workload(Phase.decode, 16 * 1, context=1024 + 64, parallel=tp8)
+    tpots = {}
+    for name in ("vllm", "trtllm"):
+        s = mc.serve(spec, H100, 1024, 128, tp8, concurrency=16, engine=mc.Engine(name=name))
+        step = compile_totals(spec, H100, w, kernels=True, engine=name)[1].estimate_s
+        tpots[name] = (s.tpot_s, step)
+    assert tpots["trtllm"][0] == tpots["trtllm"][1]  # no host time: the kernels' step
+    assert tpots["trtllm"][1] < tpots["vllm"][1]  # its all-reduces are faster
