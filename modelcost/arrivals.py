@@ -61,7 +61,8 @@ from .options import (
     EstimateMode,
     estimate_mode,
 )
-from .serving import STATIC, Engine, _check_request, _Scenario
+from .record import replace
+from .serving import STATIC, Engine, _check_request, _Scenario, fitting
 from .tabular import Tabular
 
 if TYPE_CHECKING:
@@ -375,15 +376,9 @@ def simulate(
     _check(rate, requests, seed, osl)
     spec, hw = as_spec(spec), as_hardware(hw)
     mode = estimate_mode(estimate)
-    # the memory's limit alone: a scenario without a budget solves it (serve's `most`)
-    memory = _Scenario(spec, hw, parallel, isl, osl, Engine(0, engine.prefix_hit))
-    fit, _ = memory.most()
-    if fit == 0:
-        raise SpecError(
-            f"not one {isl + osl}-token sequence fits beside the weights on {hw.title}",
-            filename="modelcost",
-            hint="split the model over more devices (--tp, --pp) or shorten the requests",
-        )
+    # the memory's limit alone, as the engine keeps it: serve's, without a budget
+    memory = _Scenario(spec, hw, parallel, isl, osl, replace(engine, budget=0))
+    fit, _ = fitting(memory)
     if concurrency is not None and concurrency > fit:
         raise SpecError(f"--concurrency {concurrency:,}: at most {fit:,} sequences fit",
                         filename="modelcost")  # fmt: skip
@@ -391,6 +386,14 @@ def simulate(
     if engine.budget:  # a step decodes every running sequence: the budget must hold them
         most = min(most, engine.budget)
     sc = _Scenario(spec, hw, parallel, isl, osl, engine, mode, calibration)
+    try:  # a step carries prompts beside its decodes: the model must have such a step
+        sc.decode(1, isl + osl, sc.new, timed=True)
+    except SpecError as err:
+        raise SpecError(
+            f"--rate runs prompts beside decodes in one step, and {err.message}",
+            filename="modelcost",
+            hint="serve it without --rate (static batches)",
+        ) from None
     arrivals = poisson(rate / parallel.dp, requests, seed)
 
     def figures(bound: bool) -> tuple[Latencies, Trace]:

@@ -44,6 +44,7 @@ from .options import (
     SITE_LAYOUT,
     WORKLOAD,
     add_options,
+    estimate_mode,
     positive,
     rate,
     requests,
@@ -324,7 +325,8 @@ def _estimation(args: argparse.Namespace, hw=None):
         return args.estimate, None
     from .calibration import load_calibration
 
-    return "kernels", load_calibration(args.calibrate, hw)
+    calibration = load_calibration(args.calibrate, hw)
+    return estimate_mode(args.estimate, calibration), calibration
 
 
 def _layout(args: argparse.Namespace, names: Sequence[str], pick: Callable | None = None):

@@ -53,7 +53,7 @@ def compile_report(
     graph = lower(spec, workload)
     advice = None if not advise or fits(graph, hw) else fitting_tp(spec, hw, workload)
     costed = cost(graph, Conventions(conventions))
-    kernels = kernels or estimate_mode(estimate) == "kernels" or calibration is not None
+    kernels = kernels or estimate_mode(estimate, calibration) == "kernels"
     return build_report(costed, hw, peak, bandwidth, only, advice, kernels, calibration)
 
 

@@ -59,6 +59,7 @@ from .mkdocs_fences import fenced_blocks
 from .options import DEFAULT_ESTIMATE, ESTIMATE_MODES, estimate_mode
 from .resolve import load_spec
 from .site import SiteOptions, SitePage, assemble, render_page, site_page
+from .sweeps import check_calibration
 
 log = get_plugin_logger(__name__)
 FORMATS = ("md",)  # MkDocs renders the Markdown pages itself
@@ -106,6 +107,7 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
                                   calibration=calibration)  # fmt: skip
             specs = self._specs()
             targets = [self._hardware(h) for h in cfg.hardware]
+            check_calibration(calibration, targets)  # as `modelcost site` does
             diffs = [self._pair(d) for d in cfg.diffs]
             pages = [self._page(name, spec, hw, options) for name, spec in specs for hw in targets]
             site = assemble(pages, [n for n, _ in specs], targets, diffs, options, FORMATS)
@@ -132,7 +134,8 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
         calibration implies the kernels' estimate, as on the command line."""
         if calibrate is None:
             return estimate_mode(estimate), None
-        return "kernels", load_calibration(self.root / calibrate, hw)
+        calibration = load_calibration(self.root / calibrate, hw)
+        return estimate_mode(estimate, calibration), calibration
 
     @staticmethod
     def _pair(text: str) -> tuple[str, str]:

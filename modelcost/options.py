@@ -28,8 +28,11 @@ DEFAULT_ESTIMATE: EstimateMode = "roofline"  # compile, diff, sweep, site: the b
 DEFAULT_SERVE_ESTIMATE: EstimateMode = "kernels"  # serve plans with what it will get
 
 
-def estimate_mode(mode: object) -> EstimateMode:
-    """`mode` if it is one of ESTIMATE_MODES (the API's check; argparse has choices)."""
+def estimate_mode(mode: object, calibration: object = None) -> EstimateMode:
+    """`mode` if it is one of ESTIMATE_MODES (the API's check; argparse has choices);
+    a `calibration` sits on the kernels' estimate, so it implies `kernels`."""
+    if calibration is not None and mode in ESTIMATE_MODES:
+        return "kernels"
     if mode == "roofline" or mode == "kernels":
         return mode
     raise ValueError(f"estimate must be one of {', '.join(ESTIMATE_MODES)}, got {mode!r}")

@@ -223,7 +223,7 @@ class _Scenario:
     ) -> None:
         self.spec, self.hw, self.par, self.isl, self.osl = spec, hw, par, isl, osl
         self.engine, self.estimate, self.calibration = engine, estimate, calibration
-        self.kernels = estimate == "kernels" or calibration is not None
+        self.kernels = estimate_mode(estimate, calibration) == "kernels"
         self.profile: Profile = profile(engine.name, hw.name, hw.capacity, par.tp,
                                         engine.memory_fraction)  # fmt: skip
         self.cached = math.floor(isl * engine.prefix_hit)
@@ -348,6 +348,28 @@ class _Scenario:
         return most, per_seq
 
 
+def fitting(sc: _Scenario) -> tuple[int, float]:
+    """`sc.most()`, or the SpecError that says why not one sequence fits."""
+    most, per_seq = sc.most()
+    if most:
+        return most, per_seq
+    budget = sc.engine.budget
+    if budget and budget < 1 + sc.chunk(1):
+        raise SpecError(
+            f"a {budget}-token budget cannot hold one decode and its chunk of "
+            f"{sc.chunk(1)} prompt tokens",
+            filename="modelcost",
+            hint=f"use a budget of at least {1 + sc.chunk(1)}",
+        )
+    raise SpecError(
+        f"not one {sc.isl + sc.osl}-token sequence fits beside the weights on {sc.hw.title} "
+        f"in the memory {sc.profile.label} keeps for them ({sc.profile.memory.said})",
+        filename="modelcost",
+        hint="split the model over more devices (--tp, --pp), shorten the requests or "
+        "raise --memory-fraction",
+    )
+
+
 def serve(
     spec: ir.Spec | str | Path,
     hw: Hardware | str | Path,
@@ -369,23 +391,7 @@ def serve(
     _check_request(isl, osl, concurrency, tpot, ttft)
     spec, hw = as_spec(spec), as_hardware(hw)
     sc = _Scenario(spec, hw, parallel, isl, osl, engine, estimate_mode(estimate), calibration)
-    most, per_seq = sc.most()
-    if most == 0:
-        full = isl + osl
-        if engine.budget and engine.budget < 1 + sc.chunk(1):
-            raise SpecError(
-                f"a {engine.budget}-token budget cannot hold one decode and its chunk of "
-                f"{sc.chunk(1)} prompt tokens",
-                filename="modelcost",
-                hint=f"use a budget of at least {1 + sc.chunk(1)}",
-            )
-        raise SpecError(
-            f"not one {full}-token sequence fits beside the weights on {hw.title} in the "
-            f"memory {sc.profile.label} keeps for them ({sc.profile.memory.said})",
-            filename="modelcost",
-            hint="split the model over more devices (--tp, --pp), shorten the requests or "
-            "raise --memory-fraction",
-        )
+    most, per_seq = fitting(sc)
 
     def ok(n: int) -> bool:
         return (tpot is None or sc.tpot(n) <= tpot) and (ttft is None or sc.ttft(n) <= ttft)

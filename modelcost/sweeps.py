@@ -258,7 +258,7 @@ def sweep(
     specs = [s if isinstance(s, ir.Spec) else load_spec(s) for s in _many(specs)]
     targets = [h if isinstance(h, Hardware) else load_hardware(h) for h in _many(targets)]
     phases = [Phase(p) for p in _many(phases)]
-    kernels = estimate_mode(estimate) == "kernels" or calibration is not None
+    kernels = estimate_mode(estimate, calibration) == "kernels"
     check_calibration(calibration, targets)
     batch, seq, context = _many(batch), _many(seq), _many(context)
     unknown = sorted(set(layout or {}) - set(LAYOUT_AXES))
