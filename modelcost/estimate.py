@@ -42,7 +42,7 @@ from functools import cache
 from .collectives_achieved import achieved
 from .engines import DEFAULT_ENGINE
 from .frozen import Frozen
-from .hardware import Hardware, load_hardware
+from .hardware import Hardware, hardware_dir, load_hardware
 from .kernels import serve
 from .perfmodel import CollectiveOp, GemmOp, GroupedGemmOp, OpRecord, SdpaOp
 from .perfmodel.attention import keys_read, math_kernels
@@ -161,7 +161,7 @@ def _tflops(rate: float) -> str:
 @cache
 def _shipped(name: str) -> Hardware:
     """A shipped target, read once (a sibling whose published figures are borrowed)."""
-    return load_hardware(name)
+    return load_hardware(hardware_dir() / f"{name}.hw")
 
 
 def _borrowed(kind: str, hw: Hardware, precision: str, pass_: str) -> Rate | None:
@@ -222,7 +222,7 @@ def tiles_for(hw: Hardware, kernel: LibraryKernel | None) -> TileSet:
         if kernel.tile_set is None:
             return TileSet(tiles=(kernel.tile,), source=kernel.library)
         return tile_sets()[kernel.tile_set]
-    defaults = _data()["default_tile_sets"]
+    defaults = {k: v for k, v in _data()["default_tile_sets"].items() if not k.startswith("_")}
     return tile_sets()[defaults.get(hw.arch, defaults.get(hw.vendor, "cutlass-sm100"))]
 
 
@@ -334,10 +334,11 @@ def _gemm(op: GemmOp | GroupedGemmOp, flops: float, nbytes: float, hw: Hardware,
         moe = (f"{len(rows)} experts, the hottest {rows[0]:,} rows ({imbalance:g}× the mean: "
                "routing imbalance), each padded to its tile; ")  # fmt: skip
     else:
-        rows, N, K = tuple(op.M for _ in range(op.B)), op.N, op.K
+        rows, N, K = (op.M,), op.N, op.K
+    batch = 1 if isinstance(op, GroupedGemmOp) else op.B  # alike members: one entry
     units = hw.compute_units
-    p = plan(rows, N, K, r.flops, hw, ts)
-    work = 2 * sum(rows) * N * K
+    p = plan(rows, N, K, r.flops, hw, ts, batch)
+    work = 2 * batch * sum(rows) * N * K
     compute = p.time_s * (flops / work) if work else 0.0
     memory = nbytes / hw.bandwidth("achievable")
     split = f", K split {p.splits} ways" if p.splits > 1 else ""

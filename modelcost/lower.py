@@ -934,8 +934,9 @@ def _workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
         )
     limit = positions.positions if positions is not None else None
     S = w.seq
-    if S is None:
-        S = _default_length("sequence length", DEFAULT_SEQ, limit, spec, notes)
+    if S is None:  # decode reads no sequence length: its note would say nothing true
+        said = [] if w.phase is Phase.decode else notes
+        S = _default_length("sequence length", DEFAULT_SEQ, limit, spec, said)
     if patch is not None:
         image_tokens = (patch.image // patch.patch) ** 2 + (1 if patch.cls_token else 0)
         if w.seq is not None and w.seq != image_tokens:

@@ -57,7 +57,7 @@ def _one(r: Report) -> str:
     ]
     out = [head, tabulate(rows, tablefmt="plain")]
     if t.memory.warning:
-        out.append(f"warning: {t.memory.warning}")
+        out.append(f"warning: {clean(t.memory.warning)}")
     kinds = [[k.kind, si(k.flops, "FLOP"), si(k.bytes, "B"), ms(k.time_s), pct(k.share)]
              for k in r.kinds]  # fmt: skip
     out.append(tabulate(kinds, headers=["kind", "FLOPs", "bytes", "ms", "share"]))
