@@ -28,9 +28,11 @@ cost per launch. The estimate is never below the roofline time: time = max(roofl
 kernel).
 
 The sustained rates are the published figures of the kernels that serve the op
-(specs/kernels/library.json); a part without one borrows the efficiency its sibling of
-the same compute silicon publishes (library.json `siblings`); else the part's best
-published peak. Each op says which, and why its time is what it is.
+(specs/kernels/library.json); else the part's best published peak; a part with neither
+borrows the efficiency its sibling of the same compute silicon publishes (library.json
+`siblings`). Bandwidth likewise: the part's best published sustained figure, else the
+measured efficiency of a part with the same memory system (`memory_siblings`), else the
+datasheet. Each op says which, and why its time is what it is.
 """
 
 from __future__ import annotations
@@ -126,6 +128,14 @@ def siblings() -> dict[str, Sibling]:
 
 
 @cache
+def memory_siblings() -> dict[str, Sibling]:
+    """part → the part of the same memory system whose measured bandwidth efficiency it
+    borrows (library.json `memory_siblings`)."""
+    table = _data()["memory_siblings"]
+    return {n: Sibling(**s) for n, s in table.items() if not n.startswith("_")}
+
+
+@cache
 def moe_imbalance() -> tuple[float, str]:
     """The default routing imbalance (hottest expert's load / mean) and its source."""
     moe = _data()["moe"]
@@ -199,20 +209,22 @@ def matrix_rate(kind: str, op: OpRecord, hw: Hardware, pass_: str = "fwd") -> Ra
     if k is not None:
         return Rate(k.tflops * 1e12, k, f"{k.library} sustains {_tflops(k.tflops * 1e12)}")
     sib = _borrowed(kind, hw, precision, pass_)
-    if sib is not None and sib.kernel is not None:
-        return sib
-    if kind == "attention":  # no attention figure: the GEMM kernels'
+    if kind == "attention":  # no attention figure: the sibling's, else the GEMM rate
+        if sib is not None and sib.kernel is not None:
+            return sib
         g = matrix_rate("gemm", op, hw)
         if g.kernel is not None:
             what = f"no published attention kernel for {precision}: {g.kernel.library}'s GEMM rate"
             return Rate(g.flops, None, what)
         return Rate(g.flops, None, g.source)
     rate, used, source = hw.peak("matrix", precision, "achievable")
-    if source != "achievable" and sib is not None:
+    if source == "achievable":  # the part's own published figure before a sibling's
+        return Rate(rate, None, f"no published kernel for {used} on {hw.name}: the best "
+                                f"published {_tflops(rate)}")  # fmt: skip
+    if sib is not None:
         return sib
-    where = "best published" if source == "achievable" else "datasheet"
-    what = f"no published kernel for {used} on {hw.name}: the {where} {_tflops(rate)}"
-    return Rate(rate, None, what)
+    return Rate(rate, None, f"no published kernel for {used} on {hw.name}: the datasheet "
+                            f"{_tflops(rate)}")  # fmt: skip
 
 
 def tiles_for(hw: Hardware, kernel: LibraryKernel | None) -> TileSet:
@@ -284,6 +296,7 @@ def plan(
     at the sustained rate per CU, its K loop lengthened by the pipeline's fill, plus a
     split K's partial tiles reduced through memory. Ties: the larger tile."""
     units, best = hw.compute_units, None
+    bw = sustained_bandwidth(hw).bytes_s
     top = max(rows)
     for tm, tn in ts.tiles:
         tm = min(tm, max(16, 1 << (top - 1).bit_length()))  # a short M takes a short tile
@@ -293,7 +306,7 @@ def plan(
         per_tile = 2 * tm * tn * (-(-K // splits) + K_FILL) * units / rate
         reduce = 0.0
         if splits > 1 and top > SPLIT_K_M:
-            reduce = 2 * splits * batch * sum(rows) * N * PARTIAL_BYTES / hw.bandwidth("achievable")
+            reduce = 2 * splits * batch * sum(rows) * N * PARTIAL_BYTES / bw
         time = waves * per_tile + reduce
         if ts.stream_k and splits == 1 and tiles > units and tiles % units:
             # stream-K's hybrid (Osama et al., "Stream-K", PPoPP 2023; the schedulers of
@@ -302,7 +315,7 @@ def plan(
             # a tile's K loop; every CU's partial tile is then fixed up through memory
             full, rest = divmod(tiles, units)
             streamed = 2 * tm * tn * (K * rest / units + K_FILL) * units / rate
-            fixup = 2 * units * tm * tn * PARTIAL_BYTES / hw.bandwidth("achievable")
+            fixup = 2 * units * tm * tn * PARTIAL_BYTES / bw
             time = min(time, full * per_tile + streamed + fixup)
         p = Plan(tm, tn, splits, tiles * splits, waves, time)
         if best is None or p.time_s < best.time_s:
@@ -340,13 +353,14 @@ def _gemm(op: GemmOp | GroupedGemmOp, flops: float, nbytes: float, hw: Hardware,
     p = plan(rows, N, K, r.flops, hw, ts, batch)
     work = 2 * batch * sum(rows) * N * K
     compute = p.time_s * (flops / work) if work else 0.0
-    memory = nbytes / hw.bandwidth("achievable")
+    bw = sustained_bandwidth(hw)
+    memory = nbytes / bw.bytes_s
     split = f", K split {p.splits} ways" if p.splits > 1 else ""
     linked = serve(op, hw.arch, units)  # the kernel the report's kernel column links
     named = f"{linked.title} (the kernel column), estimated as " if linked.id else ""
     shape = f"{named}{moe}{p.tm}×{p.tn} tiles{split}: {_waves(p.tiles, units)[1]}"
     if memory >= compute:
-        return memory, f"memory-bound at {hw.bandwidth('achievable') / 1e12:.2f} TB/s ({shape})"
+        return memory, f"memory-bound at {bw.said} ({shape})"
     return compute, f"{shape}; {r.source}"
 
 
@@ -434,16 +448,17 @@ def _key_block(head_dim: int) -> int:
 
 def decode_bandwidth(op: SdpaOp, hw: Hardware) -> tuple[float, str]:
     """(bytes/s, what it is) the decode kernel serving `op` reaches on `hw` with a full
-    grid: its published fraction of the datasheet bandwidth, the part's best published
-    sustained bandwidth where the source says "close to 100%", or, without a published
-    decode kernel, the best published sustained bandwidth, said so."""
+    grid: its published fraction of the datasheet bandwidth, the part's sustained
+    bandwidth (`sustained_bandwidth`) where the source says "close to 100%", or, without a
+    published decode kernel, the part's sustained bandwidth, said so."""
     heads = "mla" if op.H_KV == 1 and op.d_h_qk > op.d_h_v else "gqa"
-    best = hw.bandwidth("achievable")
+    best = sustained_bandwidth(hw)
     k = next((k for k in decode_kernels() if (k.part, k.heads) == (hw.name, heads)), None)
+    said = best.said if best.note else f"{best.said}, the best published"
     if k is None:
-        return best, f"{_tbs(best)}, the best published on {hw.name} (no published decode kernel)"
+        return best.bytes_s, f"{said} on {hw.name} (no published decode kernel)"
     if k.fraction is None:
-        return best, f"{_tbs(best)}, the best published: {k.library} reaches close to 100 %"
+        return best.bytes_s, f"{said}: {k.library} reaches close to 100 %"
     datasheet = hw.bandwidth("datasheet")
     bw = k.fraction * datasheet
     return bw, f"{_tbs(bw)}: {k.library}, {k.fraction:.1%} of {_tbs(datasheet)}"
@@ -451,6 +466,49 @@ def decode_bandwidth(op: SdpaOp, hw: Hardware) -> tuple[float, str]:
 
 def _tbs(rate: float) -> str:
     return f"{rate / 1e12:.2f} TB/s"
+
+
+class Bandwidth(Record, frozen=True):
+    """The bandwidth a memory-bound kernel sustains on a part and where it comes from:
+    `note` follows the figure beside an op's time (empty for the part's own published
+    figure), `source` says it in full."""
+
+    bytes_s: float
+    note: str
+    source: str
+
+    @property
+    def said(self) -> str:
+        return f"{_tbs(self.bytes_s)}{self.note}"
+
+
+@cache
+def _sustained(name: str, datasheet: float, measured: float | None) -> Bandwidth:
+    if measured:
+        return Bandwidth(bytes_s=measured, note="",
+                         source=f"{_tbs(measured)}, the best published on {name}")  # fmt: skip
+    sib = memory_siblings().get(name)
+    other = _shipped(sib.sibling) if sib is not None else None
+    if sib is not None and other is not None and other.achievable.memory_bandwidth:
+        theirs = other.bandwidth("datasheet")
+        eff = other.achievable.memory_bandwidth / theirs
+        return Bandwidth(
+            bytes_s=eff * datasheet,
+            note=f" (the {other.name}'s {eff:.0%} of the datasheet: the same memory)",
+            source=f"no published sustained bandwidth on {name}: the {other.name} sustains "
+            f"{_tbs(other.achievable.memory_bandwidth)}, {eff:.0%} of its {_tbs(theirs)}; "
+            f"{sib.reason}; so {eff:.0%} of this part's {_tbs(datasheet)}",
+        )
+    return Bandwidth(bytes_s=datasheet, note=" (the datasheet: none published)",
+                     source=f"no published sustained bandwidth on {name}: the datasheet "
+                            f"{_tbs(datasheet)}")  # fmt: skip
+
+
+def sustained_bandwidth(hw: Hardware) -> Bandwidth:
+    """What a memory-bound kernel sustains on `hw`: the part's best published bandwidth,
+    else its memory sibling's measured efficiency on this part's datasheet bandwidth
+    (library.json `memory_siblings`), else the datasheet, said so."""
+    return _sustained(hw.name, hw.bandwidth("datasheet"), hw.achievable.memory_bandwidth)
 
 
 def _decode(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, rate: float):
@@ -499,7 +557,7 @@ def _math(op: SdpaOp, hw: Hardware, pass_: str) -> tuple[float, str]:
     kernels = math_kernels(op, backward=pass_ == "bwd")
     r = matrix_rate("gemm", op, hw, "fwd")
     ts = tiles_for(hw, r.kernel)
-    bw = hw.bandwidth("achievable")
+    bw = sustained_bandwidth(hw).bytes_s
     gemm_s = other_s = 0.0
     said = []
     for k in kernels:
@@ -529,7 +587,8 @@ def _attention(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, pass_: str
     rate, (rows, _), source = _prefill_rate(op, hw, pass_)
     if pass_ == "fwd" and op.N_Q <= DECODE_ROWS:  # a decode (or speculative) step
         return _decode(op, flops, nbytes, hw, rate)
-    memory = nbytes / hw.bandwidth("achievable")
+    bw = sustained_bandwidth(hw)
+    memory = nbytes / bw.bytes_s
     pairs = op.pairs()
     keys = pairs / op.N_Q if op.N_Q else 0  # keys per query row
     units = hw.compute_units
@@ -541,7 +600,7 @@ def _attention(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, pass_: str
         loop *= keys / (keys + rows / 2)  # the diagonal blocks are computed whole
     compute = flops / (rate * occupancy * loop) if loop else 0.0
     if memory >= compute:
-        return memory, f"memory-bound at {hw.bandwidth('achievable') / 1e12:.2f} TB/s"
+        return memory, f"memory-bound at {bw.said}"
     return compute, (
         f"{said}; {keys:,.0f} keys a query row, {loop:.0%} of the key loop useful; {source}"
     )
@@ -568,8 +627,8 @@ def estimate(
     elif isinstance(op, SdpaOp):
         t, why = _attention(op, flops, nbytes, hw, pass_)
     else:
-        bw = hw.bandwidth("achievable")
-        t, why = nbytes / bw, f"its bytes at {bw / 1e12:.2f} TB/s"
+        bw = sustained_bandwidth(hw)
+        t, why = nbytes / bw.bytes_s, f"its bytes at {bw.said}"
     if roofline_s > t:
         t, why = roofline_s, f"{why}; no faster than its roofline"
     return Estimate(t + LAUNCH_S, f"{why}; +{LAUNCH_S * 1e6:g} µs launch")

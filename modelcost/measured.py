@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from .dtypes import DType
-from .estimate import estimate
+from .estimate import estimate, sustained_bandwidth
 from .files import read_text
 from .hardware import Hardware, load_hardware
 from .perfmodel import GemmOp, OpRecord, SdpaOp
@@ -85,8 +85,9 @@ def check(point: dict) -> Check:
     else:  # a STREAM-style kernel: a gigabyte at its bandwidth
         measured = GIGABYTE / point["bytes_per_s"]
         roofline = GIGABYTE / hw.bandwidth("datasheet")
-        est = GIGABYTE / hw.bandwidth("achievable")
-        why, what = "the best published sustained bandwidth", str(point.get("benchmark"))
+        bw = sustained_bandwidth(hw)
+        est = GIGABYTE / bw.bytes_s
+        why, what = bw.source, str(point.get("benchmark"))
     return Check(point["id"], kind, hw.name, what, measured, roofline, est, why)
 
 

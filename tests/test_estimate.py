@@ -133,6 +133,66 @@ def test_a_part_without_a_figure_borrows_its_siblings_efficiency(part, sibling) 
     assert "compute" in why or "silicon" in why
 
 
+def test_a_parts_own_figure_comes_before_its_siblings_and_fills_what_it_lacks() -> None:
+    from modelcost.estimate import matrix_rate
+
+    # MI325X fp8: its own measured 1,519 TFLOPS (AMD ROCm blog, Measuring Max-Achievable
+    # FLOPs Part 2) before the MI300X's kernel efficiency
+    fp8 = GemmOp(8192, 8192, 8192, a=DType.fp8_e4m3, b=DType.fp8_e4m3)
+    r = matrix_rate("gemm", fp8, load_hardware("mi325x"))
+    assert r.flops == 1519e12 and r.kernel is None and "the best published" in r.source
+    # B200 fp4: no figure of its own; the GB200's cuBLASLt FP4 7,627.6 of its 10,000
+    # TFLOPS (Azure ND GB200 v6) is 76.276 %, times the B200's own 9,000: 6,864.84 TFLOPS
+    fp4 = GemmOp(8192, 8192, 8192, a=DType.nvfp4, b=DType.nvfp4)
+    r = matrix_rate("gemm", fp4, load_hardware("b200"))
+    assert r.flops == pytest.approx(7627.6 / 10000 * 9000e12, rel=1e-12)
+    assert "no published fp4 figure on b200: on the gb200" in r.source
+    # its fp8 stays its own: ml-engineering's MAMF 3,432.5 TFLOPS
+    assert matrix_rate("gemm", fp8, load_hardware("b200")).flops == 3432.5e12
+
+
+@pytest.mark.parametrize(
+    ("part", "bandwidth", "note"),
+    [
+        ("h100", 3.18e12, ""),  # its own: Azure AI benchmarking guide (ND H100 v5), dot
+        # B200: the GB200's measured 7.35 of 8 TB/s (the same HBM3E), times its own 8 TB/s
+        ("b200", 7.35 / 8.0 * 8.0e12, " (the gb200's 92% of the datasheet: the same memory)"),
+        # MI350X: the MI355X's 6.442 of 8 TB/s (gfx950-gluon-tutorials' skinny GEMM)
+        ("mi350x", 6.442 / 8.0 * 8.0e12, " (the mi355x's 81% of the datasheet: the same memory)"),
+        # MI325X: the MI300X's 4.26 of 5.3 TB/s (Azure MI300X guide, Mul) on its 6 TB/s
+        ("mi325x", 4.26 / 5.3 * 6.0e12, " (the mi300x's 80% of the datasheet: the same memory)"),
+    ],
+)
+def test_the_sustained_bandwidth_is_the_parts_own_else_its_memory_siblings(
+    part, bandwidth, note
+) -> None:
+    from modelcost.estimate import sustained_bandwidth
+
+    bw = sustained_bandwidth(load_hardware(part))
+    assert bw.bytes_s == pytest.approx(bandwidth, rel=1e-12)
+    assert bw.note == note
+    # a memory-bound op moves its bytes at it: a 2 GB fp32 copy, plus one launch
+    from modelcost.perfmodel import UnaryOp
+
+    op = UnaryOp(tensor=(250_000_000,), x=DType.fp32, out=DType.fp32)
+    assert op.bytes() == 2_000_000_000
+    e = estimate(op, op.flops(), op.bytes(), 0.0, load_hardware(part))
+    assert e.time_s == pytest.approx(op.bytes() / bandwidth + LAUNCH_S, rel=1e-12)
+
+
+def test_a_part_with_no_published_bandwidth_and_no_sibling_reads_its_datasheet(tmp_path) -> None:
+    from modelcost.estimate import sustained_bandwidth
+
+    text = (Path(__file__).parent.parent / "specs/hardware/mi355x.hw").read_text()
+    text = text.replace("hardware mi355x", "hardware mine").replace(
+        "    memory_bandwidth = 6.442 TB/s\n", ""
+    )
+    (tmp_path / "mine.hw").write_text(text)
+    bw = sustained_bandwidth(load_hardware(str(tmp_path / "mine.hw")))
+    assert bw.bytes_s == 8.0e12  # the datasheet's 8 TB/s, said so
+    assert bw.note == " (the datasheet: none published)"
+
+
 def test_moe_rows_are_skewed_by_the_routing_imbalance_and_padded_per_expert() -> None:
     from modelcost.estimate import _expert_rows, moe_imbalance
 
