@@ -1,10 +1,11 @@
 """Prebuilt LALR tables for the grammars in grammar/, so no run rebuilds them.
 
 Building a lark LALR parser takes tens of milliseconds, longer than compiling a spec.
-`_tables.marshal` holds each grammar's serialized parser and the SHA-256 of the grammar text
-it came from; a parser is loaded from there only when that hash matches, so a stale
-table is never used (the grammar is rebuilt instead, and a test fails until the tables
-are regenerated). After editing a grammar:
+`_tables.marshal` holds each grammar's parser as lark's public `Lark.save` writes it, and
+the SHA-256 of the grammar text it came from; a parser is read back with `Lark.load` only
+when that hash matches, so a stale table is never used (the grammar is rebuilt instead,
+and a test fails until the tables are regenerated). The file ships inside the package,
+written by the command below, never by a user's input. After editing a grammar:
 
     python -m modelcost.regen_tables
 """
@@ -12,14 +13,13 @@ are regenerated). After editing a grammar:
 from __future__ import annotations
 
 import hashlib
+import io
 import marshal
 from functools import cache
 from pathlib import Path
 
 import lark
 from lark import Lark
-from lark.grammar import Rule
-from lark.lexer import TerminalDef
 
 from .resources import grammar_path
 
@@ -53,7 +53,7 @@ def load_parser(name: str) -> Lark:
     """The parser for grammar `name`, from the prebuilt tables when they are current."""
     entry = _tables().get(name)
     if entry is not None and entry["sha256"] == digest(name):
-        return Lark.__new__(Lark)._load({"data": entry["data"], "memo": entry["memo"]})
+        return Lark.load(io.BytesIO(entry["parser"]))
     return _build(name)
 
 
@@ -61,6 +61,7 @@ def generate() -> bytes:
     """The content of `_tables.marshal` for the current grammars."""
     tables = {}
     for name in OPTIONS:
-        data, memo = _build(name).memo_serialize([TerminalDef, Rule])
-        tables[name] = {"sha256": digest(name), "data": data, "memo": memo}
+        saved = io.BytesIO()
+        _build(name).save(saved)
+        tables[name] = {"sha256": digest(name), "parser": saved.getvalue()}
     return marshal.dumps(tables)

@@ -57,26 +57,10 @@ UNIT_EXAMPLES = {
     "power": "W", "count": "no unit", "text": 'a "string"', "time": "us",
 }  # fmt: skip
 
-# field -> what it holds; required fields have no default in Hardware
-TOP_FIELDS = {
-    "title": "text", "vendor": "text", "arch": "text", "memory": "size",
-    "memory_bandwidth": "bandwidth", "scaleup_bandwidth": "bandwidth",
-    "compute_units": "count", "clock": "frequency", "tdp": "power", "source": "text",
-    "scaleup_domain": "count", "scaleout_bandwidth": "bandwidth",
-    "scaleup_latency": "time", "scaleout_latency": "time",
-    "memory_reported": "size", "memory_source": "text", "in_switch_reduction": "text",
-}  # fmt: skip
 SECTIONS = ("matrix", "vector", "achievable")
 MIN_FIGURE = 1.0  # bytes, bytes/s, FLOP/s, Hz, W: anything smaller is a mistake
 MAX_COUNT = 1_000_000  # compute units
 ACHIEVABLE_EXTRA = {"memory_bandwidth": "bandwidth", "source": "text"}
-# the links beyond one device have defaults (docs/conventions.md): an 8-device scale-up
-# domain (HGX, MI300X-class platforms), one 400 Gb/s NIC per device for scale-out, and
-# round per-step latencies of NCCL/RCCL's order (assumptions, not measurements)
-OPTIONAL = ("tdp", "source", "scaleup_domain", "scaleout_bandwidth", "scaleup_latency",
-            "scaleout_latency", "memory_reported", "memory_source",
-            "in_switch_reduction")  # fmt: skip
-
 # what the scale-up switch can do to an all-reduce: nothing, or NVLink SHARP (NVLS)
 InSwitchReduction = Literal["none", "nvls"]
 IN_SWITCH_REDUCTIONS: tuple[str, ...] = get_args(InSwitchReduction)
@@ -92,27 +76,40 @@ class Achievable(Frozen):
     source: str = ""
 
 
+def _holds(kind: str, *default: Any) -> Any:
+    """A top-level field of a hardware file, and what it holds (a unit kind of `UNITS`,
+    or text); a field with no default is required in the file."""
+    return Field(*default, json_schema_extra={"holds": kind})
+
+
 class Hardware(Frozen):
-    """One accelerator. FLOP/s, bytes and bytes/s in plain SI units."""
+    """One accelerator. FLOP/s, bytes and bytes/s in plain SI units. Every field declared
+    with `_holds` is a field of the hardware file, read as that kind (`TOP_FIELDS`)."""
 
     name: str
-    title: str
-    vendor: str
-    arch: str
-    memory: float  # the datasheet figure, bytes
-    memory_reported: float | None = None  # bytes, as the driver reports the total
-    memory_source: str = ""  # where `memory_reported` was published
-    memory_bandwidth: float
-    scaleup_bandwidth: float  # bidirectional aggregate per device, as vendors quote it
-    scaleup_domain: int = 8  # devices one scale-up fabric joins (72 on GB200 NVL72)
-    scaleout_bandwidth: float = 50e9  # bytes/s per device per direction (a 400 Gb/s NIC)
-    scaleup_latency: float = 1e-6  # seconds per collective step
-    scaleout_latency: float = 2e-6
-    in_switch_reduction: InSwitchReduction = "none"  # "nvls": the switch reduces
-    compute_units: int
-    clock: float
-    tdp: float | None = None
-    source: str = ""
+    title: str = _holds("text")
+    vendor: str = _holds("text")
+    arch: str = _holds("text")
+    memory: float = _holds("size")  # the datasheet figure, bytes
+    # bytes, as the driver reports the total; `memory_source`: where it was published
+    memory_reported: float | None = _holds("size", None)
+    memory_source: str = _holds("text", "")
+    memory_bandwidth: float = _holds("bandwidth")
+    # bidirectional aggregate per device, as vendors quote it
+    scaleup_bandwidth: float = _holds("bandwidth")
+    # the links beyond one device have defaults (docs/conventions.md): an 8-device
+    # scale-up domain (HGX, MI300X-class platforms; 72 on GB200 NVL72), one 400 Gb/s NIC
+    # per device and direction for scale-out, and round per-step latencies of NCCL/RCCL's
+    # order (assumptions, not measurements)
+    scaleup_domain: int = _holds("count", 8)
+    scaleout_bandwidth: float = _holds("bandwidth", 50e9)
+    scaleup_latency: float = _holds("time", 1e-6)  # seconds per collective step
+    scaleout_latency: float = _holds("time", 2e-6)
+    in_switch_reduction: InSwitchReduction = _holds("text", "none")  # "nvls": the switch reduces
+    compute_units: int = _holds("count")
+    clock: float = _holds("frequency")
+    tdp: float | None = _holds("power", None)
+    source: str = _holds("text", "")
     matrix: dict[str, float]
     vector: dict[str, float]
     achievable: Achievable = Field(default_factory=lambda: Achievable())
@@ -156,6 +153,16 @@ class Hardware(Frozen):
     @property
     def scaleup_per_direction(self) -> float:
         return self.scaleup_bandwidth / 2
+
+
+# a hardware file's top-level field -> what it holds, and those it may leave out: read
+# from `Hardware`'s declaration, the one place a field is named
+TOP_FIELDS: dict[str, str] = {
+    name: str(f.json_schema_extra["holds"])
+    for name, f in Hardware.model_fields.items()
+    if isinstance(f.json_schema_extra, dict) and "holds" in f.json_schema_extra
+}
+OPTIONAL = tuple(name for name in TOP_FIELDS if not Hardware.model_fields[name].is_required())
 
 
 @cache
