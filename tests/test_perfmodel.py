@@ -11,8 +11,6 @@ import pytest
 
 from modelcost.dtypes import DType
 from modelcost.perfmodel import (
-    MODELCOST,
-    TRACELENS,
     AdamStepOp,
     BinaryOp,
     CausalConv1dOp,
@@ -297,15 +295,15 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_closed_form(case: Case) -> None:
     op = case.op
-    assert (op.flops(MODELCOST), op.bytes(MODELCOST)) == case.fwd
-    assert (op.flops(TRACELENS), op.bytes(TRACELENS)) == case.tl.get("fwd", case.fwd)
+    assert (op.flops(), op.bytes()) == case.fwd
+    assert (op.tracelens_flops(), op.tracelens_bytes()) == case.tl.get("fwd", case.fwd)
     assert op.cost().flops == case.fwd[0] and op.cost().bytes == case.fwd[1]
     if case.bwd is None:
         with pytest.raises(ValueError):
             op.flops_bwd()
         return
-    assert (op.flops_bwd(MODELCOST), op.bytes_bwd(MODELCOST)) == case.bwd
-    assert (op.flops_bwd(TRACELENS), op.bytes_bwd(TRACELENS)) == case.tl.get("bwd", case.bwd)
+    assert (op.flops_bwd(), op.bytes_bwd()) == case.bwd
+    assert (op.tracelens_flops_bwd(), op.tracelens_bytes_bwd()) == case.tl.get("bwd", case.bwd)
 
 
 def test_every_op_record_has_two_cases() -> None:
@@ -369,12 +367,12 @@ def test_causal_chunk_is_not_an_error_in_either_convention() -> None:
     # 512 new queries after 1536 cached keys, 8 heads of 64, MHA
     op = SdpaOp(1, 512, 8, 2048, 8, 64, 64, causal=True)
     pairs_exact = 512 * 1536 + 512 * 513 // 2
-    assert op.flops(MODELCOST) == 2 * 8 * pairs_exact * 128
-    assert op.flops(TRACELENS) == 2 * 8 * (512 * 2048 - 512 * 512 / 2) * 128
+    assert op.flops() == 2 * 8 * pairs_exact * 128
+    assert op.tracelens_flops() == 2 * 8 * (512 * 2048 - 512 * 512 / 2) * 128
 
 
 def test_sdpa_bytes_follow_the_real_dtype() -> None:
     # fp32 attention (1, 16, 1024, 64): modelcost 4 B per element, TraceLens 2 B
     op = SdpaOp(1, 1024, 16, 1024, 16, 64, 64, False, act=fp32, kv=fp32)
-    assert op.bytes(MODELCOST) == 4 * 1024 * 16 * 64 * 4
-    assert op.bytes(TRACELENS) == 4 * 1024 * 16 * 64 * 2
+    assert op.bytes() == 4 * 1024 * 16 * 64 * 4
+    assert op.tracelens_bytes() == 4 * 1024 * 16 * 64 * 2

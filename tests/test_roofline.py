@@ -55,9 +55,9 @@ def test_tracelens_roofline_rows(row: dict) -> None:
     hw = tracelens_arch(row["args"]["arch"], *ARCHS[row["args"]["arch"]])
     t = time_op(op.cost(TRACELENS), op, hw, "datasheet", "datasheet")
     want = row["value"]
-    assert op.flops(TRACELENS) / 1e9 == want["GFLOPS"]
-    assert op.bytes(TRACELENS) / 2**20 == want["Data Moved (MB)"]  # TraceLens's "MB" is MiB
-    assert op.flops(TRACELENS) / op.bytes(TRACELENS) == want["FLOPS/Byte"]
+    assert op.tracelens_flops() / 1e9 == want["GFLOPS"]
+    assert op.tracelens_bytes() / 2**20 == want["Data Moved (MB)"]  # TraceLens's "MB" is MiB
+    assert op.tracelens_flops() / op.tracelens_bytes() == want["FLOPS/Byte"]
     assert t.time_s * 1e6 == pytest.approx(want["Roofline Time (µs)"], rel=1e-15)
     bound = "COMPUTE_BOUND" if t.compute_s >= t.memory_s else "MEMORY_BOUND"
     assert bound == want["Roofline Bound"]

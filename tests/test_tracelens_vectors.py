@@ -16,7 +16,6 @@ from modelcost.perfmodel import (
     CONV,
     GEMM,
     SDPA,
-    TRACELENS,
     BinaryElementwise,
     BinaryOp,
     CausalConv1dOp,
@@ -150,48 +149,48 @@ def _value(func: str, **match) -> int | float | dict:
 def test_gemm_events() -> None:
     # aten::addmm: bias (6144), mat1 (40960, 1536), mat2 (1536, 6144), bf16
     addmm = GemmOp(M=40960, N=6144, K=1536, bias=True)
-    assert addmm.flops(TRACELENS) == _value("aten_addmm.flops") == 773_345_771_520
-    assert addmm.bytes(TRACELENS) == _value("aten_addmm.bytes") == 648_032_256
+    assert addmm.tracelens_flops() == _value("aten_addmm.flops") == 773_345_771_520
+    assert addmm.tracelens_bytes() == _value("aten_addmm.bytes") == 648_032_256
     # aten::mm (8944, 1024) x (1024, 2816), from TraceLens's reference CSV
     mm = GemmOp(M=8944, N=2816, K=1024)
     ref = [v for v in VECTORS if v["func"] == "aten_mm.flops/.bytes via op map (aten::mm)"]
-    assert {"flops": mm.flops(TRACELENS), "bytes": mm.bytes(TRACELENS)} == {
+    assert {"flops": mm.tracelens_flops(), "bytes": mm.tracelens_bytes()} == {
         k: ref[0]["value"][k] for k in ("flops", "bytes")
     }
     # aten::bmm 32 x (512, 128) x (128, 512); baddbmm adds a bias counted N per batch
     bmm = GemmOp(M=512, N=512, K=128, B=32)
-    assert bmm.flops(TRACELENS) == _value("aten_bmm.flops") == 2_147_483_648
-    assert bmm.bytes(TRACELENS) == _value("aten_bmm.bytes") == 25_165_824
+    assert bmm.tracelens_flops() == _value("aten_bmm.flops") == 2_147_483_648
+    assert bmm.tracelens_bytes() == _value("aten_bmm.bytes") == 25_165_824
     baddbmm = GemmOp(M=512, N=512, K=128, B=32, bias=True)
-    assert baddbmm.bytes(TRACELENS) == _value("aten_baddbmm.bytes") == 25_198_592
+    assert baddbmm.tracelens_bytes() == _value("aten_baddbmm.bytes") == 25_198_592
     # aten::_scaled_mm fp8 x fp8 → the output is assumed 2 bytes
     fp8 = DType.fp8_e4m3
     scaled = GemmOp(M=8192, N=8192, K=4096, a=fp8, b=fp8, out=DType.bf16)
-    assert scaled.flops(TRACELENS) == _value("aten_scaled_mm.flops") == 549_755_813_888
-    assert scaled.bytes(TRACELENS) == _value("aten_scaled_mm.bytes") == 201_326_592
+    assert scaled.tracelens_flops() == _value("aten_scaled_mm.flops") == 549_755_813_888
+    assert scaled.tracelens_bytes() == _value("aten_scaled_mm.bytes") == 201_326_592
     # base backward formulas, called on an mm (M=4096, N=2048, K=1024) and the addmm
     mm2 = GemmOp(M=4096, N=2048, K=1024)
-    assert mm2.flops_bwd(TRACELENS) == 34_359_738_368
-    assert mm2.bytes_bwd(TRACELENS) == 58_720_256
-    assert addmm.flops_bwd(TRACELENS) == 1_546_439_884_800
+    assert mm2.tracelens_flops_bwd() == 34_359_738_368
+    assert mm2.tracelens_bytes_bwd() == 58_720_256
+    assert addmm.tracelens_flops_bwd() == 1_546_439_884_800
 
 
 def test_sdpa_events() -> None:
     # flash attention, q (2, 32, 2048, 128), k/v (2, 8, 2048, 128), causal
     gqa = SdpaOp(B=2, N_Q=2048, H_Q=32, N_KV=2048, H_KV=8, d_h_qk=128, d_h_v=128, causal=True)
-    assert gqa.flops(TRACELENS) == 68_719_476_736
-    assert gqa.flops_bwd(TRACELENS) == 171_800_264_704
-    assert gqa.bytes_bwd(TRACELENS) == 134_217_728
+    assert gqa.tracelens_flops() == 68_719_476_736
+    assert gqa.tracelens_flops_bwd() == 171_800_264_704
+    assert gqa.tracelens_bytes_bwd() == 134_217_728
     # flash_attn (4, 1024, 16, 128) causal
     fa = SdpaOp(B=4, N_Q=1024, H_Q=16, N_KV=1024, H_KV=16, d_h_qk=128, d_h_v=128, causal=True)
-    assert fa.flops(TRACELENS) == 17_179_869_184
-    assert fa.bytes(TRACELENS) == 67_108_864
+    assert fa.tracelens_flops() == 17_179_869_184
+    assert fa.tracelens_bytes() == 67_108_864
     # fp32 q/k/v (1, 16, 1024, 64): TraceLens still counts 2 bytes per element
     f32 = SdpaOp(1, 1024, 16, 1024, 16, 64, 64, False, act=DType.fp32, kv=DType.fp32)
-    assert f32.bytes(TRACELENS) == 8_388_608
+    assert f32.tracelens_bytes() == 8_388_608
     # efficient attention (no recompute in the backward), MHA 32 heads, non-causal
     eff = SdpaOp(2, 2048, 32, 2048, 32, 128, 128, False, flash_impl=False)
-    assert eff.flops_bwd(TRACELENS) == 274_877_906_944
+    assert eff.tracelens_flops_bwd() == 274_877_906_944
 
 
 def test_other_events() -> None:
@@ -199,53 +198,53 @@ def test_other_events() -> None:
     # values TraceLens recorded count no bias term, so the record is built without one
     conv = ConvOp((2, 3, 16, 224, 224), (96, 3, 2, 16, 16), stride=(2, 16, 16), padding=(0,))
     assert conv.out_shape == (2, 96, 8, 14, 14)
-    assert conv.flops(TRACELENS) == 924_844_032
-    assert conv.bytes(TRACELENS) == 10_530_816
+    assert conv.tracelens_flops() == 924_844_032
+    assert conv.tracelens_bytes() == 10_530_816
     # primus grouped gemm X (16384, 2048), W (16, 2048, 1408)
     gg = GroupedGemmOp(M=16384, K=2048, N=1408, G=16)
-    assert gg.bytes(TRACELENS) == 205_520_896
+    assert gg.tracelens_bytes() == 205_520_896
     # variable-K grouped gemm: two groups of 1024 and 3072 rows, K=2048, N=1408
-    assert GroupedGemmOp(M=1024 + 3072, K=2048, N=1408, G=2).flops(TRACELENS) == 23_622_320_128
-    assert MoECommOp(8192, 7168).bytes(TRACELENS) == 117_440_512
-    assert MoECommOp(8192, 7168).bytes_bwd(TRACELENS) == 117_440_512
+    assert GroupedGemmOp(M=1024 + 3072, K=2048, N=1408, G=2).tracelens_flops() == 23_622_320_128
+    assert MoECommOp(8192, 7168).tracelens_bytes() == 117_440_512
+    assert MoECommOp(8192, 7168).tracelens_bytes_bwd() == 117_440_512
     conv1d = CausalConv1dOp(batch=4, channels=4096, seq=2048, kernel=4, bias=True)
-    assert (conv1d.flops(TRACELENS), conv1d.bytes(TRACELENS)) == (268_435_456, 134_258_688)
+    assert (conv1d.tracelens_flops(), conv1d.tracelens_bytes()) == (268_435_456, 134_258_688)
     rope = RopeOp(tokens=4096 * 2, heads=32, rotary_dim=128)
-    assert (rope.flops(TRACELENS), rope.bytes(TRACELENS)) == (100_663_296, 134_217_728)
+    assert (rope.tracelens_flops(), rope.tracelens_bytes()) == (100_663_296, 134_217_728)
     ce = CrossEntropyOp(tokens=8192, vocab=128256)
-    assert (ce.flops(TRACELENS), ce.bytes(TRACELENS)) == (5_253_365_760, 2_101_444_608)
+    assert (ce.tracelens_flops(), ce.tracelens_bytes()) == (5_253_365_760, 2_101_444_608)
     # Mamba SSD: B=2, T=4096, H=64, P=64, G=8, N=128, chunk 256, d_conv 4, fp32 params
     ssd = MambaSsdOp(B=2, T=4096, H=64, P=64, G=8, N=128, chunk=256, d_conv=4)
     assert (ssd.conv_channels, ssd.combined_dim) == (6144, 10304)
-    assert (ssd.flops(TRACELENS), ssd.bytes(TRACELENS)) == (39_057_358_848, 235_991_808)
+    assert (ssd.tracelens_flops(), ssd.tracelens_bytes()) == (39_057_358_848, 235_991_808)
 
 
 def test_elementwise_and_norm_events() -> None:
     bf16, f32 = DType.bf16, DType.fp32
     copy = UnaryOp((16, 16, 559, 64))
-    assert (copy.flops(TRACELENS), copy.bytes(TRACELENS)) == (9_158_656, 36_634_624)
-    assert UnaryOp((8, 2048, 28672), "silu").bytes(TRACELENS) == 1_879_048_192
+    assert (copy.tracelens_flops(), copy.tracelens_bytes()) == (9_158_656, 36_634_624)
+    assert UnaryOp((8, 2048, 28672), "silu").tracelens_bytes() == 1_879_048_192
     pow_ = UnaryOp((16, 559, 1024), "pow", x=f32, out=f32)
-    assert (pow_.flops(TRACELENS), pow_.bytes(TRACELENS)) == (9_158_656, 73_269_248)
-    assert UnaryOp((4096, 4096), x=f32, out=bf16).bytes(TRACELENS) == 100_663_296
+    assert (pow_.tracelens_flops(), pow_.tracelens_bytes()) == (9_158_656, 73_269_248)
+    assert UnaryOp((4096, 4096), x=f32, out=bf16).tracelens_bytes() == 100_663_296
     mul = BinaryOp((16, 559, 1024), (16, 559, 1), "mul", a=f32, b=f32, out=f32)
-    assert (mul.flops(TRACELENS), mul.bytes(TRACELENS)) == (9_158_656, 73_305_024)
-    assert BinaryOp((8, 2048, 4096), (4096,), b=f32).flops(TRACELENS) == 67_108_864
+    assert (mul.tracelens_flops(), mul.tracelens_bytes()) == (9_158_656, 73_305_024)
+    assert BinaryOp((8, 2048, 4096), (4096,), b=f32).tracelens_flops() == 67_108_864
     scalar = BinaryOp((1024, 1024), (), "mul", b=f32)  # a Scalar: 4 bytes, one element
-    assert scalar.bytes(TRACELENS) == 4_194_308
+    assert scalar.tracelens_bytes() == 4_194_308
     add = BinaryOp((16, 16, 559, 64), (16, 16, 559, 64))
-    assert add.bytes(TRACELENS) == 54_951_936
-    assert BinaryOp((16, 16, 559, 64), (1, 1, 559, 64), "mul").bytes(TRACELENS) == 36_706_176
+    assert add.tracelens_bytes() == 54_951_936
+    assert BinaryOp((16, 16, 559, 64), (1, 1, 559, 64), "mul").tracelens_bytes() == 36_706_176
     # reductions: TraceLens never parses the dims, so the output is one element
-    assert ReduceOp((8, 2048, 4096), (-1,)).bytes(TRACELENS) == 134_217_730
+    assert ReduceOp((8, 2048, 4096), (-1,)).tracelens_bytes() == 134_217_730
     mean = ReduceOp((16, 559, 1024), (-1,), "mean", x=f32, out=f32)
-    assert (mean.flops(TRACELENS), mean.bytes(TRACELENS)) == (9_158_656, 36_634_628)
+    assert (mean.tracelens_flops(), mean.tracelens_bytes()) == (9_158_656, 36_634_628)
     # LayerNorm (8, 2048, 4096) with weight and bias; RMSNorm (8, 2048, 8192)
     ln = NormOp("layernorm", 8 * 2048 * 4096, 4096, has_bias=True)
-    assert (ln.flops(TRACELENS), ln.bytes(TRACELENS)) == (335_568_896, 268_484_608)
+    assert (ln.tracelens_flops(), ln.tracelens_bytes()) == (335_568_896, 268_484_608)
     rms = NormOp("rmsnorm", 8 * 2048 * 8192, 8192)
-    assert (rms.flops(TRACELENS), rms.bytes(TRACELENS)) == (536_903_680, 536_887_296)
-    assert rms.flops_bwd(TRACELENS) == 1_342_177_280
+    assert (rms.tracelens_flops(), rms.tracelens_bytes()) == (536_903_680, 536_887_296)
+    assert rms.tracelens_flops_bwd() == 1_342_177_280
     # BatchNorm (32, 64, 56, 56): training by string truthiness, as TraceLens counts it
     e, c = 32 * 64 * 56 * 56, 64
     assert Normalization.flops_func(True, True, True, e, c) == 32_113_024

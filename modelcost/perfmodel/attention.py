@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from ..dtypes import DType
 from ..record import Record
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe, compute_precision
+from .base import Number, OpRecord, Unit, bpe, compute_precision
 
 LSE_BYTES = 4  # the fp32 log-sum-exp a flash forward saves per query row and head
 
@@ -144,11 +144,8 @@ class SdpaOp(OpRecord, frozen=True):
     def precision(self) -> str:
         return compute_precision(self.act, self.kv)
 
-    def pairs(self, conventions: Conventions = MODELCOST) -> Number:
-        if conventions is Conventions.tracelens:
-            if not self.causal:
-                return self.N_Q * self.N_KV
-            return trapezoid_pairs(self.N_Q, self.N_KV)
+    def pairs(self) -> Number:
+        """(query, key) pairs one head scores: the mask's exact count."""
         return exact_pairs(self.N_Q, self.N_KV, self.causal, self.window, self.chunk)
 
     def describe(self) -> str:
@@ -161,9 +158,7 @@ class SdpaOp(OpRecord, frozen=True):
             f"d={self.d_h_qk}/{self.d_h_v}{causal}{window}{math}"
         )
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
-        if conventions is Conventions.tracelens:
-            return SDPA.flops_func(*self._tl_args())
+    def flops(self) -> Number:
         return 2 * self.B * self.H_Q * self.pairs() * (self.d_h_qk + self.d_h_v)
 
     def _tl_args(self) -> tuple[int, int, int, int, int, int, int, bool]:
@@ -177,30 +172,37 @@ class SdpaOp(OpRecord, frozen=True):
         shape = (self.B, self.N_Q, self.H_Q, n_kv, self.H_KV, self.d_h_qk, self.d_h_v)
         return SDPA._elements(*shape)
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
-        if conventions is Conventions.tracelens:
-            return SDPA.bytes_func(*self._tl_args(), 2)  # TraceLens reports always use 2 B
+    def bytes(self) -> Number:
         q, k, v, o = self._tensors()
         return (q + o) * bpe(self.act) + (k + v) * bpe(self.kv)
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        if conventions is Conventions.tracelens:
-            return SDPA.flops_bwd_func(*self._tl_args(), self.flash_impl)
+    def flops_bwd(self) -> Number:
         per_pair = (3 if self.flash_impl else 2) * self.d_h_qk + 2 * self.d_h_v
         matmuls = 2 * self.B * self.H_Q * self.pairs() * per_pair
         n_kv = keys_read(self.N_Q, self.N_KV, self.causal, self.window, self.chunk)
         group_sum = self.B * n_kv * (self.H_Q - self.H_KV) * (self.d_h_qk + self.d_h_v)
         return matmuls + group_sum  # + summing dK, dV over each KV head's query group
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        if conventions is Conventions.tracelens:
-            return SDPA.bytes_bwd_func(*self._tl_args(), 2)
+    def bytes_bwd(self) -> Number:
         q, k, v, o = self._tensors()
         lse = self.B * self.H_Q * self.N_Q * LSE_BYTES
         act, kv = bpe(self.act), bpe(self.kv)
         reads = (q + o + o) * act + (k + v) * kv + lse  # Q, O, dO, K, V, LSE
         writes = q * act + (k + v) * kv  # dQ, dK, dV
         return reads + writes
+
+    # TraceLens's counts (its SDPA, tracelens_perf_model): 2-byte tensors in its reports
+    def tracelens_flops(self) -> Number:
+        return SDPA.flops_func(*self._tl_args())
+
+    def tracelens_bytes(self) -> Number:
+        return SDPA.bytes_func(*self._tl_args(), 2)  # TraceLens reports always use 2 B
+
+    def tracelens_flops_bwd(self) -> Number:
+        return SDPA.flops_bwd_func(*self._tl_args(), self.flash_impl)
+
+    def tracelens_bytes_bwd(self) -> Number:
+        return SDPA.bytes_bwd_func(*self._tl_args(), 2)
 
 
 class MathKernel(Record, frozen=True):
@@ -305,16 +307,16 @@ class SoftmaxOp(OpRecord, frozen=True):
     B: int = 1
     dtype: DType = DType.bf16
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return Softmax.flops_func(self.M, self.N, self.B)
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         return Softmax.bytes_func(self.M, self.N, bpe(self.dtype), self.B)
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         return Softmax.flops_bwd(self.M, self.N, self.B)
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes_bwd(self) -> Number:
         return Softmax.bytes_bwd(self.M, self.N, bpe(self.dtype), self.B)
 
 

@@ -96,24 +96,38 @@ class OpRecord(Record, frozen=True):
     """One op instance: its shape parameters and the dtype of each operand.
 
     Subclasses set `kind` (the perf-model class name: GEMM, SDPA, ...) and `unit`, and
-    implement the four counts. Every count takes the conventions to use.
+    implement the four counts under modelcost's conventions; where TraceLens's perf model
+    counts differently, a `tracelens_*` count says how (by default it is the same). The
+    conventions are read in one place, `cost` and `cost_bwd`.
     """
 
     kind: ClassVar[str] = ""
     unit: ClassVar[Unit] = Unit.vector
     optional: ClassVar[tuple[str, ...]] = ()  # shape fields shown only when nonzero
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         raise NotImplementedError
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         raise NotImplementedError
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         raise NotImplementedError
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes_bwd(self) -> Number:
         raise NotImplementedError
+
+    def tracelens_flops(self) -> Number:
+        return self.flops()
+
+    def tracelens_bytes(self) -> Number:
+        return self.bytes()
+
+    def tracelens_flops_bwd(self) -> Number:
+        return self.flops_bwd()
+
+    def tracelens_bytes_bwd(self) -> Number:
+        return self.bytes_bwd()
 
     def vector_flops(self) -> Number:
         """Work a matrix op does on the vector units beside its matrix math (the
@@ -121,10 +135,16 @@ class OpRecord(Record, frozen=True):
         return 0
 
     def cost(self, conventions: Conventions = MODELCOST) -> Cost:
-        return Cost(self.flops(conventions), self.bytes(conventions))
+        """The forward's FLOPs and bytes under `conventions`."""
+        if conventions is Conventions.tracelens:
+            return Cost(self.tracelens_flops(), self.tracelens_bytes())
+        return Cost(self.flops(), self.bytes())
 
     def cost_bwd(self, conventions: Conventions = MODELCOST) -> Cost:
-        return Cost(self.flops_bwd(conventions), self.bytes_bwd(conventions))
+        """The backward's FLOPs and bytes under `conventions`."""
+        if conventions is Conventions.tracelens:
+            return Cost(self.tracelens_flops_bwd(), self.tracelens_bytes_bwd())
+        return Cost(self.flops_bwd(), self.bytes_bwd())
 
     @property
     def precision(self) -> str:

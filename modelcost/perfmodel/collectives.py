@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import ClassVar, Literal
 
 from ..dtypes import DType
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
+from .base import Number, OpRecord, Unit, bpe
 
 CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
 _BACKWARD: dict[str, CollectiveKind] = {
@@ -47,12 +47,12 @@ class CollectiveOp(OpRecord, frozen=True):
     def _share(self) -> Fraction:
         return Fraction(self.group - 1, self.group)
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         if self.collective in ("all_reduce", "reduce_scatter"):
             return _number(self._share() * self.elements)
         return 0
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         if self.collective == "p2p":  # one send of the whole tensor to the next rank
             return _number(self.elements * Fraction(bpe(self.dtype)))
         steps = 2 if self.collective == "all_reduce" else 1
@@ -64,8 +64,8 @@ class CollectiveOp(OpRecord, frozen=True):
             _BACKWARD[self.collective], self.elements, self.group, self.dtype, self.stride
         )
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        return self.backward_op().flops(conventions)
+    def flops_bwd(self) -> Number:
+        return self.backward_op().flops()
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        return self.backward_op().bytes(conventions)
+    def bytes_bwd(self) -> Number:
+        return self.backward_op().bytes()

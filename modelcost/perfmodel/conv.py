@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..dtypes import DType
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe, prod
+from .base import Number, OpRecord, Unit, bpe, prod
 
 
 class CONV:
@@ -98,25 +98,27 @@ class ConvOp(OpRecord, frozen=True):
     def shape(self) -> dict[str, object]:
         return {"x": self.x_shape, "w": self.w_shape, "out": self.out_shape, "bias": self.bias}
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return CONV.flops_func(
             self.x_shape, self.w_shape, self.out_shape, self.bias, self.transposed
         )
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         return CONV.bytes_func(
             self.x_shape, self.w_shape, self.out_shape, self.bias, bpe(self.dtype)
         )
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         return CONV.flops_bwd_func(
             self.out_shape, self.x_shape, self.w_shape, self.bias, self.transposed
         )
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes_bwd(self) -> Number:
         e = bpe(self.dtype)
-        if conventions is Conventions.tracelens:
-            return CONV.bytes_bwd_func(self.x_shape, self.w_shape, self.out_shape, self.bias, e)
         out = self.out_shape
         grads = 2 * (prod(out) + prod(self.w_shape) + prod(self.x_shape)) * e
         return grads + ((prod(out) + out[1]) * e if self.bias else 0)  # read dY, write db
+
+    def tracelens_bytes_bwd(self) -> Number:
+        e = bpe(self.dtype)
+        return CONV.bytes_bwd_func(self.x_shape, self.w_shape, self.out_shape, self.bias, e)

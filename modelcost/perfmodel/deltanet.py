@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..dtypes import DType
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
+from .base import Number, OpRecord, Unit, bpe
 
 
 def conv_channels(H: int, KH: int, dk: int, dv: int) -> int:
@@ -46,14 +46,14 @@ class GatedDeltaNetOp(OpRecord, frozen=True):
     def conv_channels(self) -> int:
         return conv_channels(self.H, self.KH, self.dk, self.dv)
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         C, dk, dv = self.chunk, self.dk, self.dv
         chunks = -(-self.T // C)
         per_chunk = 6 * C * C * dk + 4 * C * C * dv + 6 * C * dk * dv + C**3 // 3
         conv = 2 * self.B * self.conv_channels * self.T * self.d_conv
         return conv + self.B * self.H * chunks * per_chunk
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         e, s = bpe(self.dtype), bpe(self.state)
         tokens = self.B * self.T
         inputs = tokens * (self.conv_channels + 2 * self.H) * e  # q, k, v; β and the gate
@@ -62,11 +62,11 @@ class GatedDeltaNetOp(OpRecord, frozen=True):
         state = self.B * self.H * self.dk * self.dv * s  # the final state, kept for decode
         return inputs + conv + out + state + 2 * self.H * 4  # + dt_bias, A_log
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        return 2 * self.flops(conventions)  # two gradient products per forward product
+    def flops_bwd(self) -> Number:
+        return 2 * self.flops()  # two gradient products per forward product
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        return 2 * self.bytes(conventions)
+    def bytes_bwd(self) -> Number:
+        return 2 * self.bytes()
 
     def describe(self) -> str:
         return (f"B={self.B} T={self.T} heads {self.H} (k {self.KH}) dk={self.dk} "
@@ -93,13 +93,13 @@ class GatedDeltaStepOp(OpRecord, frozen=True):
     def conv_channels(self) -> int:
         return conv_channels(self.H, self.KH, self.dk, self.dv)
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         # per state element: decay (1), Sᵀk (2), the rank-1 update (2), Sᵀq (2)
         return (
             2 * self.B * self.conv_channels * self.d_conv + 7 * self.B * self.H * self.dk * self.dv
         )
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         e, s = bpe(self.dtype), bpe(self.state)
         states = (
             2 * self.B * (self.H * self.dk * self.dv * s + self.conv_channels * self.d_conv * e)
@@ -107,7 +107,7 @@ class GatedDeltaStepOp(OpRecord, frozen=True):
         io = self.B * ((self.conv_channels + 2 * self.H) + self.H * self.dv) * e
         return states + io + self.conv_channels * self.d_conv * e + 2 * self.H * 4
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         raise ValueError("a decode step has no backward pass")
 
     bytes_bwd = flops_bwd

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..dtypes import DType
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe, prod
+from .base import Number, OpRecord, Unit, bpe, prod
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -61,19 +61,20 @@ class UnaryOp(OpRecord, frozen=True):
     def describe(self) -> str:
         return f"{self.fn} ×{self.nelems:,}"
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
-        if conventions is Conventions.tracelens:
-            return UnaryElementwise.flops_func(self.nelems)
+    def flops(self) -> Number:
         return UNARY_FLOPS.get(self.fn, 1) * self.nelems
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def tracelens_flops(self) -> Number:
+        return UnaryElementwise.flops_func(self.nelems)  # one a element, whatever f is
+
+    def bytes(self) -> Number:
         return UnaryElementwise.bytes_func(self.nelems, bpe(self.x), bpe(self.out))
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         # dx = dy · f'(x): the derivative, then one multiply
         return (UNARY_FLOPS.get(self.fn, 1) + 1) * self.nelems
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes_bwd(self) -> Number:
         n = self.nelems
         return n * bpe(self.x) + n * bpe(self.out) + n * bpe(self.x)  # read x, dy; write dx
 
@@ -114,10 +115,10 @@ class BinaryOp(OpRecord, frozen=True):
     def describe(self) -> str:
         return f"{self.fn} {prod(self.a_shape):,} ∘ {prod(self.b_shape):,}"
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return BinaryElementwise.flops_func(self.nelems_out)
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         n1, n2 = prod(self.a_shape), prod(self.b_shape)
         return BinaryElementwise.bytes_func(
             n1, n2, self.nelems_out, bpe(self.a), bpe(self.b), bpe(self.out)
@@ -128,12 +129,12 @@ class BinaryOp(OpRecord, frozen=True):
         n = self.nelems_out
         return (n - prod(self.a_shape)) + (n - prod(self.b_shape))
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         # add/sub: da = db = ±dy; mul/div: da = dy·b, db = dy·a (div: two more per element)
         per_element = {"add": 0, "sub": 1, "mul": 2, "div": 4}.get(self.fn, 2)
         return per_element * self.nelems_out + self._reductions()
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes_bwd(self) -> Number:
         n1, n2 = prod(self.a_shape), prod(self.b_shape)
         grads = self.nelems_out * bpe(self.out) + n1 * bpe(self.a) + n2 * bpe(self.b)
         if self.fn in ("add", "sub"):
@@ -173,11 +174,9 @@ class ReduceOp(OpRecord, frozen=True):
     x: DType = DType.bf16
     out: DType = DType.bf16
 
-    def num_output_elems(self, conventions: Conventions = MODELCOST) -> int:
+    def num_output_elems(self) -> int:
         if self.fn in ("cumsum", "cumprod"):
             return prod(self.tensor)
-        if conventions is Conventions.tracelens:
-            return 1  # TraceLens never parses the trace's dims: a full reduction
         kept = [s for i, s in enumerate(self.tensor) if i not in _normalize(self.dims, self.tensor)]
         return prod(kept)
 
@@ -185,19 +184,46 @@ class ReduceOp(OpRecord, frozen=True):
         return {"num_input_elems": prod(self.tensor), "num_output_elems": self.num_output_elems(),
                 "fn": self.fn}  # fmt: skip
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
-        return Reduce.flops_func(prod(self.tensor), self.num_output_elems(conventions), self.fn)
+    def _tracelens_output_elems(self) -> int:
+        if self.fn in ("cumsum", "cumprod"):
+            return prod(self.tensor)
+        return 1  # TraceLens never parses the trace's dims: a full reduction
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
-        n_out = self.num_output_elems(conventions)
+    def _flops(self, n_out: int) -> Number:
+        return Reduce.flops_func(prod(self.tensor), n_out, self.fn)
+
+    def _bytes(self, n_out: int) -> Number:
         return Reduce.bytes_func(prod(self.tensor), n_out, bpe(self.x), bpe(self.out))
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        return Reduce.flops_bwd_func(prod(self.tensor), self.num_output_elems(conventions))
+    def _flops_bwd(self, n_out: int) -> Number:
+        return Reduce.flops_bwd_func(prod(self.tensor), n_out)
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        n_out = self.num_output_elems(conventions)
+    def _bytes_bwd(self, n_out: int) -> Number:
         return Reduce.bytes_bwd_func(prod(self.tensor), n_out, bpe(self.x), bpe(self.out))
+
+    def flops(self) -> Number:
+        return self._flops(self.num_output_elems())
+
+    def bytes(self) -> Number:
+        return self._bytes(self.num_output_elems())
+
+    def flops_bwd(self) -> Number:
+        return self._flops_bwd(self.num_output_elems())
+
+    def bytes_bwd(self) -> Number:
+        return self._bytes_bwd(self.num_output_elems())
+
+    def tracelens_flops(self) -> Number:
+        return self._flops(self._tracelens_output_elems())
+
+    def tracelens_bytes(self) -> Number:
+        return self._bytes(self._tracelens_output_elems())
+
+    def tracelens_flops_bwd(self) -> Number:
+        return self._flops_bwd(self._tracelens_output_elems())
+
+    def tracelens_bytes_bwd(self) -> Number:
+        return self._bytes_bwd(self._tracelens_output_elems())
 
 
 def _normalize(dims: tuple[int, ...], shape: tuple[int, ...]) -> set[int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..dtypes import DTYPES, DType
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe, compute_precision
+from .base import Number, OpRecord, Unit, bpe, compute_precision
 
 
 def narrower(weights: DType, activations: DType) -> bool:
@@ -88,30 +88,32 @@ class GemmOp(OpRecord, frozen=True):
         batch = f" ×{self.B}" if self.B != 1 else ""
         return f"{self.M}×{self.N}×{self.K}{batch}" + (" +bias" if self.bias else "")
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return self.B * GEMM.flops_func(self.M, self.N, self.K, self.bias)
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         one = GEMM.bytes_func(
             self.M, self.N, self.K, self.bias,
             bpe(self.a), bpe(self.b), bpe(self.bias_dtype), bpe(self.out),
         )  # fmt: skip
-        if conventions is Conventions.tracelens:
-            return self.B * one
         return self.B * one + self.scale_bytes
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def tracelens_bytes(self) -> Number:
+        return self.bytes() - self.scale_bytes  # TraceLens counts no block scales
+
+    def flops_bwd(self) -> Number:
         return self.B * GEMM.flops_bwd_func(self.M, self.N, self.K, self.bias)
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes_bwd(self) -> Number:
         M, N, K = self.M, self.N, self.K
-        if conventions is Conventions.tracelens:
-            return self.B * GEMM.bytes_bwd_func(M, N, K, self.bias, bpe(self.a))
         x, w, dy = bpe(self.a), bpe(self.b), bpe(self.out)
         dgrad = M * N * dy + N * K * w + M * K * x  # read dY, W; write dX
         wgrad = M * N * dy + M * K * x + N * K * w  # read dY, X; write dW
         bgrad = (M * N * dy + N * bpe(self.bias_dtype)) if self.bias else 0  # read dY; write db
         return self.B * (dgrad + wgrad + bgrad)
+
+    def tracelens_bytes_bwd(self) -> Number:
+        return self.B * GEMM.bytes_bwd_func(self.M, self.N, self.K, self.bias, bpe(self.a))
 
 
 class GroupedGemm:
@@ -170,26 +172,25 @@ class GroupedGemmOp(OpRecord, frozen=True):
         g = f"{self.G:g}" if isinstance(self.G, float) else str(self.G)
         return f"{self.M}×{self.N}×{self.K}, G={g}"
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return GroupedGemm.flops_func(self.M, self.K, self.N)
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
-        if conventions is Conventions.tracelens:
-            return GroupedGemm.bytes_func(
-                self.M, self.K, self.N, self.G, bpe(self.x), bpe(self.out)
-            )
+    def bytes(self) -> Number:
         M, K, N = self.M, self.K, self.N
         moved = M * K * bpe(self.x) + self.G * K * N * bpe(self.w) + M * N * bpe(self.out)
         return moved + self.scale_bytes
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         return GroupedGemm.flops_bwd_func(self.M, self.K, self.N)
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        if conventions is Conventions.tracelens:
-            return GroupedGemm.bytes_bwd_func(
-                self.M, self.K, self.N, self.G, bpe(self.x), bpe(self.out)
-            )
+    def bytes_bwd(self) -> Number:
         M, K, N, G = self.M, self.K, self.N, self.G
         # dX = dY·Wᵀ reads dY, W, writes dX; dW = Xᵀ·dY reads X, dY, writes dW
         return 2 * M * N * bpe(self.out) + 2 * M * K * bpe(self.x) + 2 * G * K * N * bpe(self.w)
+
+    def tracelens_bytes(self) -> Number:
+        return GroupedGemm.bytes_func(self.M, self.K, self.N, self.G, bpe(self.x), bpe(self.out))
+
+    def tracelens_bytes_bwd(self) -> Number:
+        args = (self.M, self.K, self.N, self.G, bpe(self.x), bpe(self.out))
+        return GroupedGemm.bytes_bwd_func(*args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..dtypes import DType
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
+from .base import Number, OpRecord, Unit, bpe
 
 TOKEN_ID_BYTES = 8  # int64 token ids / targets
 LOSS_BYTES = 4  # fp32 per-token loss (or log-sum-exp)
@@ -26,17 +26,17 @@ class EmbeddingOp(OpRecord, frozen=True):
     def describe(self) -> str:
         return f"{self.tokens:,} rows of {self.vocab:,}×{self.dim}"
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return 0
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         rows = self.tokens * self.dim
         return rows * bpe(self.weight) + self.tokens * TOKEN_ID_BYTES + rows * bpe(self.out)
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         return self.tokens * self.dim  # scatter-add of dY into the table's gradient
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes_bwd(self) -> Number:
         rows = self.tokens * self.dim
         # read dY and ids; read-modify-write the touched gradient rows
         return rows * bpe(self.out) + self.tokens * TOKEN_ID_BYTES + 2 * rows * bpe(self.weight)
@@ -72,10 +72,10 @@ class RopeOp(OpRecord, frozen=True):
     def describe(self) -> str:
         return f"{self.tokens:,}×{self.heads}×{self.rotary_dim}"
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return FusedRoPE.flops_func(self.num_elems)
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         return FusedRoPE.bytes_func(self.num_elems, bpe(self.dtype))
 
     # the gradient is the inverse rotation: the same work
@@ -104,17 +104,17 @@ class CrossEntropyOp(OpRecord, frozen=True):
     vocab: int
     dtype: DType = DType.bf16
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return CrossEntropy.flops_func(self.tokens, self.vocab)
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         return CrossEntropy.bytes_func(self.tokens, self.vocab, bpe(self.dtype))
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         # p = exp(x − lse) (2), minus the one-hot and times the loss gradient (2)
         return 4 * self.tokens * self.vocab
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes_bwd(self) -> Number:
         # read logits, targets and the saved lse; write dlogits
         logits = self.tokens * self.vocab * bpe(self.dtype)
         return 2 * logits + self.tokens * (TOKEN_ID_BYTES + LOSS_BYTES)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from ..dtypes import DType
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
+from .base import Number, OpRecord, Unit, bpe
 
 
 def expected_experts_hit(experts: int, top_k: int, tokens: int) -> float:
@@ -39,10 +39,10 @@ class MoECommOp(OpRecord, frozen=True):
     def describe(self) -> str:
         return f"{self.direction} {self.num_tokens:,}×{self.hidden_dim}"
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return MoEComm.flops_func(self.num_tokens, self.hidden_dim)
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         return MoEComm.bytes_func(self.num_tokens, self.hidden_dim, bpe(self.dtype))
 
     flops_bwd = flops
@@ -87,7 +87,7 @@ class MoERoutingOp(OpRecord, frozen=True):
     def describe(self) -> str:
         return f"{self.tokens:,} tokens, top-{self.top_k} of {self.experts}"
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         T, E, k = self.tokens, self.experts, self.top_k
         G, g = self.groups, self.groups_kept
         per_token = (3 if self.scoring == "softmax" else 4) * E
@@ -97,16 +97,16 @@ class MoERoutingOp(OpRecord, frozen=True):
             per_token += 2 * E + G + g * G + E
         return T * (per_token + E * k + 2 * k)
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         T, E, k = self.tokens, self.experts, self.top_k
         bias = E * CORRECTION_BIAS_BYTES if self.correction_bias else 0
         return T * E * bpe(self.logits) + bias + T * k * (ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES)
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         # gradient of the k renormalized weights back through the scores: 3 per score
         return 3 * self.tokens * self.experts + 2 * self.tokens * self.top_k
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes_bwd(self) -> Number:
         T, E, k = self.tokens, self.experts, self.top_k
         # read dweights, ids and saved scores; write dlogits
         return T * k * (ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES) + 2 * T * E * bpe(self.logits)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from ..dtypes import DType
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
+from .base import Number, OpRecord, Unit, bpe
 
 
 class Normalization:
@@ -92,37 +92,44 @@ class NormOp(OpRecord, frozen=True):
     is_training: bool = False
     dtype: DType = DType.bf16
 
-    def _training(self, conventions: Conventions) -> bool:
-        # TraceLens always counts LayerNorm as training (running statistics included).
-        return True if conventions is Conventions.tracelens else self.is_training
-
-    def _args(self, conventions: Conventions) -> tuple[bool, bool, bool, int, int]:
-        return (self.has_bias, self.is_affine, self._training(conventions), self.num_elems,
-                self.num_channels)  # fmt: skip
+    def _args(self, training: bool) -> tuple[bool, bool, bool, int, int]:
+        return (self.has_bias, self.is_affine, training, self.num_elems, self.num_channels)
 
     def describe(self) -> str:
         return f"{self.norm} {self.num_elems:,} over {self.num_channels}"
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         if self.norm == "rmsnorm":
             return RMSNorm.flops_func(self.num_elems, self.num_channels, self.is_affine)
-        return Normalization.flops_func(*self._args(conventions))
+        return Normalization.flops_func(*self._args(self.is_training))
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         e = bpe(self.dtype)
         if self.norm == "rmsnorm":
             return RMSNorm.bytes_func(self.num_elems, self.num_channels, self.is_affine, e, e)
-        return Normalization.bytes_func(*self._args(conventions), e, e)
+        return Normalization.bytes_func(*self._args(self.is_training), e, e)
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         if self.norm == "rmsnorm":
             return RMSNorm.flops_bwd_func(self.num_elems, self.num_channels, self.is_affine)
         args = (self.has_bias, self.is_affine, True, self.num_elems, self.num_channels)
         return Normalization.flops_func_bwd(*args, (True, True, True))
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes_bwd(self) -> Number:
         e = bpe(self.dtype)
         if self.norm == "rmsnorm":
             return RMSNorm.bytes_bwd_func(self.num_elems, self.num_channels, self.is_affine, e, e)
         args = (self.has_bias, self.is_affine, True, self.num_elems, self.num_channels)
         return Normalization.bytes_func_bwd(*args, e, e, (True, True, True))
+
+    # TraceLens always counts LayerNorm as training (running statistics included)
+    def tracelens_flops(self) -> Number:
+        if self.norm == "rmsnorm":
+            return self.flops()
+        return Normalization.flops_func(*self._args(True))
+
+    def tracelens_bytes(self) -> Number:
+        if self.norm == "rmsnorm":
+            return self.bytes()
+        e = bpe(self.dtype)
+        return Normalization.bytes_func(*self._args(True), e, e)

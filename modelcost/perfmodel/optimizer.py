@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..dtypes import DType
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
+from .base import Number, OpRecord, Unit, bpe
 
 # Per parameter: m = β1·m + (1−β1)·g (3); v = β2·v + (1−β2)·g² (4);
 # denom = sqrt(v)/sqrt(bc2) + eps (3); decoupled decay p −= lr·wd·p (2);
@@ -30,10 +30,10 @@ class AdamStepOp(OpRecord, frozen=True):
     def precision(self) -> str:
         return "fp32"
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return ADAMW_FLOPS_PER_PARAM * self.params
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         per = bpe(self.grad) + 4 * bpe(self.state)  # grad in; m, v in and out
         if self.master_weights:
             per += 2 * 4 + bpe(self.weight)  # fp32 master in and out; working copy out
@@ -41,7 +41,7 @@ class AdamStepOp(OpRecord, frozen=True):
             per += 2 * bpe(self.weight)  # parameters in and out
         return self.params * per
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         raise ValueError("the optimizer step has no backward pass")
 
     bytes_bwd = flops_bwd

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..dtypes import DTYPES, DType
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
+from .base import Number, OpRecord, Unit, bpe
 
 
 class QuantizeOp(OpRecord, frozen=True):
@@ -25,10 +25,10 @@ class QuantizeOp(OpRecord, frozen=True):
     scale_bytes: Number = 0  # the scales it writes, when `dst` does not carry them
     block: int = 0  # elements a scale covers (0: one scale for the tensor, kept static)
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return (3 if DTYPES[self.dst].block or self.block else 2) * self.elements
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         return self.elements * (bpe(self.src) + bpe(self.dst)) + self.scale_bytes
 
     def describe(self) -> str:
@@ -51,10 +51,10 @@ class DequantizeOp(OpRecord, frozen=True):
     src: DType = DType.mxfp4
     dst: DType = DType.bf16
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return self.elements
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         return self.elements * (bpe(self.src) + bpe(self.dst))
 
     flops_bwd = flops

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..dtypes import DType
-from .base import MODELCOST, Conventions, Number, OpRecord, Unit, bpe
+from .base import Number, OpRecord, Unit, bpe
 
 
 class MambaSSD:
@@ -76,29 +76,25 @@ class MambaSsdOp(OpRecord, frozen=True):
         return (self.B, self.T, self.H, self.P, self.G, self.N, self.chunk, self.d_conv,
                 self.conv_channels)  # fmt: skip
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return MambaSSD.flops_func(*self._geometry())
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         p = bpe(self.params)
         return MambaSSD.bytes_func(
             self.B, self.T, self.H, self.P, self.G, self.N, self.d_conv, self.conv_channels,
             self.combined_dim, bpe(self.dtype), p, p, p,
         )  # fmt: skip
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        if conventions is Conventions.tracelens:
-            return self.flops(conventions)
+    def flops_bwd(self) -> Number:
         t = MambaSSD.flops_terms(*self._geometry())
         # each forward matmul has two gradient matmuls; the chunked backward recomputes
         # C·Bᵀ and the chunk states instead of saving them; the conv has dx and dw
         matmuls = t["cb"] + t["intra"] + t["states"] + t["output"]
         return 2 * t["conv1d"] + 2 * matmuls + t["cb"] + t["states"]
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
-        fwd = self.bytes(conventions)
-        if conventions is Conventions.tracelens:
-            return fwd
+    def bytes_bwd(self) -> Number:
+        fwd = self.bytes()
         e, p = bpe(self.dtype), bpe(self.params)
         # reads as the forward did (with dy in place of y), plus the gradients written
         grads = (
@@ -107,6 +103,13 @@ class MambaSsdOp(OpRecord, frozen=True):
             + 3 * self.H * p
         )
         return fwd + grads
+
+    # TraceLens's MambaSSD counts the backward as the forward again
+    def tracelens_flops_bwd(self) -> Number:
+        return self.tracelens_flops()
+
+    def tracelens_bytes_bwd(self) -> Number:
+        return self.tracelens_bytes()
 
 
 class MambaStepOp(OpRecord, frozen=True):
@@ -125,14 +128,14 @@ class MambaStepOp(OpRecord, frozen=True):
     dtype: DType = DType.bf16
     state: DType = DType.fp32
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         conv_channels = self.H * self.P + 2 * self.G * self.N
         conv = 2 * self.B * conv_channels * self.d_conv
         # per state element: decay multiply, dt·B·x (2), add, and C·h multiply-add (2)
         ssm = 6 * self.B * self.H * self.P * self.N
         return conv + ssm + 2 * self.B * self.H * self.P  # + D·x
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         conv_channels = self.H * self.P + 2 * self.G * self.N
         combined = 2 * self.H * self.P + 2 * self.G * self.N + self.H
         e, s = bpe(self.dtype), bpe(self.state)
@@ -140,7 +143,7 @@ class MambaStepOp(OpRecord, frozen=True):
         weights = conv_channels * (self.d_conv + 1) * e + 3 * self.H * 4
         return states + weights + self.B * combined * e + self.B * self.H * self.P * e
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         raise ValueError("a decode step has no backward pass")
 
     bytes_bwd = flops_bwd
@@ -170,20 +173,20 @@ class CausalConv1dOp(OpRecord, frozen=True):
     bias: bool = True
     dtype: DType = DType.bf16
 
-    def flops(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops(self) -> Number:
         return CausalConv1d.flops_func(self.batch, self.channels, self.seq, self.kernel)
 
-    def bytes(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes(self) -> Number:
         return CausalConv1d.bytes_func(
             self.batch, self.channels, self.seq, self.kernel, self.bias, bpe(self.dtype)
         )
 
-    def flops_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def flops_bwd(self) -> Number:
         # dx and dw each cost the forward; db sums dy
         bcs = self.batch * self.channels * self.seq
         return 2 * self.flops() + (bcs if self.bias else 0)
 
-    def bytes_bwd(self, conventions: Conventions = MODELCOST) -> Number:
+    def bytes_bwd(self) -> Number:
         bcs = self.batch * self.channels * self.seq
         ck = self.channels * self.kernel
         # read x, dy, w; write dx, dw (and db)
