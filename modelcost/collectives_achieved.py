@@ -27,9 +27,7 @@ plain argument, default vLLM (DEFAULT_ENGINE).
 
 from __future__ import annotations
 
-import json
 import math
-from functools import cache
 from itertools import pairwise
 from typing import Any
 
@@ -38,18 +36,15 @@ from .errors import SpecError, did_you_mean
 from .hardware import Hardware
 from .network import ring_time, split
 from .perfmodel import CollectiveOp, bpe
-from .resources import specs_dir
+from .resources import kernel_table
 
 # the engines (and the default, whose custom all-reduce applies unless told otherwise):
 # one list, specs/kernels/engines.json's
 NIC_BITS = 1e9 / 8  # bytes/s per Gb/s
 
 
-@cache
 def _data() -> dict[str, Any]:
-    path = specs_dir() / "kernels" / "collectives.json"
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
+    return kernel_table("collectives")
 
 
 def family(part: str) -> tuple[str, dict[str, Any]] | None:

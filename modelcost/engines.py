@@ -18,21 +18,16 @@ The roofline bound reads none of this: these figures shape the headline estimate
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from typing import Any, Literal
 
 from .record import Record
-from .resources import specs_dir
+from .resources import kernel_table
 
 MemoryRule = Literal["of_total", "of_free", "static"]
 
 
-@cache
 def _data() -> dict[str, Any]:
-    path = specs_dir() / "kernels" / "engines.json"
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
+    return kernel_table("engines")
 
 
 ENGINES: tuple[str, ...] = tuple(_data()["engines"])  # the names --engine takes

@@ -37,7 +37,6 @@ datasheet. Each op says which, and why its time is what it is.
 
 from __future__ import annotations
 
-import json
 import math
 from functools import cache
 
@@ -49,7 +48,7 @@ from .kernels import serve
 from .perfmodel import CollectiveOp, GemmOp, GroupedGemmOp, OpRecord, SdpaOp
 from .perfmodel.attention import keys_read, math_kernels
 from .record import Record
-from .resources import specs_dir
+from .resources import entries, kernel_table
 
 LAUNCH_S = 2e-6  # a kernel's fixed cost: launch and the first wave's ramp (CUDA/HIP graphs)
 K_FILL = 128  # a tile's K loop fills and drains its software pipeline: two 64-deep steps
@@ -102,9 +101,8 @@ class Sibling(Frozen):
     reason: str
 
 
-@cache
 def _data() -> dict:
-    return json.loads((specs_dir() / "kernels" / "library.json").read_text(encoding="utf-8"))
+    return kernel_table("library")
 
 
 @cache
@@ -118,21 +116,20 @@ def library() -> tuple[LibraryKernel, ...]:
 @cache
 def tile_sets() -> dict[str, TileSet]:
     """The library tile sets by name (library.json `tile_sets`)."""
-    return {n: TileSet(**t) for n, t in _data()["tile_sets"].items() if not n.startswith("_")}
+    return {n: TileSet(**t) for n, t in entries(_data()["tile_sets"]).items()}
 
 
 @cache
 def siblings() -> dict[str, Sibling]:
     """part → the part of the same compute silicon it borrows from (library.json)."""
-    return {n: Sibling(**s) for n, s in _data()["siblings"].items() if not n.startswith("_")}
+    return {n: Sibling(**s) for n, s in entries(_data()["siblings"]).items()}
 
 
 @cache
 def memory_siblings() -> dict[str, Sibling]:
     """part → the part of the same memory system whose measured bandwidth efficiency it
     borrows (library.json `memory_siblings`)."""
-    table = _data()["memory_siblings"]
-    return {n: Sibling(**s) for n, s in table.items() if not n.startswith("_")}
+    return {n: Sibling(**s) for n, s in entries(_data()["memory_siblings"]).items()}
 
 
 @cache
@@ -234,7 +231,7 @@ def tiles_for(hw: Hardware, kernel: LibraryKernel | None) -> TileSet:
         if kernel.tile_set is None:
             return TileSet(tiles=(kernel.tile,), source=kernel.library)
         return tile_sets()[kernel.tile_set]
-    defaults = {k: v for k, v in _data()["default_tile_sets"].items() if not k.startswith("_")}
+    defaults = entries(_data()["default_tile_sets"])
     return tile_sets()[defaults.get(hw.arch, defaults.get(hw.vendor, "cutlass-sm100"))]
 
 
@@ -385,9 +382,8 @@ class EnginePrefill(Frozen):
     source: str
 
 
-@cache
 def _attention_data() -> dict:
-    return json.loads((specs_dir() / "kernels" / "attention.json").read_text(encoding="utf-8"))
+    return kernel_table("attention")
 
 
 @cache

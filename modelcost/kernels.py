@@ -14,14 +14,13 @@ selection rule, by arch, by dtype, then by shape.
 
 from __future__ import annotations
 
-import json
 import math
 from functools import cache, lru_cache
 
 from .frozen import Frozen
 from .perfmodel import GemmOp, GroupedGemmOp
 from .report import KernelChoice
-from .resources import specs_dir
+from .resources import kernel_table
 
 SMALL_M = 64  # at or below: decode-shaped, memory-bound
 GLUON_ARCHES = ("gfx950", "gfx942", "sm90", "sm100")
@@ -49,8 +48,7 @@ class Kernel(Frozen):
 
 @cache
 def catalog() -> tuple[Kernel, ...]:
-    data = json.loads((specs_dir() / "kernels" / "gluon.json").read_text(encoding="utf-8"))
-    return tuple(Kernel(**k) for k in data["kernels"])
+    return tuple(Kernel(**k) for k in kernel_table("gluon")["kernels"])
 
 
 def _choice(k: Kernel | None, reason: str, exact: bool = False) -> KernelChoice:

@@ -6,8 +6,13 @@ wheel carries them inside the package as ``modelcost/_data/<name>``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeVar
+
+V = TypeVar("V")
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -31,3 +36,17 @@ def specs_dir() -> Path:
 
 def templates_dir() -> Path:
     return data_dir("templates")
+
+
+@cache
+def kernel_table(name: str) -> dict[str, Any]:
+    """specs/kernels/NAME.json, a table of published figures, read once (callers share
+    it: never modify it)."""
+    text = (specs_dir() / "kernels" / f"{name}.json").read_text(encoding="utf-8")
+    table: dict[str, Any] = json.loads(text)
+    return table
+
+
+def entries(table: Mapping[str, V]) -> dict[str, V]:
+    """A table's entries, without its notes (the keys that start with `_`: `_comment`)."""
+    return {key: value for key, value in table.items() if not key.startswith("_")}
