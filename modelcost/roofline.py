@@ -446,8 +446,7 @@ def build_report(
         estimates = estimate_nodes(times, hw, calibration)
         tot = _with_estimate(tot, graph, times, estimates)
         ops = [
-            _op_entry(t, groups, hw, busy, e, shared)
-            for t, e in zip(times, estimates, strict=True)
+            _op_entry(t, groups, hw, busy, e, shared) for t, e in zip(times, estimates, strict=True)
         ]
     else:
         ops = [_op_entry(t, groups, hw, busy, None, shared) for t in times]

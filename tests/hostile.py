@@ -51,18 +51,21 @@ HOSTILE: dict[str, tuple[str, str | None]] = {
     ),
     # 1,001 calls of a block of 20 statements: 20,020 statements in ~3,000 tokens
     "many-statements": (
-        "block b {\n" + "  rmsnorm\n" * 20 + "}\nmodel m { d_model = 8\n" + "  b\n" * 1_001
-        + "}\n",
+        "block b {\n" + "  rmsnorm\n" * 20 + "}\nmodel m { d_model = 8\n" + "  b\n" * 1_001 + "}\n",
         "the model expands to more than 20,000 layer statements",
     ),
     # each call of `pair` lowers to 25 distinct ops (decode): 1,300 calls are 32,500
     "many-ops": (
-        _PAIR + "model m { d_model = 256; vocab = 1000\n embed(vocab)\n" + "  pair\n" * 1_300
+        _PAIR
+        + "model m { d_model = 256; vocab = 1000\n embed(vocab)\n"
+        + "  pair\n" * 1_300
         + "}\n",
         "`m` lowers to more than 30,000 distinct ops",
     ),
     "most-ops": (  # just within every bound (29,753 ops in decode): must compile in time
-        _PAIR + "model m { d_model = 256; vocab = 1000\n embed(vocab)\n" + "  pair\n" * 1_190
+        _PAIR
+        + "model m { d_model = 256; vocab = 1000\n embed(vocab)\n"
+        + "  pair\n" * 1_190
         + " rmsnorm\n lm_head(vocab)\n}\n",
         None,
     ),
