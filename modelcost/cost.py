@@ -28,9 +28,13 @@ def cost(graph: OpGraph, conventions: Conventions = Conventions.modelcost) -> Co
     # full recomputation runs each layer's forward again inside its backward
     again = graph.shape.par.recompute == "full"
     nodes = []
+    seen: dict[object, Cost] = {}  # equal ops (every layer's norms) are costed once
     for n in graph.nodes:
-        fwd = n.op.cost(conventions)
-        bwd = n.op.cost_bwd(conventions) if train and not n.step else None
+        op = n.op
+        fwd = seen.get(op)
+        if fwd is None:
+            fwd = seen[op] = op.cost(conventions)
+        bwd = op.cost_bwd(conventions) if train and not n.step else None
         recomputed = False
         if bwd is not None and again and n.group != "model":
             bwd, recomputed = bwd + fwd, True

@@ -28,6 +28,7 @@ from .record import Record, asdict
 from .report import (
     Bound,
     HardwareInfo,
+    KernelChoice,
     KernelUse,
     KindEntry,
     LayerEntry,
@@ -325,12 +326,45 @@ def estimate_nodes(
     return out
 
 
+class _OpFacts(Record, frozen=True):
+    """What an op entry shows of the op alone, on one target: equal ops (the norms and
+    residuals of every layer) share it, built once per report."""
+
+    shape: dict
+    shape_label: str
+    dtype: str
+    dtypes: dict
+    unit: str
+    kernel: KernelChoice | None
+
+
+def _op_facts(op: OpRecord, hw: Hardware) -> _OpFacts:
+    return _OpFacts(
+        shape=_shape_params(op),
+        shape_label=op.describe(),
+        dtype=op.precision,
+        dtypes={k: v.value for k, v in op.operand_dtypes().items()},
+        unit=op.unit.value,
+        kernel=serve(op, hw.arch, hw.compute_units)
+        if isinstance(op, GemmOp | GroupedGemmOp)
+        else None,
+    )
+
+
 def _op_entry(
-    t: NodeTime, groups: dict, hw: Hardware, busy: float, e: NodeEstimate | None = None
+    t: NodeTime,
+    groups: dict,
+    hw: Hardware,
+    busy: float,
+    e: NodeEstimate | None,
+    facts: dict[OpRecord, _OpFacts],
 ) -> OpEntry:
     cn, r = t.costed, t.roof
     n, op = cn.node, cn.node.op
     g = groups.get(n.group)
+    f = facts.get(op)
+    if f is None:
+        f = facts[op] = _op_facts(op, hw)
     back = None
     if t.back is not None and cn.bwd is not None:
         bc, bm, tb = t.back
@@ -352,11 +386,11 @@ def _op_entry(
         layers=g.layer_label if g is not None else "",
         kind=op.kind,
         count=n.count,
-        shape=_shape_params(op),
-        shape_label=op.describe(),
-        dtype=op.precision,
-        dtypes={k: v.value for k, v in op.operand_dtypes().items()},
-        unit=op.unit.value,
+        shape=f.shape,
+        shape_label=f.shape_label,
+        dtype=f.dtype,
+        dtypes=f.dtypes,
+        unit=f.unit,
         link=t.link,
         peak_flops=r.peak_flops,
         peak_precision=r.peak_precision,
@@ -369,9 +403,7 @@ def _op_entry(
         time_s=t.time_s,
         bound=_bound(t.compute_s, t.memory_s, op.unit),
         attained_flops=cn.fwd.flops / t.time_s if t.time_s else 0.0,
-        kernel=serve(op, hw.arch, hw.compute_units)
-        if isinstance(op, GemmOp | GroupedGemmOp)
-        else None,
+        kernel=f.kernel,
         backward=back,
         total_time_s=t.total_s,
         share=t.total_s / busy if busy else 0.0,
@@ -402,6 +434,7 @@ def build_report(
     par = shape.par
     groups = {g.name: g for g in graph.groups}
     kept = _only_kinds(costed, only) if only is not None else None
+    shared: dict[OpRecord, _OpFacts] = {}  # equal ops share their shape, dtypes, kernel
     times = time_nodes(costed, hw, peak, bandwidth, kept)
     tot = totals(costed, times, hw, peak, advice)
     busy = tot.busy_s
@@ -412,9 +445,11 @@ def build_report(
     if kernels:
         estimates = estimate_nodes(times, hw, calibration)
         tot = _with_estimate(tot, graph, times, estimates)
-        ops = [_op_entry(t, groups, hw, busy, e) for t, e in zip(times, estimates, strict=True)]
+        ops = [
+            _op_entry(t, groups, hw, busy, e, shared) for t, e in zip(times, estimates, strict=True)
+        ]
     else:
-        ops = [_op_entry(t, groups, hw, busy) for t in times]
+        ops = [_op_entry(t, groups, hw, busy, None, shared) for t in times]
     main_peak, main_precision = matrix_peak(graph, hw, peak)
     return Report.trusted(
         model=ModelInfo.trusted(

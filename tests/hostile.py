@@ -5,6 +5,7 @@ and timed by benchmarks/hostile.py."""
 from __future__ import annotations
 
 _LAYERS = "  mla(16, 64, 32, 16, 32, q_lora_rank = 64)\n  moe(64, 4, 128, shared_experts = 2)\n"
+_PAIR = "block pair {\n" + _LAYERS + "}\n"
 
 
 def _chain(n: int) -> str:
@@ -48,17 +49,23 @@ HOSTILE: dict[str, tuple[str, str | None]] = {
         "model m { d_model = " + "9" * 900_000 + "\n rmsnorm }\n",
         "number literal is too long (900,000 characters; the limit is 64)",
     ),
+    # 1,001 calls of a block of 20 statements: 20,020 statements in ~3,000 tokens
     "many-statements": (
-        "model m { d_model = 8\n" + "  rmsnorm\n" * 1_001 + "}\n",
-        "the model expands to more than 1,000 layer statements",
+        "block b {\n" + "  rmsnorm\n" * 20 + "}\nmodel m { d_model = 8\n" + "  b\n" * 1_001 + "}\n",
+        "the model expands to more than 20,000 layer statements",
     ),
+    # each call of `pair` lowers to 25 distinct ops (decode): 1,300 calls are 32,500
     "many-ops": (
-        "model m { d_model = 256; vocab = 1000\n embed(vocab)\n" + _LAYERS * 498 + "}\n",
-        "`m` lowers to more than 1,500 distinct ops",
+        _PAIR
+        + "model m { d_model = 256; vocab = 1000\n embed(vocab)\n"
+        + "  pair\n" * 1_300
+        + "}\n",
+        "`m` lowers to more than 30,000 distinct ops",
     ),
-    "most-ops": (  # just within every bound: must compile in time
-        "model m { d_model = 256; vocab = 1000\n embed(vocab)\n"
-        + _LAYERS * 55
+    "most-ops": (  # just within every bound (29,753 ops in decode): must compile in time
+        _PAIR
+        + "model m { d_model = 256; vocab = 1000\n embed(vocab)\n"
+        + "  pair\n" * 1_190
         + " rmsnorm\n lm_head(vocab)\n}\n",
         None,
     ),

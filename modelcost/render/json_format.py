@@ -15,7 +15,10 @@ if TYPE_CHECKING:
 def render_json(reports: list[Report]) -> str:
     """`{"schema_version": 2, "reports": [Report, ...]}` for any number of phases (its
     JSON Schema: `modelcost schema --report`)."""
-    return ReportSet.trusted(reports=tuple(reports)).model_dump_json(indent=2) + "\n"
+    rs = ReportSet.trusted(reports=tuple(reports))
+    # what model_dump_json writes, the newline added to the bytes: one copy of a large
+    # report (50 MB for 1,000 distinct layers) fewer than adding it to the decoded text
+    return (rs.__pydantic_serializer__.to_json(rs, indent=2) + b"\n").decode()
 
 
 def render_diff_json(d: DiffReport) -> str:
