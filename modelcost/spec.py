@@ -69,8 +69,8 @@ class DtypePolicy(IR):
 # are the statement's arguments (`Arg`: kind and default, in positional order; `dim`
 # last). The `kind` literal is the statement's name; `scope` names its ops in the graph
 # (`layers.3.attn.q_proj`); `check` validates bound values; `decodes` says whether the
-# layer can run one token at a time. Its lowering is `_Lowerer._<kind>` in lower.py and
-# its parameters `device_params` in params.py (docs/contributing.md).
+# layer can run one token at a time. Its lowering, parameters, memory, sharding and
+# refusals are its room's in modelcost/kinds (docs/contributing.md).
 
 T = ArgType
 
