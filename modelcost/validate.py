@@ -48,7 +48,7 @@ def check_layout(spec: ir.Spec, par: Parallel, batch: int) -> None:
 
 
 @per_object
-def _input_facts(spec: ir.Spec) -> tuple[ir.PatchEmbed | None, ir.PositionEmbedding | None, bool]:
+def input_facts(spec: ir.Spec) -> tuple[ir.PatchEmbed | None, ir.PositionEmbedding | None, bool]:
     """(the patch embedding, the learned positions, whether any layer decodes) of the
     main stream."""
     ops = [op for op, _ in walk(spec.body, streams=False)]
@@ -59,12 +59,12 @@ def _input_facts(spec: ir.Spec) -> tuple[ir.PatchEmbed | None, ir.PositionEmbedd
 
 def decodes(spec: ir.Spec) -> bool:
     """Whether the main stream has a decode step (causal attention or an SSM)."""
-    return _input_facts(spec)[2]
+    return input_facts(spec)[2]
 
 
 def workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     notes: list[str] = []
-    patch, positions, decodes = _input_facts(spec)
+    patch, positions, decodes = input_facts(spec)
     if w.phase is Phase.decode and not decodes:
         raise SpecError(
             f"decode needs a causal decoder, and `{spec.name}` has no causal attention or SSM",
