@@ -190,3 +190,31 @@ def test_a_kind_without_a_room_stops_the_import(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1
     assert "layer kinds without a room in modelcost/kinds/registry.py: ['Extra']" in r.stderr
+
+
+def test_the_kinds_package_imports_only_down() -> None:
+    """The rooms sit in "IR and lowering": they import the Spec IR, the perf model, the
+    graph, the sharding rules and the foundation, never costing, the roofline, rendering
+    or the CLI (nor the modules that dispatch through the registry)."""
+    import ast
+
+    allowed = {"spec", "dtypes", "errors", "graph", "parallel", "perfmodel", "recipes",
+               "record", "kinds"}  # fmt: skip
+    for path in sorted((ROOT / "modelcost" / "kinds").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                package = ["modelcost", "kinds"][: 3 - node.level]  # `.`: kinds, `..`: modelcost
+                if node.module:
+                    modules = [".".join([*package, node.module])]
+                else:
+                    modules = [".".join([*package, a.name]) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                continue
+            for module in modules:
+                parts = module.split(".")
+                if parts[0] == "modelcost":
+                    assert parts[1] in allowed, (path.name, module)
