@@ -12,12 +12,18 @@ from .emit import Emit, Lowerer, gemm
 from .room import EVERY_PARAM, REFUSES_NOTHING, Component, Room, kv_cache, linear
 
 
+def heads_per_rank(op: ir.Attention | ir.CrossAttention, tp: int) -> tuple[int, int]:
+    """(query heads, KV heads) on one of `tp` ranks: its params, cache and lowering
+    split by this one rule (parallel.kv_heads: one replicated KV head when tp exceeds
+    them)."""
+    return op.heads // tp, kv_heads(op.kv_heads, tp)
+
+
 def keys(lw: Lowerer, op: ir.Attention | ir.MLA) -> int:
     """Keys an SDPA op attends over (a chunked layer's decode: its chunk's). Under
-    context parallelism a rank's queries are
-    two chunks, one early and one late (Megatron-LM's load balancing), which attend
-    exactly the causal pairs of S/cp queries over the last (S + S/cp)/2 keys: 1/cp
-    of all of them."""
+    context parallelism a rank's queries are two chunks, one early and one late
+    (Megatron-LM's load balancing), which attend exactly the causal pairs of S/cp
+    queries over the last (S + S/cp)/2 keys: 1/cp of all of them."""
     s = lw.s
     if s.decode and isinstance(op, ir.Attention) and op.chunk:
         return (s.n_kv - 1) % op.chunk + 1  # the new token sees its own chunk only
@@ -29,7 +35,7 @@ def keys(lw: Lowerer, op: ir.Attention | ir.MLA) -> int:
 def lower(lw: Lowerer, e: Emit, op: ir.Attention, name: str) -> None:
     s, d = lw.s, op.dtypes
     a, w, kv = d.activations, d.weights, d.kv_cache
-    H, KV, hd = op.heads // lw.tp, kv_heads(op.kv_heads, lw.tp), op.head_dim
+    (H, KV), hd = heads_per_rank(op, lw.tp), op.head_dim
     x = lw.enter(e, name, op.dim, a)
     if op.fused_qkv:
         qkv = gemm(s.T, (H * (2 if op.gate else 1) + 2 * KV) * hd, op.dim, op.qkv_bias, d)
@@ -116,11 +122,11 @@ def lower_cross(lw: Lowerer, e: Emit, op: ir.CrossAttention, name: str) -> None:
     projected once by prefill into the cross-attention cache that decode reads."""
     s, d = lw.s, op.dtypes
     a, w, kv = d.activations, d.weights, d.kv_cache
-    H, KV, hd = op.heads // lw.tp, kv_heads(op.kv_heads, lw.tp), op.head_dim
+    (H, KV), hd = heads_per_rank(op, lw.tp), op.head_dim
     L = dict(s.streams)[op.source]
     x = lw.enter(e, name, op.dim, a)
     q = lw.gemm_node(e, f"{name}.q_proj", gemm(s.T, H * hd, op.dim, op.qkv_bias, d),
-                        (x,), w)  # fmt: skip
+                     (x,), w)  # fmt: skip
     inputs: tuple[str, ...] = (q,)
     if not s.decode:
         src, rows = lw.outputs[op.source], s.B * L
@@ -138,28 +144,28 @@ def lower_cross(lw: Lowerer, e: Emit, op: ir.CrossAttention, name: str) -> None:
                   flash_impl=op.kernel is ir.AttentionKernel.flash)  # fmt: skip
     att = e.add(f"{name}.sdpa", sdpa, inputs, out=s.T * H * hd * bpe(a))
     o = lw.gemm_node(e, f"{name}.o_proj", gemm(s.T, op.dim, H * hd, op.out_bias, d),
-                        (att,), w)  # fmt: skip
+                     (att,), w)  # fmt: skip
     e.stream = lw.exit(e, name, op.dim, a, o)
 
 
 def _params(op: ir.Attention, tp: int, ep: int) -> tuple[int, int]:
-    q = op.heads // tp * op.head_dim
-    kv = kv_heads(op.kv_heads, tp) * op.head_dim
+    H, KV = heads_per_rank(op, tp)
+    q, kv = H * op.head_dim, KV * op.head_dim
     n = (
         linear(op.dim, q * (2 if op.gate else 1), op.qkv_bias)  # and its gate
         + linear(op.dim, kv, op.k_bias)
         + linear(op.dim, kv, op.qkv_bias)
         + linear(q, op.dim, op.out_bias)
         + (2 * op.head_dim if op.qk_norm else 0)
-        + (op.heads // tp if op.sinks else 0)
+        + (H if op.sinks else 0)
     )
     return n, 0
 
 
 def _cross_params(op: ir.CrossAttention, tp: int, ep: int) -> tuple[int, int]:
     """As attention's, k and v read the source's width."""
-    q = op.heads // tp * op.head_dim
-    kv = kv_heads(op.kv_heads, tp) * op.head_dim
+    H, KV = heads_per_rank(op, tp)
+    q, kv = H * op.head_dim, KV * op.head_dim
     n = (
         linear(op.dim, q, op.qkv_bias)
         + linear(op.source_dim, kv, op.k_bias)
@@ -172,7 +178,7 @@ def _cross_params(op: ir.CrossAttention, tp: int, ep: int) -> tuple[int, int]:
 def _cache_per_token(op: ir.Attention, tp: int) -> int:
     """Keys and values of its KV heads on one rank (bidirectional attention, an
     encoder's, keeps none)."""
-    return 2 * kv_heads(op.kv_heads, tp) * op.head_dim if op.causal else 0
+    return 2 * heads_per_rank(op, tp)[1] * op.head_dim if op.causal else 0
 
 
 def _kept(op: ir.Attention, length: int, sources: dict[str, int]) -> int:
@@ -182,7 +188,7 @@ def _kept(op: ir.Attention, length: int, sources: dict[str, int]) -> int:
 
 def _cross_per_token(op: ir.CrossAttention, tp: int) -> int:
     """Its source stream's keys and values, per source token."""
-    return 2 * kv_heads(op.kv_heads, tp) * op.head_dim
+    return 2 * heads_per_rank(op, tp)[1] * op.head_dim
 
 
 def _source_tokens(op: ir.CrossAttention, length: int, sources: dict[str, int]) -> int:

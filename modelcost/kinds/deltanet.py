@@ -22,16 +22,22 @@ from .room import (
 )
 
 
+def per_rank(op: ir.GatedDeltaNet, tp: int) -> tuple[int, int]:
+    """(value heads, key heads) on one of `tp` ranks: its params, state and lowering
+    split by this one rule."""
+    return op.v_heads // tp, op.k_heads // tp
+
+
 def lower(lw: Lowerer, e: Emit, op: ir.GatedDeltaNet, name: str) -> None:
     s, d = lw.s, op.dtypes
     a, w, tp = d.activations, d.weights, lw.tp
-    H, KH, dk, dv = op.v_heads // tp, op.k_heads // tp, op.head_k_dim, op.head_v_dim
+    (H, KH), dk, dv = per_rank(op, tp), op.head_k_dim, op.head_v_dim
     kd, vd = KH * dk, H * dv
     x = lw.enter(e, name, op.dim, a)
     qkvz = gemm(s.T, 2 * kd + 2 * vd, op.dim, False, d)
     z = lw.gemm_node(e, f"{name}.in_proj_qkvz", qkvz, (x,), w)
     ba = lw.gemm_node(e, f"{name}.in_proj_ba", gemm(s.T, 2 * H, op.dim, False, d),
-                         (x,), w)  # fmt: skip
+                      (x,), w)  # fmt: skip
     if s.decode:
         rec: OpRecord = GatedDeltaStepOp(s.B, H, KH, dk, dv, op.d_conv, a, SSM_STATE)
     else:
@@ -47,7 +53,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.GatedDeltaNet, name: str) -> None:
 
 def _params(op: ir.GatedDeltaNet, tp: int, ep: int) -> tuple[int, int]:
     """Heads split over the tensor-parallel ranks."""
-    kd, vd, vh = op.key_dim // tp, op.value_dim // tp, op.v_heads // tp
+    kd, vd, vh = op.key_dim // tp, op.value_dim // tp, per_rank(op, tp)[0]
     conv_ch = conv_channels(op.v_heads, op.k_heads, op.head_k_dim, op.head_v_dim) // tp
     n = (
         linear(op.dim, 2 * kd + 2 * vd, False)  # q, k, v, z
@@ -63,7 +69,7 @@ def _params(op: ir.GatedDeltaNet, tp: int, ep: int) -> tuple[int, int]:
 def _state_bytes(op: ir.GatedDeltaNet, tp: int) -> float:
     """dk × dv per value head and the conv window, of one sequence on one rank."""
     conv_ch = conv_channels(op.v_heads, op.k_heads, op.head_k_dim, op.head_v_dim) // tp
-    state = op.v_heads // tp * op.head_k_dim * op.head_v_dim * bpe(SSM_STATE)
+    state = per_rank(op, tp)[0] * op.head_k_dim * op.head_v_dim * bpe(SSM_STATE)
     return state + conv_ch * op.d_conv * bpe(op.dtypes.activations)
 
 

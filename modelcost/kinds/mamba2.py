@@ -20,12 +20,17 @@ from .room import (
 )
 
 
+def per_rank(op: ir.Mamba2, tp: int) -> tuple[int, int, int]:
+    """(SSD heads, B/C groups, inner width) on one of `tp` ranks: its params, state and
+    lowering split by this one rule."""
+    return op.heads // tp, op.groups // tp, op.d_inner // tp
+
+
 def lower(lw: Lowerer, e: Emit, op: ir.Mamba2, name: str) -> None:
     s, d = lw.s, op.dtypes
     a, w = d.activations, d.weights
     tp = lw.tp
-    H, P, G, N = op.heads // tp, op.head_dim, op.groups // tp, op.d_state
-    di = op.d_inner // tp
+    (H, G, di), P, N = per_rank(op, tp), op.head_dim, op.d_state
     proj = 2 * di + 2 * G * N + H
     x = lw.enter(e, name, op.dim, a)
     z = lw.gemm_node(e, f"{name}.in_proj", gemm(s.T, proj, op.dim, op.bias, d), (x,), w)
@@ -47,7 +52,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.Mamba2, name: str) -> None:
 
 
 def _params(op: ir.Mamba2, tp: int, ep: int) -> tuple[int, int]:
-    heads, groups, di = op.heads // tp, op.groups // tp, op.d_inner // tp
+    heads, groups, di = per_rank(op, tp)
     bc = 2 * groups * op.d_state
     in_proj = linear(op.dim, 2 * di + bc + heads, op.bias)
     conv_ch = di + bc
@@ -59,7 +64,7 @@ def _params(op: ir.Mamba2, tp: int, ep: int) -> tuple[int, int]:
 def _state_bytes(op: ir.Mamba2, tp: int) -> float:
     """The SSM state and the conv window of one sequence on one rank."""
     conv_ch = (op.d_inner + 2 * op.groups * op.d_state) // tp
-    state = op.heads // tp * op.head_dim * op.d_state * bpe(SSM_STATE)
+    state = per_rank(op, tp)[0] * op.head_dim * op.d_state * bpe(SSM_STATE)
     return state + conv_ch * op.d_conv * bpe(op.dtypes.activations)
 
 
