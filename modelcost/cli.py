@@ -231,7 +231,7 @@ def _phases(spec, args: argparse.Namespace) -> list:
     """The phases to compile: of several, decode is skipped (with a note) for a model
     that has none (an encoder); asked alone, lowering refuses it."""
     from .graph import Phase
-    from .lower import decodes
+    from .validate import decodes
 
     phases = list(args.phase)
     if len(phases) > 1 and Phase.decode in phases and not decodes(spec):

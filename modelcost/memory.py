@@ -1,10 +1,11 @@
 """What a model keeps in memory, sized from its spec during lowering: weights, the KV
 cache and SSM state, and (training) gradients and optimizer states.
 
-The one place that sizes a cache: `cache_elements_per_token` is what an attention layer
-writes per token (lowering emits its cache-write ops from it) and `state_bytes` what a
-Mamba-2 layer keeps per sequence. Lowering calls `model_facts` once and carries the
-result on the graph; reporting (roofline.footprint) reads the graph alone.
+Each kind's room (modelcost/kinds) says what it keeps: `cache_elements_per_token` is what
+an attention layer writes per token (its lowering sizes its cache-write ops from the
+same rule) and `state_bytes` what a recurrent layer keeps per sequence. Lowering calls
+`model_facts` once and carries the result on the graph; reporting (roofline.footprint)
+reads the graph alone.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import spec as ir
-from .dtypes import DType
+from .kinds.registry import room
 from .memo import per_object
-from .params import count_params, device_params, kv_heads, residual_width, walk
+from .params import count_params, device_params, residual_width, walk
 from .perfmodel import bpe
-from .perfmodel.deltanet import conv_channels
 from .recipes import RECIPES
 from .record import Record
 
@@ -25,47 +25,30 @@ if TYPE_CHECKING:
 
 ADAM_STATE_BYTES = 8  # m and v in fp32
 MASTER_BYTES = 4  # an fp32 master copy when the weights are narrower
-SSM_STATE = DType.fp32  # Mamba-2's recurrent state
 
 
 def cache_elements_per_token(op: ir.Op, tp: int = 1) -> int:
     """Elements of KV cache one token adds to one layer op on one of `tp` tensor-parallel
     ranks (bidirectional attention, an encoder's, keeps none; cross-attention keeps its
-    source stream's keys and values, per source token). KV heads split over the
-    ranks (one each, replicated, when tp exceeds them); MLA's latent is not split by
-    heads, so every rank keeps all of it."""
-    match op:
-        case ir.Attention() if op.causal:
-            return 2 * kv_heads(op.kv_heads, tp) * op.head_dim
-        case ir.CrossAttention():  # per token of the source stream (its keys and values)
-            return 2 * kv_heads(op.kv_heads, tp) * op.head_dim
-        case ir.MLA() if op.causal:
-            return op.kv_lora_rank + op.qk_rope_head_dim
-    return 0
+    source stream's keys and values, per source token): its room's memory says."""
+    return room(op).memory.per_token(op, tp)
 
 
 def state_bytes(op: ir.Op, tp: int = 1) -> float:
     """Bytes a recurrent layer keeps per sequence on one of `tp` ranks: the state and
-    the conv window (heads and groups split over the ranks): Mamba-2's SSM state, or a
-    Gated DeltaNet's dk × dv per value head."""
-    if isinstance(op, ir.GatedDeltaNet):
-        conv_ch = conv_channels(op.v_heads, op.k_heads, op.head_k_dim, op.head_v_dim) // tp
-        state = op.v_heads // tp * op.head_k_dim * op.head_v_dim * bpe(SSM_STATE)
-        return state + conv_ch * op.d_conv * bpe(op.dtypes.activations)
-    if not isinstance(op, ir.Mamba2):
-        return 0.0
-    conv_ch = (op.d_inner + 2 * op.groups * op.d_state) // tp
-    state = op.heads // tp * op.head_dim * op.d_state * bpe(SSM_STATE)
-    return state + conv_ch * op.d_conv * bpe(op.dtypes.activations)
+    the conv window (Mamba-2's SSM state, a Gated DeltaNet's dk × dv per value head)."""
+    return room(op).memory.per_sequence(op, tp)
 
 
-def cache_bytes(op: ir.Op, batch: int, length: int, tp: int = 1) -> float:
-    """What `batch` sequences of `length` tokens keep for one layer op on one rank."""
-    kept = length
-    if isinstance(op, ir.Attention) and (op.window or op.chunk):  # at most a window or chunk
-        kept = min(length, op.window or op.chunk)
-    per_token = cache_elements_per_token(op, tp) * bpe(op.dtypes.kv_cache)
-    return batch * (kept * per_token + state_bytes(op, tp))
+def cache_bytes(
+    op: ir.Op, batch: int, length: int, tp: int = 1, sources: dict[str, int] | None = None
+) -> float:
+    """What `batch` sequences of `length` tokens keep for one layer op on one rank (a
+    window's or chunk's at most; a cross-attention its source stream's, `sources`)."""
+    memory = room(op).memory
+    kept = memory.tokens(op, length, sources or {})
+    per_token = memory.per_token(op, tp) * bpe(op.dtypes.kv_cache)
+    return batch * (kept * per_token + memory.per_sequence(op, tp))
 
 
 class Held(Record, frozen=True, weakref=True):
@@ -92,11 +75,10 @@ def model_facts(spec: ir.Spec, shape: Shape, held: Held | None = None) -> ModelF
         length = shape.n_kv if shape.decode else shape.n_kv // par.cp
         sources = dict(shape.streams)
         for op, times in _caching(held, par.tp):
-            n = sources[op.source] if isinstance(op, ir.CrossAttention) else length
-            cache += cache_bytes(op, shape.B_device, n, par.tp) * times
+            cache += cache_bytes(op, shape.B_device, length, par.tp, sources) * times
             if shape.chunk:  # the chunk's prompts, at their full length
                 full = shape.prefix + shape.prompt
-                cache += cache_bytes(op, shape.chunk_sequences, full, par.tp) * times
+                cache += cache_bytes(op, shape.chunk_sequences, full, par.tp, sources) * times
     params = count_params(spec)
     return ModelFacts(
         name=spec.name,

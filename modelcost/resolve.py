@@ -760,19 +760,17 @@ class _Resolver:
     def _stream(self, op, stmt: s.OpCall, bound: dict, src: Source, what: str) -> None:
         """Widths agree from layer to layer: an embedding sets the stream's width, a
         linear changes it, every other layer must be as wide as the stream it reads."""
-        if isinstance(op, ir.Embedding | ir.PatchEmbed | ir.ConvStem):
-            self.width = op.dim
-        elif self.width is not None and op.dim != self.width:
+        if not op.starts_stream and self.width is not None and op.dim != self.width:
             b = bound.get("dim")
             raise (b.src if b else src).error(
                 f"{what} is {op.dim} wide, but the stream is {self.width} wide here",
                 b.pos if b else stmt.pos,
                 f"pass dim = {self.width}, or change the stream's width with linear(out)",
             )
-        if isinstance(op, ir.Linear):
-            self.width = op.out
         if isinstance(op, ir.TOKEN_OPS):
             self._tokens(op, stmt, bound, src, what)
+        if op.width_out is not None:
+            self.width = op.width_out
 
     def _tokens(self, op, stmt: s.OpCall, bound: dict, src: Source, what: str) -> None:
         """Keep, pool and pixel shuffle change a stream's token count: at the top level
@@ -783,29 +781,10 @@ class _Resolver:
                 stmt.pos,
                 "stream image(length = N) { ...; pool(4); ... } (not in a repeat or block)",
             )
-        n = self.tokens
-        args: dict[type, str] = {ir.Keep: "tokens", ir.Pool: "kernel", ir.PixelShuffle: "factor"}
-        arg = args[type(op)]
-        b = bound.get(arg)
-        pos, where = (b.pos, b.src) if b else (stmt.pos, src)
-        if isinstance(op, ir.Keep):
-            if op.tokens > n:
-                raise where.error(f"{what} keeps {op.tokens} of the stream's {n} tokens", pos,
-                                  f"keep at most {n}")  # fmt: skip
-            self.tokens = op.tokens
-            return
-        k = op.kernel if isinstance(op, ir.Pool) else op.factor
-        side = math.isqrt(n)
-        if side * side != n or side % k:
-            raise where.error(
-                f"{what} needs a square grid of tokens whose side divides by {k}; the stream "
-                f"has {n} tokens",
-                pos,
-                "drop a class token first: keep(N)" if math.isqrt(n - 1) ** 2 == n - 1 else None,
-            )
-        self.tokens = (side // k) ** 2
-        if isinstance(op, ir.PixelShuffle):
-            self.width = op.dim * k * k
+        try:
+            self.tokens = op.tokens_out(self.tokens)
+        except CheckFailure as fail:
+            raise self._blame(fail, bound, stmt, src) from None
 
     @staticmethod
     def _blame(fail: CheckFailure, bound: dict[str, Bound], stmt: s.OpCall, src: Source):

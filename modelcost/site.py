@@ -22,7 +22,6 @@ from .graph import (
 )
 from .hardware import Hardware
 from .options import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode
-from .params import walk
 from .perfmodel import Conventions
 from .record import Record
 from .render.bars import GridCell, grid_svg
@@ -32,6 +31,7 @@ from .render.table import Cell, Table
 from .render.units import count, duration, fixed
 from .report import PeakMode, Report
 from .sweeps import check_calibration
+from .validate import input_facts
 
 
 class SiteOptions(Record, frozen=True):
@@ -56,16 +56,16 @@ def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
     # a model with learned positions (GPT-2) runs at most that many: lowering caps the
     # default lengths (its page's notes say so), and the site caps one given for every
     # model; a vision model's length is its image's (its page says so too)
-    ops = [op for op, _ in walk(spec.body, streams=False)]  # the main stream's
-    limit = min((op.positions for op in ops if isinstance(op, ir.PositionEmbedding)), default=None)
+    patch, positions, decodes = input_facts(spec)  # the main stream's, as lowering reads them
+    limit = positions.positions if positions is not None else None
     seq, context = o.seq, o.context
     if limit:
         seq = min(seq, limit) if seq else None
         context = min(context, limit) if context else None
-    image = any(isinstance(op, ir.PatchEmbed) for op in ops)
+    image = patch is not None
     out = []
     # an encoder has no decode; its page shows the forward pass only
-    phases = (Phase.prefill, Phase.decode) if any(op.decodes for op in ops) else (Phase.prefill,)
+    phases = (Phase.prefill, Phase.decode) if decodes else (Phase.prefill,)
     for phase in phases:
         w = Workload(phase, o.batch, None if image else seq, context, parallel=o.parallel)
         out.append(compile_report(spec, hw, w, o.conventions, o.peak, o.bandwidth,

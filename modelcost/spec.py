@@ -6,6 +6,7 @@ about source text: two specs that mean the same architecture compare equal.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, ClassVar, Literal
@@ -69,8 +70,10 @@ class DtypePolicy(IR):
 # are the statement's arguments (`Arg`: kind and default, in positional order; `dim`
 # last). The `kind` literal is the statement's name; `scope` names its ops in the graph
 # (`layers.3.attn.q_proj`); `check` validates bound values; `decodes` says whether the
-# layer can run one token at a time. Its lowering is `_Lowerer._<kind>` in lower.py and
-# its parameters `device_params` in params.py (docs/contributing.md).
+# layer can run one token at a time; `starts_stream`, `width_out` and `tokens_out` what
+# it does to the stream's width and token count (the resolver checks layers agree). Its
+# lowering, parameters, memory, sharding and refusals are its room's in modelcost/kinds
+# (docs/contributing.md).
 
 T = ArgType
 
@@ -198,12 +201,18 @@ class _Op(IR):
     takes_kv_dtype: ClassVar[bool] = False
     quantized: ClassVar[bool] = False  # its linear layers follow the precision recipe
     check: ClassVar[Callable[[dict], None] | None] = None
+    starts_stream: ClassVar[bool] = False  # it sets the stream's width (an embedding)
 
     @property
     def decodes(self) -> bool:
         """Whether the layer can run one new token at a time (causal attention over a
         cache, or a recurrent state): a model decodes if any of its layers does."""
         return False
+
+    @property
+    def width_out(self) -> int | None:
+        """The stream's width after it, when it sets or changes it (None: it keeps it)."""
+        return self.dim if self.starts_stream else None
 
 
 class Embedding(_Op):
@@ -220,6 +229,7 @@ class Embedding(_Op):
         ),
     ]
     scope: ClassVar[str] = "embed"
+    starts_stream: ClassVar[bool] = True
 
 
 class PositionEmbedding(_Op):
@@ -250,6 +260,7 @@ class PatchEmbed(_Op):
     cls_token: Annotated[bool, Arg(T.BOOL, True)]
     scope: ClassVar[str] = "patch_embed"
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_patch)
+    starts_stream: ClassVar[bool] = True
 
 
 class ConvStem(_Op):
@@ -262,6 +273,7 @@ class ConvStem(_Op):
     mels: Annotated[int, Arg(T.DIM)]
     kernel: Annotated[int, Arg(T.DIM, 3)]
     scope: ClassVar[str] = "conv_stem"
+    starts_stream: ClassVar[bool] = True
 
 
 class RelativePositionBias(_Op):
@@ -543,6 +555,10 @@ class Linear(_Op):
     ]
     scope: ClassVar[str] = "linear"
 
+    @property
+    def width_out(self) -> int | None:
+        return self.out
+
 
 class Keep(_Op):
     """Keep `tokens` of the stream's tokens, dropping the rest (a tower's class token):
@@ -551,6 +567,13 @@ class Keep(_Op):
     kind: Literal["keep"] = "keep"
     tokens: Annotated[int, Arg(T.DIM)]
     scope: ClassVar[str] = "keep"
+
+    def tokens_out(self, n: int) -> int:
+        """The stream's token count after it, from `n` before."""
+        if self.tokens > n:
+            raise CheckFailure("tokens", f"`keep` keeps {self.tokens} of the stream's {n} "
+                               "tokens", f"keep at most {n}")  # fmt: skip
+        return self.tokens
 
 
 class Pool(_Op):
@@ -561,6 +584,9 @@ class Pool(_Op):
     kernel: Annotated[int, Arg(T.DIM)]
     scope: ClassVar[str] = "pool"
 
+    def tokens_out(self, n: int) -> int:
+        return _grid_tokens("pool", "kernel", n, self.kernel)
+
 
 class PixelShuffle(_Op):
     """Each `factor` × `factor` square of neighbouring tokens of the grid merged into one
@@ -569,6 +595,26 @@ class PixelShuffle(_Op):
     kind: Literal["pixel_shuffle"] = "pixel_shuffle"
     factor: Annotated[int, Arg(T.DIM)]
     scope: ClassVar[str] = "pixel_shuffle"
+
+    def tokens_out(self, n: int) -> int:
+        return _grid_tokens("pixel_shuffle", "factor", n, self.factor)
+
+    @property
+    def width_out(self) -> int | None:
+        return self.dim * self.factor * self.factor
+
+
+def _grid_tokens(kind: str, arg: str, n: int, k: int) -> int:
+    """Tokens after merging each k × k square of a square grid of `n` tokens."""
+    side = math.isqrt(n)
+    if side * side != n or side % k:
+        raise CheckFailure(
+            arg,
+            f"`{kind}` needs a square grid of tokens whose side divides by {k}; the stream "
+            f"has {n} tokens",
+            "drop a class token first: keep(N)" if math.isqrt(n - 1) ** 2 == n - 1 else None,
+        )
+    return (side // k) ** 2
 
 
 TOKEN_OPS = (Keep, Pool, PixelShuffle)  # they change a stream's token count

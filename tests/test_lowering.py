@@ -310,7 +310,7 @@ def test_sdpa_of_every_attention_model_is_causal_at_prefill() -> None:
 
 
 def test_pooler_the_contributing_guides_example() -> None:
-    """docs/contributing.md adds `pooler` (BERT's) in three files; this is its test."""
+    """docs/contributing.md's worked example, `pooler` (BERT's): its test."""
     from modelcost import parse_spec
     from modelcost.params import count_params
 

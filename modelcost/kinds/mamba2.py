@@ -1,0 +1,95 @@
+"""The Mamba-2 SSD mixer: in_proj, causal conv1d, the SSD scan (a step per token at
+decode), gated RMSNorm, out_proj; its heads and B/C groups split over the
+tensor-parallel ranks; it keeps a recurrent state per sequence."""
+
+from __future__ import annotations
+
+from .. import spec as ir
+from ..parallel import refuse
+from ..perfmodel import BinaryOp, MambaSsdOp, MambaStepOp, OpRecord, UnaryOp, bpe
+from .emit import Emit, Lowerer, gemm
+from .room import (
+    EVERY_PARAM,
+    SSM_STATE,
+    Component,
+    Feature,
+    Refusal,
+    Room,
+    linear,
+    recurrent_state,
+)
+
+
+def per_rank(op: ir.Mamba2, tp: int) -> tuple[int, int, int]:
+    """(SSD heads, B/C groups, inner width) on one of `tp` ranks: its params, state and
+    lowering split by this one rule."""
+    return op.heads // tp, op.groups // tp, op.d_inner // tp
+
+
+def lower(lw: Lowerer, e: Emit, op: ir.Mamba2, name: str) -> None:
+    s, d = lw.s, op.dtypes
+    a, w = d.activations, d.weights
+    tp = lw.tp
+    (H, G, di), P, N = per_rank(op, tp), op.head_dim, op.d_state
+    proj = 2 * di + 2 * G * N + H
+    x = lw.enter(e, name, op.dim, a)
+    z = lw.gemm_node(e, f"{name}.in_proj", gemm(s.T, proj, op.dim, op.bias, d), (x,), w)
+    if s.decode:
+        rec: OpRecord = MambaStepOp(s.B, H, P, G, N, op.d_conv, a, SSM_STATE)
+    else:
+        rec = MambaSsdOp(s.B, s.S, H, P, G, N, op.chunk, op.d_conv, a, SSM_STATE)
+    y = e.add(f"{name}.ssd", rec, (z,), out=s.T * di * bpe(a))
+    y = lw.rmsnorm_node(e, f"{name}.norm", 1, di, a, y)
+    g = e.add(f"{name}.gate", UnaryOp((s.T, di), "silu", a, a), (z,), out=s.T * di * bpe(a))
+    y = e.add(
+        f"{name}.gate_mul",
+        BinaryOp((s.T, di), (s.T, di), "mul", a, a, a),
+        (y, g),
+        out=s.T * di * bpe(a),
+    )
+    y = lw.gemm_node(e, f"{name}.out_proj", gemm(s.T, op.dim, di, op.bias, d), (y,), w)
+    e.stream = lw.exit(e, name, op.dim, a, y)
+
+
+def _params(op: ir.Mamba2, tp: int, ep: int) -> tuple[int, int]:
+    heads, groups, di = per_rank(op, tp)
+    bc = 2 * groups * op.d_state
+    in_proj = linear(op.dim, 2 * di + bc + heads, op.bias)
+    conv_ch = di + bc
+    conv = conv_ch * op.d_conv + (conv_ch if op.conv_bias else 0)
+    per_head = 3 * heads  # dt_bias, A_log, D
+    return in_proj + conv + per_head + di + linear(di, op.dim, op.bias), 0
+
+
+def _state_bytes(op: ir.Mamba2, tp: int) -> float:
+    """The SSM state and the conv window of one sequence on one rank."""
+    conv_ch = (op.d_inner + 2 * op.groups * op.d_state) // tp
+    state = per_rank(op, tp)[0] * op.head_dim * op.d_state * bpe(SSM_STATE)
+    return state + conv_ch * op.d_conv * bpe(op.dtypes.activations)
+
+
+def _sharding(op: ir.Mamba2, par, where: str):
+    if op.heads % par.tp or op.groups % par.tp:
+        return refuse(
+            f"--tp {par.tp} does not divide the {op.heads} SSD heads and "
+            f"{op.groups} groups of {where}",
+            "tensor parallelism splits Mamba-2 by heads and by B/C groups",
+        )
+    return None
+
+
+# an SSM carries its state through a prefix or a chunk, and scans the whole sequence
+MAMBA2 = Room(
+    kind=ir.Mamba2,
+    lower=lower,
+    params=_params,
+    active=EVERY_PARAM,
+    component=Component.ssm,
+    memory=recurrent_state(_state_bytes),
+    sharding=_sharding,
+    refuses=(
+        Refusal(Feature.chunk, "an SSM carries its state through a chunk"),
+        Refusal(Feature.prefix, "an SSM carries its state through a prefix"),
+        Refusal(Feature.cp, "the SSM scan"),
+    ),
+)

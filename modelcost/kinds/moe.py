@@ -1,0 +1,130 @@
+"""Mixture of experts: a router, top_k of `experts` routed experts per token (split
+over the expert-parallel ranks, each expert's width over the tensor-parallel ones,
+tokens exchanged by all-to-all), and shared experts run as one MLP."""
+
+from __future__ import annotations
+
+from .. import spec as ir
+from ..parallel import refuse
+from ..perfmodel import BinaryOp, MoECommOp, MoERoutingOp, UnaryOp, bpe, expected_experts_hit
+from ..perfmodel.moe import ROUTER_INDEX_BYTES, ROUTER_PROB_BYTES
+from .emit import ACT_FN, Emit, Lowerer, gemm
+from .room import NOTHING_KEPT, REFUSES_NOTHING, Component, Room, ffn, linear
+
+ROUTE_BYTES = ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES  # a routing decision: weight and id
+
+
+def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
+    s, d = lw.s, op.dtypes
+    a = d.activations
+    T, E, k = s.T, op.experts, op.top_k
+    ep, d_ff = lw.par.ep, op.d_ff // lw.tp
+    x = lw.enter(e, name, op.dim, a)
+    # routers are kept in the activation dtype even when experts are quantized
+    router = lw.gemm_node(e, f"{name}.router", gemm(T, E, op.dim, op.router_bias, d, a), (x,), a)
+    routing = MoERoutingOp(
+        T, E, k, op.router.value, a, op.groups, op.groups_kept, op.correction_bias
+    )
+    route = e.add(f"{name}.routing", routing, (router,), out=T * k * ROUTE_BYTES)
+    rows = T * k
+    disp = e.add(
+        f"{name}.dispatch",
+        MoECommOp(rows, op.dim, "dispatch", a),
+        (x, route),
+        out=rows * op.dim * bpe(a),
+    )
+    if ep > 1:  # each token copy travels to its expert's rank (balanced load)
+        disp = lw.collective(
+            e, f"{name}.dispatch.all_to_all", "all_to_all", rows * op.dim, a, disp, "ep"
+        )
+    # the experts this rank holds that any token of the ep ranks reaches
+    hit = expected_experts_hit(E, k, T * ep) / ep
+    hit = int(hit) if float(hit).is_integer() else hit
+    up_n = (2 if op.act.gated else 1) * d_ff
+    gu = lw.experts(e, f"{name}.experts.gate_up", rows, op.dim, up_n, hit, d, disp)
+    h_bytes = rows * d_ff * bpe(a)
+    h = e.add(
+        f"{name}.experts.act",
+        UnaryOp((rows, d_ff), ACT_FN[op.act], a, a),
+        (gu,),
+        out=h_bytes,
+    )
+    if op.act.gated:
+        h = e.add(
+            f"{name}.experts.gate_mul",
+            BinaryOp((rows, d_ff), (rows, d_ff), "mul", a, a, a),
+            (h,),
+            out=h_bytes,
+        )
+    dn = lw.experts(e, f"{name}.experts.down", rows, d_ff, op.dim, hit, d, h)
+    if ep > 1:  # and back to the token's own rank
+        dn = lw.collective(
+            e, f"{name}.combine.all_to_all", "all_to_all", rows * op.dim, a, dn, "ep"
+        )
+    out = e.add(
+        f"{name}.combine",
+        MoECommOp(rows, op.dim, "combine", a),
+        (dn, route),
+        out=T * op.dim * bpe(a),
+    )
+    if op.shared_experts:  # run as one MLP of the shared experts' summed width
+        width = op.shared_experts * op.shared_d_ff // lw.tp
+        sh = lw.ffn(e, f"{name}.shared", op.dim, width, op.act, op.bias, d, x)
+        if op.shared_gate:  # sigmoid(x · w_gate) scales the shared experts' output
+            g = lw.gemm_node(e, f"{name}.shared_gate", gemm(T, 1, op.dim, False, d, a),
+                             (x,), a)  # fmt: skip
+            g = e.add(f"{name}.shared_gate.sigmoid", UnaryOp((T, 1), "sigmoid", a, a), (g,),
+                      out=T * bpe(a))  # fmt: skip
+            sh = e.add(f"{name}.shared_gate.mul",
+                       BinaryOp((T, op.dim), (T, 1), "mul", a, a, a), (sh, g),
+                       out=T * op.dim * bpe(a))  # fmt: skip
+        out = e.add(
+            f"{name}.shared_add",
+            BinaryOp((T, op.dim), (T, op.dim), "add", a, a, a),
+            (out, sh),
+            out=T * op.dim * bpe(a),
+        )
+    e.stream = lw.exit(e, name, op.dim, a, out)
+
+
+def _params(op: ir.MoE, tp: int, ep: int) -> tuple[int, int]:
+    expert = ffn(op.dim, op.d_ff // tp, op.act, op.bias)
+    shared = op.shared_experts * ffn(op.dim, op.shared_d_ff // tp, op.act, op.bias)
+    # the correction bias is a buffer, not a parameter, in the reference code; it
+    # is in the checkpoint, so it is counted (docs/conventions.md)
+    router = linear(op.dim, op.experts, op.router_bias) + (op.experts if op.correction_bias else 0)
+    gate = op.dim if op.shared_gate else 0  # Linear(dim, 1), no bias
+    return shared + gate + router, op.experts // ep * expert
+
+
+def _active(op: ir.MoE, dense: int, experts: int) -> int:
+    """A token touches top_k of the experts."""
+    return dense + op.top_k * experts // op.experts
+
+
+def _sharding(op: ir.MoE, par, where: str):
+    tp, ep = par.tp, par.ep
+    if op.experts % ep:
+        return refuse(
+            f"--ep {ep} does not divide the {op.experts} experts of {where}",
+            f"use a divisor of {op.experts}",
+        )
+    if op.d_ff % tp or (op.shared_experts and op.shared_d_ff % tp):
+        return refuse(
+            f"--tp {tp} does not divide the expert width d_ff = {op.d_ff} "
+            f"(or the shared experts') of {where}",
+            "each expert's width is split over the tp ranks",
+        )
+    return None
+
+
+MOE = Room(
+    kind=ir.MoE,
+    lower=lower,
+    params=_params,
+    active=_active,
+    component=Component.experts,
+    memory=NOTHING_KEPT,
+    sharding=_sharding,
+    refuses=REFUSES_NOTHING,
+)

@@ -1,0 +1,53 @@
+"""LayerNorm and RMSNorm over the residual stream, and the residual add: replicated on
+every tensor-parallel rank, nothing kept across decode steps."""
+
+from __future__ import annotations
+
+from .. import spec as ir
+from ..perfmodel import BinaryOp, NormOp, bpe
+from .emit import Emit, Lowerer
+from .room import (
+    EVERY_PARAM,
+    NO_PARAMS,
+    NOTHING_KEPT,
+    REFUSES_NOTHING,
+    REPLICATED,
+    Component,
+    Room,
+)
+
+
+def lower_norm(lw: Lowerer, e: Emit, op: ir.Norm, name: str) -> None:
+    T, a = lw.s.T_seq, lw.act(op)
+    rec = NormOp(op.kind, T * op.dim, op.dim, True, op.bias, lw.s.train, a)
+    e.stream = e.add(name, rec, (e.stream,), out=T * op.dim * bpe(a))
+
+
+def lower_residual(lw: Lowerer, e: Emit, op: ir.Residual, name: str) -> None:
+    T, a = lw.s.T_seq, lw.act(op)
+    rec = BinaryOp((T, op.dim), (T, op.dim), "add", a, a, a)
+    inputs = (e.stream, e.residual_from)
+    e.stream = e.residual_from = e.add(name, rec, inputs, out=T * op.dim * bpe(a))
+
+
+def _norm_params(op: ir.Norm, tp: int, ep: int) -> tuple[int, int]:
+    """A scale, and a bias when it has one."""
+    return op.dim * (2 if op.bias else 1), 0
+
+
+def _room(kind: type[ir.IR], lower, params) -> Room:
+    return Room(
+        kind=kind,
+        lower=lower,
+        params=params,
+        active=EVERY_PARAM,
+        component=Component.norms,
+        memory=NOTHING_KEPT,
+        sharding=REPLICATED,
+        refuses=REFUSES_NOTHING,
+    )
+
+
+LAYER_NORM = _room(ir.LayerNorm, lower_norm, _norm_params)
+RMS_NORM = _room(ir.RMSNorm, lower_norm, _norm_params)
+RESIDUAL = _room(ir.Residual, lower_residual, NO_PARAMS)

@@ -1,0 +1,62 @@
+"""What changes a stream's token count: keep (a slice), 2-D average pooling, pixel
+shuffle. Weightless, replicated, nothing kept; the layers after one run over fewer
+tokens (the lowerer's shape changes)."""
+
+from __future__ import annotations
+
+import math
+
+from .. import spec as ir
+from ..perfmodel import ReduceOp, UnaryOp, bpe
+from ..record import replace
+from .emit import Emit, Lowerer
+from .room import (
+    EVERY_PARAM,
+    NO_PARAMS,
+    NOTHING_KEPT,
+    REFUSES_NOTHING,
+    REPLICATED,
+    Component,
+    Room,
+)
+
+
+def lower_keep(lw: Lowerer, e: Emit, op: ir.Keep, name: str) -> None:
+    """A slice of the stream's tokens: no work, fewer tokens from here on."""
+    lw.s = replace(lw.s, S=op.tokens, n_kv=op.tokens)
+
+
+def lower_pool(lw: Lowerer, e: Emit, op: ir.Pool, name: str) -> None:
+    """The mean of each kernel × kernel square of the token grid."""
+    s, a, k = lw.s, op.dtypes.activations, op.kernel
+    side = math.isqrt(s.S) // k
+    rec = ReduceOp((s.B, side, k, side, k, op.dim), (2, 4), "mean", a, a)
+    out = s.B * side * side * op.dim * bpe(a)
+    e.stream = e.residual_from = e.add(name, rec, (e.stream,), out=out)
+    lw.s = replace(s, S=side * side, n_kv=side * side)
+
+
+def lower_pixel_shuffle(lw: Lowerer, e: Emit, op: ir.PixelShuffle, name: str) -> None:
+    """Neighbouring tokens' features moved side by side: a copy of the stream."""
+    s, a, k = lw.s, op.dtypes.activations, op.factor
+    rec = UnaryOp((s.T, op.dim), "copy", a, a)
+    e.stream = e.residual_from = e.add(name, rec, (e.stream,), out=s.T * op.dim * bpe(a))
+    lw.s = replace(s, S=s.S // (k * k), n_kv=s.S // (k * k))
+
+
+def _room(kind: type[ir.IR], lower) -> Room:
+    return Room(
+        kind=kind,
+        lower=lower,
+        params=NO_PARAMS,
+        active=EVERY_PARAM,
+        component=Component.norms,
+        memory=NOTHING_KEPT,
+        sharding=REPLICATED,
+        refuses=REFUSES_NOTHING,
+    )
+
+
+KEEP = _room(ir.Keep, lower_keep)
+POOL = _room(ir.Pool, lower_pool)
+PIXEL_SHUFFLE = _room(ir.PixelShuffle, lower_pixel_shuffle)

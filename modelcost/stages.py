@@ -1,0 +1,125 @@
+"""The pipeline-stage plan: a spec's top level split into model-level ops, other
+streams and layer groups (a repeat of block calls interleaving its groups), each with
+its layer indices, and what this device's pipeline stage runs and holds. It depends on
+the spec and the layout alone, so it is computed once per spec (memo.per_object)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from . import spec as ir
+from .errors import SpecError
+from .memo import per_object
+from .memory import Held
+from .params import walk
+from .record import Record
+
+
+class Stack(Record, frozen=True):
+    """One layer group of the top level: `count` layers of `body`, the group's layers
+    interleaving with its siblings' (stride k for a repeat of k block calls)."""
+
+    block: str
+    count: int
+    stride: int
+    offset: int
+    body: tuple[ir.Statement, ...]
+
+
+def _layer_plan(body: tuple[ir.Statement, ...]) -> list[ir.Op | ir.Stream | Stack]:
+    """Split the top level into model-level ops, other streams and layer groups."""
+    plan: list[ir.Op | ir.Stream | Stack] = []
+    for node in body:
+        if isinstance(node, ir.Repeat):
+            blocks = [b for b in node.body if isinstance(b, ir.Block)]
+            if len(blocks) == len(node.body):
+                k = len(blocks)
+                plan.extend(Stack(b.name, node.count, k, j, b.body) for j, b in enumerate(blocks))
+            else:
+                plan.append(Stack("layer", node.count, 1, 0, node.body))
+        elif isinstance(node, ir.Block):
+            plan.append(Stack(node.name, 1, 1, 0, node.body))
+        else:
+            plan.append(node)
+    return plan
+
+
+def _placed(
+    plan: list[ir.Op | ir.Stream | Stack],
+) -> list[tuple[ir.Op | ir.Stream | Stack, tuple[int, ...]]]:
+    """Each plan item with its layer indices: a stack's layers, or for a model-level op
+    the index of the next layer (so an op before the layers sorts before them)."""
+    placed: list[tuple[ir.Op | ir.Stream | Stack, tuple[int, ...]]] = []
+    layer = pending_end = 0
+    for item in plan:
+        if not isinstance(item, Stack):
+            placed.append((item, (max(layer, pending_end),)))
+            continue
+        first = layer + item.offset
+        placed.append((item, tuple(first + i * item.stride for i in range(item.count))))
+        pending_end = max(pending_end, first + (item.count - 1) * item.stride + 1)
+        if item.offset == item.stride - 1:
+            layer = pending_end
+    return placed
+
+
+def _last_stage(spec: ir.Spec, plan, pp: int) -> range:
+    """The layers of the last pipeline stage (ceil(L/pp) of them; the report is this
+    device's: it holds the head, the slowest stage when stages are even)."""
+    layers = sum(len(ls) for item, ls in plan if isinstance(item, Stack))
+    if pp > max(layers, 1):
+        raise SpecError(
+            f"--pp {pp} is more pipeline stages than the {layers} layers of `{spec.name}`",
+            filename="modelcost",
+            hint=f"use at most {layers} stages",
+        )
+    size = -(-layers // pp)
+    return range(layers - size, layers) if pp > 1 else range(0, max(layers, 1))
+
+
+class Stage(Record, frozen=True):
+    """What this device's pipeline stage runs: each model-level op or layer group it
+    holds, with its layers here and its ops (with multiplicities), and everything it
+    holds, for its memory. The same for every batch and context."""
+
+    items: tuple[tuple[ir.Op | Stack, tuple[int, ...], tuple[tuple[ir.Op, int], ...]], ...]
+    held: Held
+    model_scopes: Counter  # every model-level op's scope, on any stage: names stay stable
+
+
+@per_object
+def stage(spec: ir.Spec, pp: int, train: bool) -> Stage:
+    plan = _placed(_layer_plan(spec.body))
+    stage = _last_stage(spec, plan, pp)
+    items: list = []
+    held: list[tuple[ir.Op, int]] = []
+    for item, layers in plan:
+        if isinstance(item, ir.Stream):  # an auxiliary module is loaded to train it
+            if (layers and layers[0] < stage.start) or (item.auxiliary and not train):
+                continue
+            items.append((item, layers, ()))
+            held.extend(walk(item.body))
+            continue
+        if not isinstance(item, Stack):
+            if layers and layers[0] < stage.start:  # before the layers: the first stage's
+                continue
+            items.append((item, layers, ((item, 1),)))
+            held.append((item, 1))
+            continue
+        layers = tuple(i for i in layers if i in stage)
+        if layers:
+            ops = tuple(walk(item.body))
+            items.append((item, layers, ops))
+            held.extend((op, times * len(layers)) for op, times in ops)
+    scopes = Counter(item.scope for item, _ in plan if not isinstance(item, Stack | ir.Stream))
+    return Stage(tuple(items), Held(tuple(held)), scopes)
+
+
+@per_object
+def stream_items(stream: ir.Stream) -> tuple:
+    """A stream's model-level ops and layer groups, as a stage's items (one stage)."""
+    items: list = []
+    for item, layers in _placed(_layer_plan(stream.body)):
+        ops = tuple(walk(item.body)) if isinstance(item, Stack) else ((item, 1),)
+        items.append((item, layers, ops))
+    return tuple(items)

@@ -1,0 +1,278 @@
+"""Workload validation: a spec and a workload → the token geometry lowering runs
+(`graph.Shape`), or a SpecError naming what the spec or the layout cannot run and the
+flag to change. Each layer's room says what layouts and workload features it refuses;
+this module asks them, and checks the lengths, streams and serving extras."""
+
+from __future__ import annotations
+
+from . import spec as ir
+from .errors import SpecError, did_you_mean
+from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Parallel, Phase, Shape, Workload, settled
+from .kinds.registry import room
+from .kinds.room import Component, Feature
+from .memo import per_object
+from .parallel import refuse
+from .params import streams_of, walk
+
+
+def check_layout(spec: ir.Spec, par: Parallel, batch: int) -> None:
+    """Raise a SpecError for a layout `spec` cannot run with `batch` sequences: each
+    layer's room says how it splits (parallel.py holds the shared rules)."""
+    if batch % (par.dp * par.microbatches):
+        raise refuse(
+            f"batch {batch} does not split over dp = {par.dp} replicas of "
+            f"{par.microbatches} microbatch{'es' if par.microbatches > 1 else ''}",
+            f"use a batch that is a multiple of {par.dp * par.microbatches}",
+        )
+    if par.single:
+        return
+    has_experts = False
+    for op, _ in walk(spec.body):
+        where = f"`{op.kind}` of `{spec.name}`"
+        r = room(op)
+        has_experts = has_experts or r.component is Component.experts
+        cp = r.refusal(Feature.cp)
+        if cp is not None and par.cp > 1:
+            raise refuse(
+                f"--cp {par.cp}: {cp.why} of {where} runs along the whole sequence",
+                "context parallelism is for attention layers; use --tp or --dp",
+            )
+        error = r.sharding(op, par, where)
+        if error is not None:
+            raise error
+    if par.ep > 1 and not has_experts:
+        raise refuse(
+            f"--ep {par.ep}: `{spec.name}` has no experts to split",
+            "expert parallelism applies to MoE layers; use --dp for data parallelism",
+        )
+
+
+@per_object
+def input_facts(spec: ir.Spec) -> tuple[ir.PatchEmbed | None, ir.PositionEmbedding | None, bool]:
+    """(the patch embedding, the learned positions, whether any layer decodes) of the
+    main stream."""
+    ops = [op for op, _ in walk(spec.body, streams=False)]
+    patch = next((op for op in ops if isinstance(op, ir.PatchEmbed)), None)
+    positions = next((op for op in ops if isinstance(op, ir.PositionEmbedding)), None)
+    return patch, positions, any(op.decodes for op in ops)
+
+
+def decodes(spec: ir.Spec) -> bool:
+    """Whether the main stream has a decode step (causal attention or an SSM)."""
+    return input_facts(spec)[2]
+
+
+def workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
+    notes: list[str] = []
+    patch, positions, decodes = input_facts(spec)
+    if w.phase is Phase.decode and not decodes:
+        raise SpecError(
+            f"decode needs a causal decoder, and `{spec.name}` has no causal attention or SSM",
+            filename="modelcost",
+            hint="use --phase prefill (a forward pass) or train",
+        )
+    limit = positions.positions if positions is not None else None
+    S = w.seq
+    if S is None:  # decode reads no sequence length: its note would say nothing true
+        said = [] if w.phase is Phase.decode else notes
+        S = _default_length("sequence length", DEFAULT_SEQ, limit, spec, said)
+    if patch is not None:
+        image_tokens = (patch.image // patch.patch) ** 2 + (1 if patch.cls_token else 0)
+        if w.seq is not None and w.seq != image_tokens:
+            raise SpecError(
+                f"`{spec.name}` takes its sequence length from its image: {image_tokens} "
+                f"tokens, not seq {w.seq}",
+                filename="modelcost",
+                hint="leave --seq out for a model with a patch embedding",
+            )
+        S = image_tokens
+        notes.append(
+            f"sequence length {S} is set by the image: ({patch.image}/{patch.patch})² patches"
+            + (" + 1 class token" if patch.cls_token else "")
+        )
+    if w.context is not None:
+        context = w.context
+    elif w.phase is Phase.decode:
+        context = _default_length("context", DEFAULT_CONTEXT, limit, spec, notes)
+    else:
+        context = DEFAULT_CONTEXT  # read by decode only
+    length = context if w.phase is Phase.decode else S
+    if positions is not None and length > positions.positions:
+        what = "context" if w.phase is Phase.decode else "sequence length"
+        raise SpecError(
+            f"{what} {length} exceeds the {positions.positions} learned positions of `{spec.name}`",
+            filename="modelcost",
+            hint=f"use at most {positions.positions}",
+        )
+    par = w.parallel
+    check_layout(spec, par, w.batch)
+    B = w.batch // par.dp // par.microbatches  # sequences per microbatch of a replica
+    if par.cp > 1:
+        if w.phase is Phase.decode:
+            raise SpecError(
+                "context parallelism splits a sequence's tokens: decode has one per sequence",
+                filename="modelcost",
+                hint="use --tp or --dp for decode",
+            )
+        if S % par.cp:
+            raise SpecError(
+                f"--cp {par.cp} does not divide the sequence length {S}",
+                filename="modelcost",
+                hint=f"use a sequence length that is a multiple of {par.cp}",
+            )
+    prompt = _serving_extras(spec, w)
+    streams, joins = _stream_lengths(spec, w)
+    S += sum(n for _, n in joins)  # image tokens join the text
+    context += sum(n for _, n in joins)
+    tokens = B * (1 if w.phase is Phase.decode else S // par.cp) + w.chunk
+    if par.sp and tokens % par.tp:
+        raise SpecError(
+            f"sequence parallelism splits {tokens} tokens over tp = {par.tp} ranks unevenly",
+            filename="modelcost",
+            hint=f"use a batch and length whose tokens per replica divide by {par.tp}",
+        )
+    if w.phase is Phase.decode:
+        shape = Shape(w.phase, B, 1, context, False, par, w.chunk, prompt, w.prefix,
+                      streams, joins)  # fmt: skip
+        return shape, notes
+    shape = Shape(w.phase, B, S // par.cp, S + w.prefix, settled(w).logits == "all", par,
+                  prefix=w.prefix, streams=streams, joins=joins)  # fmt: skip
+    return shape, notes
+
+
+def _default_length(
+    what: str, default: int, limit: int | None, spec: ir.Spec, notes: list[str]
+) -> int:
+    """A length the user left out: the default, or the model's learned positions where
+    it has fewer (GPT-2's 1,024, BERT's 512), said in a note."""
+    if limit is None or default <= limit:
+        return default
+    notes.append(f"{what} {limit}: the default {default} capped at the {limit} learned "
+                 f"positions of `{spec.name}`")  # fmt: skip
+    return limit
+
+
+def _stream_lengths(
+    spec: ir.Spec, w: Workload
+) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
+    """Each encoder or tower stream's length for this workload (the spec's unless the
+    workload names it), and the tokens each joining stream adds to a main sequence.
+    Layouts and engine features not modelled across streams are refused here."""
+    streams = streams_of(spec)
+    own = {st.name: st for st in streams if not st.auxiliary}
+    for name, _ in w.streams:
+        if name not in own:
+            aux = any(st.name == name for st in streams)
+            raise SpecError(
+                f"`{spec.name}` has no stream `{name}` with a length of its own"
+                if aux or own else f"`{spec.name}` has one token stream: --stream does not apply",
+                filename="modelcost",
+                hint=("an auxiliary stream runs over the main sequence" if aux else
+                      did_you_mean(name, list(own)) or
+                      (f"streams: {', '.join(own)}" if own else None)),
+            )  # fmt: skip
+    if not own:
+        return (), ()
+    par = w.parallel
+    refused = [what for what, on in (
+        ("--pp", par.pp > 1), ("--cp", par.cp > 1), ("--sp", par.sp),
+        ("--recompute full", par.recompute == "full"), ("--chunk", bool(w.chunk)),
+        ("--prefix", bool(w.prefix)),
+    ) if on]  # fmt: skip
+    if refused:
+        raise SpecError(
+            f"{', '.join(refused)} with several token streams (`{spec.name}` has "
+            f"{', '.join(own)}) is not modelled",
+            filename="modelcost",
+            hint="use --tp, --dp and --ep with encoder-decoder and multimodal models",
+        )
+    given = dict(w.streams)
+    lengths: list[tuple[str, int]] = []
+    for st in own.values():
+        n = given.get(st.name, st.length)
+        fixed = _fixed_length(st)
+        if fixed and n != st.length:
+            raise SpecError(
+                f"stream `{st.name}` of `{spec.name}` takes its length from its {fixed}: "
+                f"{st.length} tokens, not {n}",
+                filename="modelcost",
+                hint=f"leave --stream {st.name} out",
+            )
+        positions = next((op.positions for op, _ in walk(st.body)
+                          if isinstance(op, ir.PositionEmbedding)), None)  # fmt: skip
+        if positions is not None and n > positions:
+            raise SpecError(
+                f"stream `{st.name}` of `{spec.name}` has {positions} learned positions, "
+                f"fewer than its length {n}",
+                filename="modelcost",
+                hint=f"--stream {st.name}={positions} at most",
+            )
+        if n < st.joins:
+            raise SpecError(
+                f"stream `{st.name}` joins {st.joins} tokens: its length {n} is shorter",
+                filename="modelcost",
+                hint=f"--stream {st.name}={st.joins} at least",
+            )
+        lengths.append((st.name, n))
+    joins = tuple((st.name, st.joins) for st in own.values() if st.joins)
+    return tuple(lengths), joins
+
+
+@per_object
+def _fixed_length(stream: ir.Stream) -> str:
+    """What fixes a stream's length, if anything: an image (a patch embedding) or
+    learned positions as many as its length (Whisper's 1,500 audio positions)."""
+    for op, _ in walk(stream.body):
+        if isinstance(op, ir.PatchEmbed):
+            return "image"
+        if isinstance(op, ir.ConvStem):
+            return "audio window (its convolutions and positions)"
+        if isinstance(op, ir.TOKEN_OPS):
+            return "token grid (its keep, pool or pixel shuffle)"
+    return ""
+
+
+def _serving_extras(spec: ir.Spec, w: Workload) -> int:
+    """Check a workload's prefix-cache hit and prefill chunk against the phase and the
+    layers; the chunk's prompt length (its new tokens) when there is one."""
+    if w.chunk and w.phase is not Phase.decode:
+        raise SpecError(
+            "a prefill chunk rides on a decode step: use --phase decode with --chunk",
+            filename="modelcost",
+            hint="for a plain prefill of the prompt use --phase prefill --seq",
+        )
+    if w.prefix and w.phase is Phase.train:
+        raise SpecError("training has no prefix cache", filename="modelcost",
+                        hint="--prefix is for prefill (and a decode step's chunk)")  # fmt: skip
+    if w.prefix and w.phase is Phase.decode and not w.chunk:
+        raise SpecError(
+            "--prefix counts cached prompt tokens before a prefill: decode's cache is --context",
+            filename="modelcost",
+            hint="give --chunk too, or use --phase prefill",
+        )
+    if w.prompt and not w.chunk:
+        raise SpecError("--prompt is the length of a chunk's prompts: give --chunk",
+                        filename="modelcost")  # fmt: skip
+    if (w.prefix or w.chunk) and w.parallel.cp > 1:
+        raise SpecError(
+            "context parallelism with a prefix cache or a prefill chunk is not modelled",
+            filename="modelcost",
+            hint="drop --cp",
+        )
+    if w.prefix or w.chunk:
+        # a latent or recurrent layer would take prefix and chunk otherwise than
+        # grouped-query attention does: its room refuses them, rather than have them
+        # costed as attention
+        asked = [f for f, on in ((Feature.chunk, w.chunk), (Feature.prefix, w.prefix)) if on]
+        for op, _ in walk(spec.body):
+            refusal = next(filter(None, map(room(op).refusal, asked)), None)
+            if refusal is not None:
+                chunk = refusal.feature is Feature.chunk
+                what = "a prefill chunk" if chunk else "a prefix cache"
+                raise SpecError(
+                    f"{what} is modelled for attention layers; `{spec.name}` has a "
+                    f"{type(op).__name__} layer ({refusal.why})",
+                    filename="modelcost",
+                    hint="leave out --chunk and --prefix for this model",
+                )
+    return w.prompt or w.chunk
