@@ -9,13 +9,11 @@ from ..parallel import vocab_shard
 from ..perfmodel import BinaryOp, ConvOp, EmbeddingOp, UnaryOp, bpe
 from .emit import Emit, Lowerer
 from .room import (
-    EVERY_PARAM,
-    NOTHING_KEPT,
-    REFUSES_NOTHING,
-    REPLICATED,
     Component,
+    Params,
     Room,
     linear,
+    plain_room,
 )
 
 
@@ -121,19 +119,10 @@ def _rel_pos_params(op: ir.RelativePositionBias, tp: int, ep: int) -> tuple[int,
     return op.buckets * op.heads, 0
 
 
-def _table(kind: type[ir.IR], lower, params) -> Room:
+def _table(kind: type[ir.IR], lower, params: Params) -> Room:
     """A replicated embedding-like kind (the vocabulary split is in its params and
     lowering: any tp pads to a multiple)."""
-    return Room(
-        kind=kind,
-        lower=lower,
-        params=params,
-        active=EVERY_PARAM,
-        component=Component.embedding,
-        memory=NOTHING_KEPT,
-        sharding=REPLICATED,
-        refuses=REFUSES_NOTHING,
-    )
+    return plain_room(kind, lower, params, Component.embedding)
 
 
 EMBEDDING = _table(ir.Embedding, lower_embed, _embed_params)

@@ -12,13 +12,9 @@ from ..perfmodel import CrossEntropyOp, UnaryOp, bpe
 from ..perfmodel.misc import LOSS_BYTES
 from .emit import ACT_FN, Emit, Lowerer, gemm
 from .room import (
-    EVERY_PARAM,
-    NOTHING_KEPT,
-    REFUSES_NOTHING,
-    REPLICATED,
     Component,
-    Room,
     linear,
+    plain_room,
 )
 
 
@@ -101,22 +97,7 @@ def _classifier_params(op: ir.Classifier, tp: int, ep: int) -> tuple[int, int]:
     return linear(op.dim, op.classes, op.bias), 0
 
 
-def _room(kind: type[ir.IR], lower, params, component: Component) -> Room:
-    """A head or projection: any tp splits it (the vocabulary pads to a multiple) or
-    replicates it."""
-    return Room(
-        kind=kind,
-        lower=lower,
-        params=params,
-        active=EVERY_PARAM,
-        component=component,
-        memory=NOTHING_KEPT,
-        sharding=REPLICATED,
-        refuses=REFUSES_NOTHING,
-    )
-
-
-LM_HEAD = _room(ir.LMHead, lower_lm_head, _lm_head_params, Component.head)
-LINEAR = _room(ir.Linear, lower_linear, _linear_params, Component.mlp)
-MTP_PROJECTION = _room(ir.MTPProjection, lower_mtp_proj, _mtp_params, Component.mlp)
-CLASSIFIER = _room(ir.Classifier, lower_classifier, _classifier_params, Component.head)
+LM_HEAD = plain_room(ir.LMHead, lower_lm_head, _lm_head_params, Component.head)
+LINEAR = plain_room(ir.Linear, lower_linear, _linear_params, Component.mlp)
+MTP_PROJECTION = plain_room(ir.MTPProjection, lower_mtp_proj, _mtp_params, Component.mlp)
+CLASSIFIER = plain_room(ir.Classifier, lower_classifier, _classifier_params, Component.head)

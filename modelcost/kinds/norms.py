@@ -7,13 +7,9 @@ from .. import spec as ir
 from ..perfmodel import BinaryOp, NormOp, bpe
 from .emit import Emit, Lowerer
 from .room import (
-    EVERY_PARAM,
     NO_PARAMS,
-    NOTHING_KEPT,
-    REFUSES_NOTHING,
-    REPLICATED,
     Component,
-    Room,
+    plain_room,
 )
 
 
@@ -35,19 +31,6 @@ def _norm_params(op: ir.Norm, tp: int, ep: int) -> tuple[int, int]:
     return op.dim * (2 if op.bias else 1), 0
 
 
-def _room(kind: type[ir.IR], lower, params) -> Room:
-    return Room(
-        kind=kind,
-        lower=lower,
-        params=params,
-        active=EVERY_PARAM,
-        component=Component.norms,
-        memory=NOTHING_KEPT,
-        sharding=REPLICATED,
-        refuses=REFUSES_NOTHING,
-    )
-
-
-LAYER_NORM = _room(ir.LayerNorm, lower_norm, _norm_params)
-RMS_NORM = _room(ir.RMSNorm, lower_norm, _norm_params)
-RESIDUAL = _room(ir.Residual, lower_residual, NO_PARAMS)
+LAYER_NORM = plain_room(ir.LayerNorm, lower_norm, _norm_params, Component.norms)
+RMS_NORM = plain_room(ir.RMSNorm, lower_norm, _norm_params, Component.norms)
+RESIDUAL = plain_room(ir.Residual, lower_residual, NO_PARAMS, Component.norms)

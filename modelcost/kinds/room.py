@@ -130,6 +130,27 @@ class Room:
         return next((r for r in self.refuses if r.feature is feature), None)
 
 
+def plain_room(
+    kind: type[ir.IR],
+    lower: Callable[[Lowerer, Emit, Any, str], None],
+    params: Params,
+    component: Component,
+) -> Room:
+    """A kind that keeps nothing between steps, runs on every layout (replicated, or
+    split in its own params and lowering) and refuses nothing: norms, residuals, token
+    reshapes, embeddings, heads and projections."""
+    return Room(
+        kind=kind,
+        lower=lower,
+        params=params,
+        active=EVERY_PARAM,
+        component=component,
+        memory=NOTHING_KEPT,
+        sharding=REPLICATED,
+        refuses=REFUSES_NOTHING,
+    )
+
+
 def linear(n_in: int, n_out: int, bias: bool) -> int:
     """A linear layer's parameters."""
     return n_in * n_out + (n_out if bias else 0)

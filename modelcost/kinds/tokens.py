@@ -11,13 +11,9 @@ from ..perfmodel import ReduceOp, UnaryOp, bpe
 from ..record import replace
 from .emit import Emit, Lowerer
 from .room import (
-    EVERY_PARAM,
     NO_PARAMS,
-    NOTHING_KEPT,
-    REFUSES_NOTHING,
-    REPLICATED,
     Component,
-    Room,
+    plain_room,
 )
 
 
@@ -44,19 +40,6 @@ def lower_pixel_shuffle(lw: Lowerer, e: Emit, op: ir.PixelShuffle, name: str) ->
     lw.s = replace(s, S=s.S // (k * k), n_kv=s.S // (k * k))
 
 
-def _room(kind: type[ir.IR], lower) -> Room:
-    return Room(
-        kind=kind,
-        lower=lower,
-        params=NO_PARAMS,
-        active=EVERY_PARAM,
-        component=Component.norms,
-        memory=NOTHING_KEPT,
-        sharding=REPLICATED,
-        refuses=REFUSES_NOTHING,
-    )
-
-
-KEEP = _room(ir.Keep, lower_keep)
-POOL = _room(ir.Pool, lower_pool)
-PIXEL_SHUFFLE = _room(ir.PixelShuffle, lower_pixel_shuffle)
+KEEP = plain_room(ir.Keep, lower_keep, NO_PARAMS, Component.norms)
+POOL = plain_room(ir.Pool, lower_pool, NO_PARAMS, Component.norms)
+PIXEL_SHUFFLE = plain_room(ir.PixelShuffle, lower_pixel_shuffle, NO_PARAMS, Component.norms)
