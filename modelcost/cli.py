@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import __version__
 from .engines import DEFAULT_ENGINE, ENGINES
 from .errors import SpecError
 from .files import (
@@ -28,37 +27,41 @@ from .files import (
     write_text,
 )
 from .options import (
-    DEFAULT_REQUESTS,
-    DEFAULT_SERVE_ESTIMATE,
     ENGINE,
     ESTIMATE,
     LAYOUT,
-    MAX_MIX_CLASSES,
-    MAX_OUTPUT_TOKENS,
-    MAX_POINTS,
-    MAX_REQUESTS,
-    MAX_STEPS,
-    RATES,
     ROOFLINE,
-    SHARES,
     SITE_LAYOUT,
     WORKLOAD,
     add_options,
-    estimate_mode,
     positive,
     rate,
     requests,
     seconds,
     seed,
 )
-from .render import CHART_MODES, DIFF_FORMATS, FORMATS, SWEEP_FORMATS
+from .render import DIFF_FORMATS, FORMATS, SWEEP_FORMATS
+from .render.chart_modes import CHART_MODES
 from .render.escape import clean, terminal
 from .render.units import count, fixed
+from .settings import (
+    DEFAULT_REQUESTS,
+    DEFAULT_SERVE_ESTIMATE,
+    MAX_MIX_CLASSES,
+    MAX_OUTPUT_TOKENS,
+    MAX_POINTS,
+    MAX_REQUESTS,
+    MAX_STEPS,
+    RATES,
+    SHARES,
+    estimate_mode,
+)
+from .version import __version__
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 if TYPE_CHECKING:
-    from .render import ChartMode
+    from .render.chart_modes import ChartMode
 
 
 def _report(err: SpecError) -> None:
