@@ -17,7 +17,6 @@ from .cost import CostedGraph, CostedNode
 from .dtypes import DTYPES
 from .engines import DEFAULT_ENGINE
 from .errors import SpecError
-from .estimate import Estimate, estimate
 from .graph import OpGraph
 from .hardware import Hardware
 from .kernels import serve
@@ -46,6 +45,7 @@ from .settings import DEFAULT_PEAK
 
 if TYPE_CHECKING:
     from .calibration import Calibration
+    from .estimate import Estimate
 
 
 class Timing(Record, frozen=True):
@@ -291,6 +291,8 @@ def estimate_nodes(
     """Every node's estimate, pass by pass, never below its roofline time (collectives
     as `engine` runs them); a calibration's measured factors or times on top
     (calibration.py)."""
+    from .estimate import estimate  # only `--estimate kernels` reads it: loaded then
+
     out = []
     for t in times:
         cn = t.costed
