@@ -8,13 +8,14 @@ and a hint, never as a traceback.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from .engines import DEFAULT_ENGINE, ENGINES
 from .errors import SpecError
@@ -850,5 +851,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def run() -> NoReturn:
+    """The `modelcost` program (the console script, `python -m modelcost`): `main`, then
+    exit with its status. First the objects the command made are moved out of the cyclic
+    garbage collector's sight (gc.freeze): the collections the interpreter runs while it
+    shuts down would walk every one of them (about 45,000 after compiling DeepSeek-V3),
+    a sixth of the command's wall time; reference counting frees them as before."""
+    status = main()
+    gc.freeze()
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
