@@ -7,9 +7,9 @@ device layout), `compile_report`, `render` (a report as text, md, html or json),
 an `Engine`'s scheduling), `simulate` (requests arriving over time).
 """
 
+from . import hooks
 from .errors import SpecError
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 # Everything else is imported on first use (`modelcost --help` needs neither pydantic nor
 # lark).
@@ -47,6 +47,26 @@ def __getattr__(name: str):
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(f".{module}", __name__), attr)
     raise AttributeError(f"module 'modelcost' has no attribute {name!r}")
+
+
+# What the lower layers hand up (hooks.py), filled here, at the top, which every import
+# of modelcost runs first: a domain object's notebook display is the render layer's,
+# and a config.json read where a `.model` file may be (`load_spec("config.json")`,
+# `import "config.json"`) goes through the importer front end.
+def _show(obj: object, fmt: str) -> str:
+    from .render.notebook import show
+
+    return show(obj, fmt)
+
+
+def _import_config(text: str, filename: str) -> str:
+    from .importer import import_config
+
+    return import_config(text, filename)
+
+
+hooks.set_display(_show)
+hooks.add_translator(".json", _import_config)
 
 
 __all__ = [

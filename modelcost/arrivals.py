@@ -51,7 +51,10 @@ from .errors import SpecError
 from .frozen import Frozen
 from .graph import ONE_DEVICE, Parallel
 from .hardware import Hardware
-from .options import (
+from .hooks import shown
+from .record import replace
+from .serving import STATIC, Engine, _check_request, _Scenario, fitting
+from .settings import (
     DEFAULT_REQUESTS,
     DEFAULT_SERVE_ESTIMATE,
     MAX_OUTPUT_TOKENS,
@@ -61,8 +64,6 @@ from .options import (
     EstimateMode,
     estimate_mode,
 )
-from .record import replace
-from .serving import STATIC, Engine, _check_request, _Scenario, fitting
 from .tabular import Tabular
 
 if TYPE_CHECKING:
@@ -295,9 +296,7 @@ class Arrivals(Tabular, Frozen):
         return head | _flat(self.figures, "") | _flat(self.bound, "bound_")
 
     def _repr_html_(self) -> str:
-        from .render.serving_format import render_arrivals
-
-        return render_arrivals(self, "html")
+        return shown(self, "html")
 
 
 def _flat(f: Latencies, prefix: str) -> dict:

@@ -42,7 +42,7 @@ from .measured import DTYPE, check
 from .perfmodel import GemmOp, OpRecord, SdpaOp, UnaryOp
 from .record import Record
 from .resolve import MAX_DIM
-from .roofline import roof
+from .roofs import roof
 
 SCHEMA: Literal["modelcost-calibration/1"] = "modelcost-calibration/1"
 # A factor (measured / estimated time) beyond these is a unit mistake (ms for µs, MB for

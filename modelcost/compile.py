@@ -13,14 +13,14 @@ from .errors import SpecError
 from .graph import OpGraph, Phase, Workload, settled
 from .hardware import Hardware, load_hardware
 from .lower import lower
-from .options import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode, estimate_mode
 from .params import ParamCount
 from .params import count_params as parameters
 from .perfmodel import Conventions
 from .record import replace
-from .report import PeakMode, Report, Totals
+from .report import Report, Totals
 from .resolve import load_spec
 from .roofline import build_report, estimated, fits, time_nodes, totals
+from .settings import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode, PeakMode, estimate_mode
 
 if TYPE_CHECKING:
     from .calibration import Calibration

@@ -32,8 +32,8 @@ from .files import read_text
 from .frozen import Frozen
 from .grammar_tables import load_parser
 from .parse import syntax_error
-from .report import CapacityBasis, PeakMode
 from .resources import specs_dir
+from .settings import CapacityBasis, PeakMode
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4", "int4")
 # When a precision has no unit of its own, math runs at the next wider one.

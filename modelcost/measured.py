@@ -19,7 +19,7 @@ from .files import read_text
 from .hardware import Hardware, load_hardware
 from .perfmodel import GemmOp, OpRecord, SdpaOp
 from .record import Record
-from .roofline import roof
+from .roofs import roof
 
 DTYPE = {"fp32": DType.fp32, "bf16": DType.bf16, "fp16": DType.fp16, "fp8": DType.fp8_e4m3,
          "fp6": DType.fp6_e2m3, "fp4": DType.fp4}  # fmt: skip

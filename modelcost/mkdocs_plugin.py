@@ -49,17 +49,17 @@ from mkdocs.plugins import BasePlugin, get_plugin_logger
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
-from . import __version__
 from .calibration import load_calibration
 from .errors import SpecError, did_you_mean
 from .graph import DEFAULT_BATCH, Parallel, Phase, Workload
 from .hardware import Hardware, hardware_dir, load_hardware, shipped_hardware
 from .mkdocs_cache import entry_key, modelcost_digest, read_entry, write_entry
 from .mkdocs_fences import fenced_blocks
-from .options import DEFAULT_ESTIMATE, ESTIMATE_MODES, estimate_mode
 from .resolve import load_spec
+from .settings import DEFAULT_ESTIMATE, ESTIMATE_MODES, estimate_mode
 from .site import SiteOptions, SitePage, assemble, render_page, site_page
 from .sweeps import check_calibration
+from .version import __version__
 
 log = get_plugin_logger(__name__)
 FORMATS = ("md",)  # MkDocs renders the Markdown pages itself

@@ -12,14 +12,13 @@ from typing import Literal
 from pydantic import Field
 
 from .frozen import Frozen
-from .options import PeakMode
+from .hooks import shown
+from .settings import CapacityBasis, PeakMode
 
 REPORT_SCHEMA_VERSION = 7  # 3: layouts; 4: prefix, chunk, prompt; 5: kernel estimates;
 # 6: token streams (workload.streams, joined); 7: hardware.memory_basis (driver-reported)
 
 Bound = Literal["compute", "memory", "network"]
-# what a device's capacity rests on (hardware.Hardware.capacity_basis)
-CapacityBasis = Literal["driver-reported", "datasheet"]
 
 
 class ModelInfo(Frozen):
@@ -263,14 +262,10 @@ class Report(Frozen):
     format."""
 
     def _repr_html_(self) -> str:
-        from .render import render
-
-        return render(self, "html")
+        return shown(self, "html")
 
     def _repr_markdown_(self) -> str:
-        from .render import render
-
-        return render(self, "md")
+        return shown(self, "md")
 
     model: ModelInfo
     hardware: HardwareInfo

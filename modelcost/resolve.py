@@ -22,6 +22,7 @@ from .bulk import in_bulk
 from .dtypes import DType, dtype_names, lookup_dtype
 from .errors import SpecError, did_you_mean
 from .files import read_text
+from .hooks import translator
 from .params import walk
 from .parse import parse
 from .recipes import RECIPES, RecipeName
@@ -150,10 +151,9 @@ class Loader:
             if src and pos and err.line == 0:  # unreadable: point at the import
                 raise src.error(f"cannot read `{path}`: {_reason(err)}", pos) from None
             raise
-        if path.suffix == ".json":  # a Hugging Face config.json: import it first
-            from .importer import import_config
-
-            text = import_config(text, str(path))
+        translate = translator(path.suffix)  # a Hugging Face config.json: import it first
+        if translate is not None:
+            text = translate(text, str(path))
         self._stack.append(resolved)
         try:
             unit = self.load_text(text, str(path), resolved)
@@ -683,7 +683,7 @@ class _Resolver:
     def call(self, stmt: s.OpCall, scope: Scope, unit: LoadedFile):
         if stmt.name in unit.blocks:
             return self.expand_block(stmt, scope, unit)
-        sigs = signatures()
+        sigs = signatures(ir.OP_TYPES)
         if stmt.name in sigs:
             return self.op(sigs[stmt.name], stmt, scope, unit.src)
         hint = did_you_mean(stmt.name, [*sigs, *unit.blocks])

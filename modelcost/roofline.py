@@ -11,18 +11,16 @@ figures, the MFU bound and the memory footprint are all computed here.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from .cost import CostedGraph, CostedNode
 from .dtypes import DTYPES
 from .engines import DEFAULT_ENGINE
 from .errors import SpecError
-from .estimate import Estimate, estimate
 from .graph import OpGraph
 from .hardware import Hardware
 from .kernels import serve
 from .network import collective_time, link
-from .options import DEFAULT_PEAK
 from .perfmodel import CollectiveOp, Cost, GemmOp, GroupedGemmOp, OpRecord, Unit, bpe
 from .record import Record, asdict
 from .report import (
@@ -43,9 +41,12 @@ from .report import (
     Totals,
     WorkloadInfo,
 )
+from .roofs import Roof, roof
+from .settings import DEFAULT_PEAK
 
 if TYPE_CHECKING:
     from .calibration import Calibration
+    from .estimate import Estimate
 
 
 class Timing(Record, frozen=True):
@@ -58,26 +59,6 @@ class Timing(Record, frozen=True):
     @property
     def time_s(self) -> float:
         return max(self.compute_s, self.memory_s)
-
-
-class Roof(Record, frozen=True):
-    """The two roofs one op runs under: its compute peak and its bytes/s."""
-
-    peak_flops: float
-    peak_precision: str
-    peak_source: PeakMode
-    bytes_per_s: float
-
-
-def roof(unit: Unit, precision: str, hw: Hardware, peak: PeakMode, bandwidth: PeakMode) -> Roof:
-    """Math on `unit` at `precision`; network ops move their bytes at the scale-up
-    bandwidth and do their (reduction) math on the vector units."""
-    if unit is Unit.network:
-        flops, used, source = hw.peak("vector", precision, peak)
-        return Roof(flops, used, source, hw.scaleup_per_direction)
-    kind: Literal["matrix", "vector"] = "matrix" if unit is Unit.matrix else "vector"
-    flops, used, source = hw.peak(kind, precision, peak)
-    return Roof(flops, used, source, hw.bandwidth(bandwidth))
 
 
 def time_op(c: Cost, op: OpRecord, hw: Hardware, peak: PeakMode, bandwidth: PeakMode) -> Timing:
@@ -311,6 +292,8 @@ def estimate_nodes(
     """Every node's estimate, pass by pass, never below its roofline time (collectives
     as `engine` runs them); a calibration's measured factors or times on top
     (calibration.py)."""
+    from .estimate import estimate  # only `--estimate kernels` reads it: loaded then
+
     out = []
     for t in times:
         cn = t.costed

@@ -38,7 +38,6 @@ does; `search` tries tensor-parallel sizes and picks the fewest devices that mee
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 from collections.abc import Callable
@@ -53,16 +52,17 @@ from .files import read_text
 from .frozen import Frozen
 from .graph import ONE_DEVICE, Parallel, Phase, Workload
 from .hardware import Hardware
-from .options import (
+from .hooks import shown
+from .record import Record, replace
+from .report import Totals
+from .settings import (
     DEFAULT_SERVE_ESTIMATE,
     MAX_MIX_CLASSES,
     SHARES,
     EstimateMode,
+    count,
     estimate_mode,
-    positive,
 )
-from .record import Record, replace
-from .report import Totals
 from .tabular import Tabular
 
 if TYPE_CHECKING:
@@ -201,9 +201,7 @@ class Serving(Tabular, Frozen):
         return self.model_dump(exclude={"curve", "bound"}) | bound
 
     def _repr_html_(self) -> str:
-        from .render.serving_format import render_serving
-
-        return render_serving(self, "html")
+        return shown(self, "html")
 
 
 class _Scenario:
@@ -555,9 +553,7 @@ class Search(Tabular, Frozen):
         return [s.row() | {"chosen": s == self.chosen} for s in self.tried]
 
     def _repr_html_(self) -> str:
-        from .render.serving_format import render_search
-
-        return render_search(self, "html")
+        return shown(self, "html")
 
 
 def search(
@@ -644,9 +640,7 @@ class MixServing(Tabular, Frozen):
         return [{"share": w} | s.row() for w, s in zip(self.shares, self.classes, strict=True)]
 
     def _repr_html_(self) -> str:
-        from .render.serving_format import render_mix
-
-        return render_mix(self, "html")
+        return shown(self, "html")
 
 
 def serve_mix(
@@ -753,8 +747,8 @@ def _mix_line(name: str, number: int, raw: str) -> RequestClass | None:
     values = []
     for i, what in enumerate(("ISL", "OSL")):
         try:
-            values.append(positive(fields[i]))
-        except argparse.ArgumentTypeError:
+            values.append(count(fields[i]))
+        except ValueError:
             hint = "a whole number of tokens, K/M suffixes allowed"
             raise bad(f"{what} must be a positive count, got {fields[i]!r}", i, hint) from None
     share = 1.0

@@ -21,7 +21,6 @@ from .graph import (
     Workload,
 )
 from .hardware import Hardware
-from .options import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode
 from .perfmodel import Conventions
 from .record import Record
 from .render.bars import GridCell, grid_svg
@@ -29,7 +28,8 @@ from .render.env import render
 from .render.formats import diff_markdown_files, markdown_files, render_diff, render_html
 from .render.table import Cell, Table
 from .render.units import count, duration, fixed
-from .report import PeakMode, Report
+from .report import Report
+from .settings import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode, PeakMode
 from .sweeps import check_calibration
 from .validate import input_facts
 

@@ -21,7 +21,12 @@ from .errors import SpecError
 from .frozen import Frozen
 from .graph import DEFAULT_BATCH, OpGraph, Parallel, Phase, Workload
 from .hardware import Hardware, load_hardware
-from .options import (
+from .hooks import shown
+from .perfmodel import Conventions
+from .record import Record
+from .report import Bound, Report, Totals
+from .resolve import load_spec
+from .settings import (
     DEFAULT_ESTIMATE,
     DEFAULT_PEAK,
     MAX_POINTS,
@@ -29,10 +34,6 @@ from .options import (
     PeakMode,
     estimate_mode,
 )
-from .perfmodel import Conventions
-from .record import Record
-from .report import Bound, Report, Totals
-from .resolve import load_spec
 from .tabular import Tabular
 
 if TYPE_CHECKING:
@@ -82,14 +83,10 @@ class Sweep(Tabular, Frozen):
         return [r.model_dump() for r in self.rows]
 
     def _repr_html_(self) -> str:
-        from .render.sweep_format import render_sweep
-
-        return render_sweep(self, "html")
+        return shown(self, "html")
 
     def _repr_markdown_(self) -> str:
-        from .render.sweep_format import render_sweep
-
-        return render_sweep(self, "md")
+        return shown(self, "md")
 
 
 def row(r: Report) -> SweepRow:

@@ -3,8 +3,8 @@
 A layer kind is declared once, as its Spec IR class (spec.py): each field that a
 statement may set carries an `Arg` (its kind and default) in its annotation, and the
 class says its statement name (the `kind` literal), whether it takes a `kv_dtype`, and
-its check. `signatures()` reads those declarations into the table the resolver binds
-calls such as `attention(64, kv_heads = 8)` against. Checks only look at bound values
+its check. `signatures(OP_TYPES)` reads those declarations into the table the resolver
+binds calls such as `attention(64, kv_heads = 8)` against. Checks only look at bound values
 and name the argument to blame, so the resolver can point at it.
 """
 
@@ -105,11 +105,10 @@ def _signature(cls: type) -> OpSignature:
 
 
 @cache
-def signatures() -> dict[str, OpSignature]:
-    """Every built-in layer statement by name."""
-    from . import spec as ir
-
-    return {sig.name: sig for sig in map(_signature, ir.OP_TYPES)}
+def signatures(op_types: tuple[type[Frozen], ...]) -> dict[str, OpSignature]:
+    """The statements of `op_types` (the Spec IR's layer kinds, spec.OP_TYPES) by name;
+    the IR imports this module, so the kinds are given, never imported here."""
+    return {sig.name: sig for sig in map(_signature, op_types)}
 
 
 def argument_names(sig: OpSignature) -> list[str]:

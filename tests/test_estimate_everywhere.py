@@ -13,7 +13,7 @@ import modelcost as mc
 from modelcost.cli import build_parser
 from modelcost.compile import compile_report
 from modelcost.graph import Parallel, Phase, Workload
-from modelcost.options import DEFAULT_ESTIMATE, DEFAULT_SERVE_ESTIMATE
+from modelcost.settings import DEFAULT_ESTIMATE, DEFAULT_SERVE_ESTIMATE
 
 LLAMA8 = mc.load_spec(MODELS / "llama3-8b.model")
 H100 = mc.load_hardware("h100")

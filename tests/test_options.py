@@ -40,3 +40,23 @@ def test_every_workload_option_reaches_compile_diff_and_site() -> None:
         assert (f"--{name}-b" in help_of["diff"]) == o.sided
     for name in ("batch", "seq", "context", "conventions", "peak", "bandwidth"):
         assert f"--{name}" in help_of["site"]
+
+
+def _commands(parser):
+    return parser._subparsers._group_actions[0].choices
+
+
+def test_a_command_alone_parses_as_with_every_command() -> None:
+    """`main` builds only the running command's arguments (start-up, issue 22 item 6):
+    each command's help and parse are those of the parser with every command, and
+    COMMANDS names every command, so none is ever built without its arguments."""
+    from modelcost.cli import COMMANDS
+
+    full = _commands(build_parser())
+    assert tuple(full) == COMMANDS
+    for cmd in COMMANDS:
+        alone = _commands(build_parser(cmd))
+        assert tuple(alone) == COMMANDS  # every command still listed
+        assert alone[cmd].format_help() == full[cmd].format_help(), cmd
+    argv = ["compile", "x.model", "--hw", "h100", "--phase", "decode", "--tp", "2"]
+    assert build_parser("compile").parse_args(argv) == build_parser().parse_args(argv)

@@ -8,7 +8,7 @@ import importlib
 import sys
 import types
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from ..bulk import in_bulk
 
@@ -26,9 +26,6 @@ FORMATS: dict[str, tuple[str, str]] = {
 # a diff's formats: a report's, and `gfm`, a short pull-request summary with the verdict
 DIFF_FORMATS = ("text", "md", "gfm", "html", "json")
 SWEEP_FORMATS = ("csv", "json", "md", "html")  # render/sweep_format.py
-# how a Markdown page shows its charts (render/formats.chart_embeds)
-ChartMode = Literal["files", "inline", "note", "none"]
-CHART_MODES: tuple[ChartMode, ...] = ("files", "inline", "note", "none")
 
 
 @in_bulk

@@ -3,10 +3,10 @@ shown is computed here; templates only place it."""
 
 from __future__ import annotations
 
-from .. import __version__
 from ..diff import DiffReport, PhaseDiff, Verdict
 from ..record import Record
 from ..report import PER_TOKEN, Report
+from ..version import __version__
 from .bars import paired_bars_svg, waterfall_svg
 from .escape import Markdown, md
 from .palette import kind_color

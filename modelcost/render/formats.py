@@ -11,7 +11,7 @@ from .env import render
 from .json_format import render_diff_json, render_json
 
 __all__ = ["render_diff", "render_html", "render_json", "render_markdown"]
-from . import ChartMode
+from .chart_modes import ChartMode
 from .escape import Markdown, md, safe_href
 from .view import Chart, ReportView, build_view
 

@@ -6,9 +6,9 @@ Units are in the column headers; large counts use SI prefixes (1 G = 1e9).
 
 from __future__ import annotations
 
-from .. import __version__
 from ..record import Record
 from ..report import PER_TOKEN, OpEntry, Report
+from ..version import __version__
 from .bars import stacked_bar_svg
 from .charts import Extent, Point, Roof, roofline_extent, roofline_svg
 from .palette import kind_color, layer_color

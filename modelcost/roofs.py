@@ -1,0 +1,32 @@
+"""The two roofs one op runs under on a device: its compute peak (for its unit and
+precision) and its bytes/s. One rule for the roofline, the calibration and the measured
+files, which read a measurement against the same roofs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .hardware import Hardware
+from .perfmodel import Unit
+from .record import Record
+from .settings import PeakMode
+
+
+class Roof(Record, frozen=True):
+    """The two roofs one op runs under: its compute peak and its bytes/s."""
+
+    peak_flops: float
+    peak_precision: str
+    peak_source: PeakMode
+    bytes_per_s: float
+
+
+def roof(unit: Unit, precision: str, hw: Hardware, peak: PeakMode, bandwidth: PeakMode) -> Roof:
+    """Math on `unit` at `precision`; network ops move their bytes at the scale-up
+    bandwidth and do their (reduction) math on the vector units."""
+    if unit is Unit.network:
+        flops, used, source = hw.peak("vector", precision, peak)
+        return Roof(flops, used, source, hw.scaleup_per_direction)
+    kind: Literal["matrix", "vector"] = "matrix" if unit is Unit.matrix else "vector"
+    flops, used, source = hw.peak(kind, precision, peak)
+    return Roof(flops, used, source, hw.bandwidth(bandwidth))
