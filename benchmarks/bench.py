@@ -34,9 +34,8 @@ from modelcost import load_spec
 from modelcost.compile import compile_report
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.params import walk
 from modelcost.resources import specs_dir
-from modelcost.spec import PatchEmbed, PositionEmbedding
+from modelcost.spec import PatchEmbed, PositionEmbedding, walk
 
 
 def median_ms(fn, repeat: int) -> float:

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 from . import spec as ir
 from .kinds.registry import room
 from .memo import per_object
-from .params import count_params, device_params, residual_width, walk
+from .params import count_params, device_params, residual_width
 from .perfmodel import bpe
 from .recipes import RECIPES
 from .record import Record
+from .spec import walk
 
 if TYPE_CHECKING:
     from .graph import ModelFacts, Parallel, Shape

@@ -7,8 +7,6 @@ experts and the router, instead of all experts.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from pydantic import Field
 
 from . import spec as ir
@@ -46,39 +44,11 @@ def op_params(op: ir.Op) -> tuple[Component, int, int]:
     return r.component, dense + experts, r.active(op, dense, experts)
 
 
-def walk(
-    nodes: tuple[ir.Statement, ...],
-    multiplicity: int = 1,
-    *,
-    streams: bool = True,
-    auxiliary: bool = False,
-) -> Iterator[tuple[ir.Op, int]]:
-    """Every op of a layer tree with how many times it occurs: the model's, its
-    encoders' and towers' (unless `streams` is off: the main stream's alone); an
-    auxiliary stream's (multi-token prediction) only when `auxiliary` is on."""
-    for node in nodes:
-        if isinstance(node, ir.Repeat):
-            yield from walk(node.body, multiplicity * node.count, streams=streams,
-                            auxiliary=auxiliary)  # fmt: skip
-        elif isinstance(node, ir.Block):
-            yield from walk(node.body, multiplicity, streams=streams, auxiliary=auxiliary)
-        elif isinstance(node, ir.Stream):
-            if streams and (auxiliary or not node.auxiliary):
-                yield from walk(node.body, multiplicity)
-        else:
-            yield node, multiplicity
-
-
-def streams_of(spec: ir.Spec) -> tuple[ir.Stream, ...]:
-    """The spec's streams besides the main one, in order."""
-    return tuple(n for n in spec.body if isinstance(n, ir.Stream))
-
-
 @per_object
 def residual_width(spec: ir.Spec) -> int:
     """The residual stream's width: the first layer op's `dim`, what a layer takes in
     per token and a pipeline stage passes on."""
-    return next((op.dim for op, _ in walk(spec.body, streams=False)), 0)
+    return next((op.dim for op, _ in ir.walk(spec.body, streams=False)), 0)
 
 
 @per_object
@@ -86,15 +56,15 @@ def count_params(spec: ir.Spec) -> ParamCount:
     """The model's parameters by component, total and active (computed once per spec)."""
     total: dict[Component, int] = dict.fromkeys(Component, 0)
     active: dict[Component, int] = dict.fromkeys(Component, 0)
-    for op, times in walk(spec.body):
+    for op, times in ir.walk(spec.body):
         component, n, n_active = op_params(op)
         total[component] += n * times
         active[component] += n_active * times
     present = [c for c in Component if total[c]]
     named: dict[str, int] = {}
     apart: dict[str, int] = {}
-    for stream in streams_of(spec):
-        n = sum(op_params(op)[1] * times for op, times in walk(stream.body))
+    for stream in ir.streams_of(spec):
+        n = sum(op_params(op)[1] * times for op, times in ir.walk(stream.body))
         (apart if stream.auxiliary else named)[stream.name] = n
     return ParamCount(
         model=spec.name,

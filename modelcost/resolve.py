@@ -23,10 +23,10 @@ from .dtypes import DType, dtype_names, lookup_dtype
 from .errors import SpecError, did_you_mean
 from .files import read_text
 from .hooks import translator
-from .params import walk
 from .parse import parse
 from .recipes import RECIPES, RecipeName
 from .record import Record
+from .spec import walk
 from .vocabulary import (
     REQUIRED,
     ArgSpec,

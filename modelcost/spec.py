@@ -7,7 +7,7 @@ about source text: two specs that mean the same architecture compare equal.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from typing import Annotated, ClassVar, Literal
 
@@ -740,3 +740,31 @@ class Spec(IR):
     params: dict[str, ParamValue]
     dtypes: DtypePolicy
     body: tuple[Statement, ...]
+
+
+def walk(
+    nodes: tuple[Statement, ...],
+    multiplicity: int = 1,
+    *,
+    streams: bool = True,
+    auxiliary: bool = False,
+) -> Iterator[tuple[Op, int]]:
+    """Every op of a layer tree with how many times it occurs: the model's, its
+    encoders' and towers' (unless `streams` is off: the main stream's alone); an
+    auxiliary stream's (multi-token prediction) only when `auxiliary` is on."""
+    for node in nodes:
+        if isinstance(node, Repeat):
+            yield from walk(node.body, multiplicity * node.count, streams=streams,
+                            auxiliary=auxiliary)  # fmt: skip
+        elif isinstance(node, Block):
+            yield from walk(node.body, multiplicity, streams=streams, auxiliary=auxiliary)
+        elif isinstance(node, Stream):
+            if streams and (auxiliary or not node.auxiliary):
+                yield from walk(node.body, multiplicity)
+        else:
+            yield node, multiplicity
+
+
+def streams_of(spec: Spec) -> tuple[Stream, ...]:
+    """The spec's streams besides the main one, in order."""
+    return tuple(n for n in spec.body if isinstance(n, Stream))

@@ -11,8 +11,8 @@ from . import spec as ir
 from .errors import SpecError
 from .memo import per_object
 from .memory import Held
-from .params import walk
 from .record import Record
+from .spec import walk
 
 
 class Stack(Record, frozen=True):

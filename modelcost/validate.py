@@ -12,7 +12,7 @@ from .kinds.registry import room
 from .kinds.room import Component, Feature
 from .memo import per_object
 from .parallel import refuse
-from .params import streams_of, walk
+from .spec import streams_of, walk
 
 
 def check_layout(spec: ir.Spec, par: Parallel, batch: int) -> None:

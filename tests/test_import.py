@@ -12,7 +12,7 @@ from modelcost import SpecError, count_params, load_spec, parse_spec
 from modelcost.graph import Phase, Workload
 from modelcost.importer import import_config
 from modelcost.lower import lower
-from modelcost.params import walk
+from modelcost.spec import walk
 
 CONFIGS = Path(__file__).parent / "data" / "hf-configs"
 # configs whose zoo spec (of the same name) the import must equal

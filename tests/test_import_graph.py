@@ -33,13 +33,18 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "resources", "bounds", "version", "hooks", "dtypes", "grammar_tables",
     )),
     ("language and perf model", (
-        "syntax", "parse", "fmt", "vocabulary", "spec", "recipes", "params", "resolve",
+        "syntax", "parse", "fmt", "vocabulary", "spec", "recipes", "resolve",
         "hardware", "settings", "perfmodel", "perfmodel.attention", "perfmodel.base",
         "perfmodel.collectives", "perfmodel.conv", "perfmodel.deltanet",
         "perfmodel.elementwise", "perfmodel.gemm", "perfmodel.misc", "perfmodel.moe",
         "perfmodel.norm", "perfmodel.optimizer", "perfmodel.quant", "perfmodel.ssm",
     )),
-    ("IR and lowering", ("graph", "memory", "parallel", "lower")),
+    ("IR and lowering", (
+        "graph", "parallel", "kinds", "kinds.room", "kinds.emit", "kinds.attention",
+        "kinds.deltanet", "kinds.embeddings", "kinds.heads", "kinds.mamba2", "kinds.mla",
+        "kinds.mlp", "kinds.moe", "kinds.norms", "kinds.pooler", "kinds.tokens",
+        "kinds.registry", "params", "memory", "validate", "stages", "lower",
+    )),
     ("cost, roofline, estimate, engine", (
         "cost", "roofs", "roofline", "report", "kernels", "estimate", "engines", "network",
         "collectives_achieved", "measured", "calibration", "compile",

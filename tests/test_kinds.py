@@ -28,8 +28,9 @@ from modelcost.kinds.room import (
     Room,
 )
 from modelcost.lower import lower
-from modelcost.params import count_params, walk
+from modelcost.params import count_params
 from modelcost.render import render
+from modelcost.spec import walk
 from modelcost.vocabulary import signatures
 
 QWEN3_NEXT = MODELS / "qwen3-next-80b-a3b.model"

@@ -8,7 +8,7 @@ from conftest import FIXTURES, ZOO
 from modelcost import load_spec, parse_spec
 from modelcost import spec as ir
 from modelcost.dtypes import DType
-from modelcost.params import walk
+from modelcost.spec import walk
 
 
 def ops(spec: ir.Spec) -> list[tuple[ir.Op, int]]:

@@ -14,8 +14,9 @@ from modelcost.graph import Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
 from modelcost.lower import lower
 from modelcost.network import bound, collective_time, link, ring_time
-from modelcost.params import count_params, device_params, walk
+from modelcost.params import count_params, device_params
 from modelcost.perfmodel import CollectiveOp
+from modelcost.spec import walk
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")  # 32 layers, d 4096, 32 heads, 8 KV, ff 14336
 LLAMA70 = load_spec(MODELS / "llama3-70b.model")  # 80 layers, d 8192, 64 heads, 8 KV
