@@ -314,8 +314,8 @@ def _compile_all(
             args.peak,
             args.bandwidth,
             getattr(args, "only", None),
-            kernels=estimate == "kernels",
             calibration=calibration,
+            estimate=estimate,
         )
         for phase in (phases if phases is not None else pick("phase"))
     ]

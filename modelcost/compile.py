@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from . import spec as ir
 from .bulk import in_bulk
 from .cost import cost
-from .engines import DEFAULT_ENGINE
+from .costing import DEFAULT_COSTING, Costing, costing
 from .errors import SpecError
 from .graph import OpGraph, Phase, Workload, settled
 from .hardware import Hardware, load_hardware
@@ -20,7 +20,7 @@ from .record import replace
 from .report import Report, Totals
 from .resolve import load_spec
 from .roofline import build_report, estimated, fits, time_nodes, totals
-from .settings import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode, PeakMode, estimate_mode
+from .settings import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode, PeakMode
 
 if TYPE_CHECKING:
     from .calibration import Calibration
@@ -36,7 +36,6 @@ def compile_report(
     bandwidth: PeakMode = DEFAULT_PEAK,
     only: frozenset[str] | None = None,
     advise: bool = True,
-    kernels: bool = False,
     calibration: Calibration | None = None,
     estimate: EstimateMode = DEFAULT_ESTIMATE,
 ) -> Report:
@@ -44,17 +43,17 @@ def compile_report(
     a shipped target's name such as `"h100"`, or a `.hw` file) for `workload` (a
     Workload, or a phase name for its defaults: `"decode"` is batch 1, context 2048).
     With `advise`, a model that does not fit is told the smallest --tp that would;
-    `kernels` adds the kernel-aware estimate beside the roofline; a `calibration`
-    (calibration.py) applies a machine's measurements on top of it."""
+    `estimate="kernels"` adds the kernel-aware estimate beside the roofline; a
+    `calibration` (calibration.py) applies a machine's measurements on top of it (and
+    implies the estimate)."""
     spec, hw = as_spec(spec), as_hardware(hw)
     if not isinstance(workload, Workload):
         workload = Workload(Phase(workload))
-    workload = settled(workload, Conventions(conventions))
+    how = costing(conventions, peak, bandwidth, estimate, calibration)
+    workload = settled(workload, how.conventions)
     graph = lower(spec, workload)
     advice = None if not advise or fits(graph, hw) else fitting_tp(spec, hw, workload)
-    costed = cost(graph, Conventions(conventions))
-    kernels = kernels or estimate_mode(estimate, calibration) == "kernels"
-    return build_report(costed, hw, peak, bandwidth, only, advice, kernels, calibration)
+    return build_report(cost(graph, how.conventions), hw, how, only, advice)
 
 
 def as_spec(spec: ir.Spec | str | Path) -> ir.Spec:
@@ -83,25 +82,17 @@ def count_params(spec: ir.Spec | str | Path) -> ParamCount:
 
 @in_bulk
 def compile_totals(
-    spec: ir.Spec,
-    hw: Hardware,
-    workload: Workload,
-    conventions: Conventions = Conventions.modelcost,
-    peak: PeakMode = DEFAULT_PEAK,
-    bandwidth: PeakMode = DEFAULT_PEAK,
-    kernels: bool = False,
-    calibration: Calibration | None = None,
-    engine: str = DEFAULT_ENGINE,
+    spec: ir.Spec, hw: Hardware, workload: Workload, how: Costing = DEFAULT_COSTING
 ) -> tuple[OpGraph, Totals]:
     """The same pipeline as `compile_report`, stopping at the totals: what a sweep row
     or a serving figure reads, without the report's per-op, layer and kind entries
     (the totals are the very ones `compile_report` puts in its report, the kernels'
-    estimate among them with `kernels` or a `calibration`)."""
-    costed = cost(lower(spec, settled(workload, conventions)), conventions)
-    times = time_nodes(costed, hw, peak, bandwidth)
-    tot = totals(costed, times, hw, peak)
-    if kernels or calibration is not None:
-        tot = estimated(costed, times, tot, hw, calibration, engine)
+    estimate among them with `how.kernels` or a calibration)."""
+    costed = cost(lower(spec, settled(workload, how.conventions)), how.conventions)
+    times = time_nodes(costed, hw, how.peak, how.bandwidth)
+    tot = totals(costed, times, hw, how.peak)
+    if how.kernels or how.calibration is not None:
+        tot = estimated(costed, times, tot, hw, how.calibration, how.engine)
     return costed.graph, tot
 
 

@@ -270,7 +270,7 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
             spec = load_spec(self.root / path)
             batch, seq, context = ints("batch") or DEFAULT_BATCH, ints("seq"), ints("context")
             return [compile_report(spec, hw, Workload(Phase(p), batch, seq, context),
-                                   kernels=estimate == "kernels", calibration=calibration)
+                                   calibration=calibration, estimate=estimate)
                     for p in phases]  # fmt: skip
 
         a = reports(keys["spec"])

@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from .cost import CostedGraph, CostedNode
+from .costing import DEFAULT_COSTING, Costing
 from .dtypes import DTYPES
 from .engines import DEFAULT_ENGINE
 from .errors import SpecError
@@ -400,18 +401,16 @@ def _op_entry(
 def build_report(
     costed: CostedGraph,
     hw: Hardware,
-    peak: PeakMode = DEFAULT_PEAK,
-    bandwidth: PeakMode = DEFAULT_PEAK,
+    how: Costing = DEFAULT_COSTING,
     only: frozenset[str] | None = None,
     advice: str | None = None,
-    kernels: bool = False,
-    calibration: Calibration | None = None,
 ) -> Report:
-    """The report model of one workload on one target. `only` keeps the ops of these
-    perf-model kinds (e.g. GEMM and SDPA, as TraceLens's notebook counts); `advice`
-    follows the warning when the model does not fit (compile.py finds a layout);
-    `kernels` adds the kernel-aware estimate beside the roofline (estimate.py), with a
-    `calibration` on top."""
+    """The report model of one workload on one target, costed `how` says (its peaks;
+    with `how.kernels`, the kernel-aware estimate beside the roofline, estimate.py, a
+    calibration on top). `only` keeps the ops of these perf-model kinds (e.g. GEMM and
+    SDPA, as TraceLens's notebook counts); `advice` follows the warning when the model
+    does not fit (compile.py finds a layout)."""
+    peak, bandwidth = how.peak, how.bandwidth
     graph = costed.graph
     w, shape, facts = graph.workload, graph.shape, graph.facts
     par = shape.par
@@ -425,8 +424,8 @@ def build_report(
     def share(t: float) -> float:
         return t / busy if busy else 0.0
 
-    if kernels:
-        estimates = estimate_nodes(times, hw, calibration)
+    if how.kernels or how.calibration is not None:
+        estimates = estimate_nodes(times, hw, how.calibration, how.engine)
         tot = _with_estimate(tot, graph, times, estimates)
         ops = [
             _op_entry(t, groups, hw, busy, e, shared) for t, e in zip(times, estimates, strict=True)

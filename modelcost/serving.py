@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 
 from . import spec as ir
 from .compile import as_hardware, as_spec, compile_totals
+from .costing import Costing
 from .engines import DEFAULT_ENGINE, ENGINES, Profile, engine_label, profile
 from .errors import SpecError
 from .files import read_text
@@ -236,14 +237,8 @@ class _Scenario:
         key = (w, timed and self.kernels)
         t = self._totals.get(key)
         if t is None:
-            t = self._totals[key] = compile_totals(
-                self.spec,
-                self.hw,
-                w,
-                kernels=key[1],
-                calibration=self.calibration,
-                engine=self.engine.name,
-            )[1]
+            how = Costing(kernels=key[1], calibration=self.calibration, engine=self.engine.name)
+            t = self._totals[key] = compile_totals(self.spec, self.hw, w, how)[1]
         return t
 
     def seconds(self, t: Totals, bound: bool, phase: Phase = Phase.decode) -> float:

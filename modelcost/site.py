@@ -69,8 +69,8 @@ def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
     for phase in phases:
         w = Workload(phase, o.batch, None if image else seq, context, parallel=o.parallel)
         out.append(compile_report(spec, hw, w, o.conventions, o.peak, o.bandwidth,
-                                  kernels=o.estimate == "kernels",
-                                  calibration=o.calibration_for(hw)))  # fmt: skip
+                                  calibration=o.calibration_for(hw),
+                                  estimate=o.estimate))  # fmt: skip
     return out
 
 

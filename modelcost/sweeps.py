@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 from . import spec as ir
 from .bulk import in_bulk
 from .compile import compile_totals
+from .costing import costing
 from .errors import SpecError
 from .frozen import Frozen
 from .graph import DEFAULT_BATCH, OpGraph, Parallel, Phase, Workload
 from .hardware import Hardware, load_hardware
 from .hooks import shown
 from .perfmodel import Conventions
-from .record import Record
+from .record import Record, replace
 from .report import Bound, Report, Totals
 from .resolve import load_spec
 from .settings import (
@@ -32,7 +33,6 @@ from .settings import (
     MAX_POINTS,
     EstimateMode,
     PeakMode,
-    estimate_mode,
 )
 from .tabular import Tabular
 
@@ -255,7 +255,7 @@ def sweep(
     specs = [s if isinstance(s, ir.Spec) else load_spec(s) for s in _many(specs)]
     targets = [h if isinstance(h, Hardware) else load_hardware(h) for h in _many(targets)]
     phases = [Phase(p) for p in _many(phases)]
-    kernels = estimate_mode(estimate, calibration) == "kernels"
+    how = costing(conventions, peak, bandwidth, estimate, calibration)
     check_calibration(calibration, targets)
     batch, seq, context = _many(batch), _many(seq), _many(context)
     unknown = sorted(set(layout or {}) - set(LAYOUT_AXES))
@@ -284,7 +284,7 @@ def sweep(
         for b, (s, c), e, *values in itertools.product(batch, lengths, engines, *axes.values()):
             point = dict(zip(LAYOUT_AXES, values, strict=True))
             points.append(_Point(i, j, phase, b, s, c, point, e))
-    work = (specs, targets, sp, conventions, peak, bandwidth, swept, kernels, calibration)
+    work = (specs, targets, sp, how, swept)
     if jobs <= 1 or len(points) < 2 * jobs:
         results = _run(work, points)
     else:
@@ -302,7 +302,7 @@ def sweep(
 @in_bulk
 def _run(work, points: list[_Point]) -> list[SweepRow | str]:
     """Each point's row, or why it was skipped."""
-    specs, targets, sp, conventions, peak, bandwidth, swept, kernels, calibration = work
+    specs, targets, sp, how, swept = work
     out: list[SweepRow | str] = []
     for p in points:
         spec, hw = specs[p.spec], targets[p.hw]
@@ -310,8 +310,9 @@ def _run(work, points: list[_Point]) -> list[SweepRow | str]:
             par = Parallel(**p.layout, sp=sp)
             w = Workload(p.phase, p.batch, p.seq, p.context, parallel=par, prefix=p.engine[0],
                          chunk=p.engine[1], prompt=p.engine[2])  # fmt: skip
-            cal = calibration if calibration and calibration.hardware == hw.name else None
-            graph, t = compile_totals(spec, hw, w, conventions, peak, bandwidth, kernels, cal)
+            cal = how.calibration  # applied to its own target's rows (check_calibration)
+            here = how if cal is None or cal.hardware == hw.name else replace(how, calibration=None)
+            graph, t = compile_totals(spec, hw, w, here)
             out.append(point_row(graph, hw, t))
         except (SpecError, ValueError) as err:
             message = err.message if isinstance(err, SpecError) else str(err)

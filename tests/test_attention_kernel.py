@@ -200,8 +200,16 @@ def test_math_is_slower_than_flash_and_the_roofline_forward_does_not_move(tmp_pa
     flash = tmp_path / "flash.model"
     flash.write_text(SPEC.read_text(encoding="utf-8").replace(", kernel = math", ""))
     w = Workload(Phase.prefill, 1, 2048)
-    m = {o.name: o for o in compile_report(SPEC, "h100", w, kernels=True).ops if o.kind == "SDPA"}
-    f = {o.name: o for o in compile_report(flash, "h100", w, kernels=True).ops if o.kind == "SDPA"}
+    m = {
+        o.name: o
+        for o in compile_report(SPEC, "h100", w, estimate="kernels").ops
+        if o.kind == "SDPA"
+    }
+    f = {
+        o.name: o
+        for o in compile_report(flash, "h100", w, estimate="kernels").ops
+        if o.kind == "SDPA"
+    }
     assert m.keys() == f.keys() and len(m) == 4
     for name, o in m.items():
         assert (o.flops, o.bytes, o.time_s) == (f[name].flops, f[name].bytes, f[name].time_s)
@@ -251,6 +259,6 @@ def test_a_math_attention_of_a_million_heads_is_answered_at_once(tmp_path) -> No
     spec = tmp_path / "wide.model"
     spec.write_text("model t {\n  d_model = 4Mi\n  attention(1Mi, kernel = math)\n}\n")
     t0 = time.perf_counter()
-    r = compile_report(spec, "h100", Workload(Phase.prefill, 64, 1), kernels=True)
+    r = compile_report(spec, "h100", Workload(Phase.prefill, 64, 1), estimate="kernels")
     assert time.perf_counter() - t0 < 2.0
     assert [o.kind for o in r.ops if o.estimate_s and o.kind == "SDPA"] == ["SDPA"]

@@ -60,7 +60,7 @@ def test_a_calibration_scales_the_estimate_and_never_the_roofline(tmp_path) -> N
     cal = Calibration.model_validate({"hardware": "h100", "factors": [
         {"kind": "GEMM", "precision": "bf16", "factor": 1.5, "points": 4}]})  # fmt: skip
     w = Workload(Phase.prefill, 1, 2048)
-    raw = compile_report(MODELS / "llama3-8b.model", H100, w, kernels=True)
+    raw = compile_report(MODELS / "llama3-8b.model", H100, w, estimate="kernels")
     scaled = compile_report(MODELS / "llama3-8b.model", H100, w, calibration=cal)
     assert scaled.totals.time_s == raw.totals.time_s  # the roofline is untouched
     for a, b in zip(raw.ops, scaled.ops, strict=True):

@@ -174,7 +174,7 @@ def test_the_attention_data_names_its_sources_and_its_kernels_exist() -> None:
 
 def test_a_decode_report_says_which_kernel_reads_the_cache() -> None:
     w = Workload(Phase.decode, 8, context=8192)
-    r = compile_report(MODELS / "llama3-70b-fp8.model", "h100", w, kernels=True)
+    r = compile_report(MODELS / "llama3-70b-fp8.model", "h100", w, estimate="kernels")
     sdpa = next(o for o in r.ops if o.name.endswith("attn.sdpa"))
     assert sdpa.estimate_reason.startswith("decode: ")
     assert "FlashInfer batch decode (paged KV)" in sdpa.estimate_reason

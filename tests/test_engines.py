@@ -25,7 +25,7 @@ TP4 = Parallel(tp=4)
 def totals(phase: Phase, batch: int, seq: int = 0, context: int = 0, hw=H100, spec=LLAMA8):
     w = (Workload(phase, batch, seq) if phase == Phase.prefill
          else Workload(phase, batch, context=context))  # fmt: skip
-    return compile_report(spec, hw, w, kernels=True).totals
+    return compile_report(spec, hw, w, estimate="kernels").totals
 
 
 # (engine, host share of a decode step, extra decode steps a request), as engines.json

@@ -54,7 +54,7 @@ def test_published_kernels_against_the_estimate_and_the_roofline() -> None:
 def test_a_report_with_estimates_keeps_the_roofline_and_adds_the_kernels() -> None:
     w = Workload(Phase.prefill, 1, 2048)
     plain = compile_report(MODELS / "llama3-70b-fp8.model", "mi355x", w)
-    r = compile_report(MODELS / "llama3-70b-fp8.model", "mi355x", w, kernels=True)
+    r = compile_report(MODELS / "llama3-70b-fp8.model", "mi355x", w, estimate="kernels")
     assert r.totals.time_s == plain.totals.time_s  # the roofline is untouched
     assert plain.totals.estimate_s is None and plain.ops[0].estimate_s is None
     for o in r.ops:
@@ -210,7 +210,7 @@ def test_moe_rows_are_skewed_by_the_routing_imbalance_and_padded_per_expert() ->
 def test_every_estimated_pass_has_a_reason_attention_backward_too() -> None:
     # training: each op's backward pass is estimated; before, its reason was dropped
     r = compile_report(MODELS / "llama3-70b.model", "mi355x", Workload(Phase.train, 1, 2048),
-                       kernels=True)  # fmt: skip
+                       estimate="kernels")  # fmt: skip
     backs = [o for o in r.ops if o.backward is not None and o.backward.estimate_s is not None]
     assert backs and all(o.backward.estimate_reason for o in backs)
     attn = next(o for o in backs if o.kind == "SDPA")

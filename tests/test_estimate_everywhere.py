@@ -12,6 +12,7 @@ from conftest import MODELS, run_cli
 import modelcost as mc
 from modelcost.cli import build_parser
 from modelcost.compile import compile_report
+from modelcost.costing import Costing
 from modelcost.graph import Parallel, Phase, Workload
 from modelcost.settings import DEFAULT_ESTIMATE, DEFAULT_SERVE_ESTIMATE
 
@@ -47,13 +48,15 @@ def test_serve_plans_with_the_estimate_and_carries_the_bound() -> None:
     # kernels run it (compile's estimate) with vLLM's host share of a decode step, 1 %
     # (specs/kernels/engines.json: vllm issue #21852), and at the roofline (compile's
     # step time, no overhead)
-    step = compile_report(LLAMA8, H100, Workload(Phase.decode, 16, context=1088), kernels=True)
+    step = compile_report(
+        LLAMA8, H100, Workload(Phase.decode, 16, context=1088), estimate="kernels"
+    )
     assert (s.tpot_s, s.bound.tpot_s) == (step.totals.estimate_s / (1 - 0.01),
                                           step.totals.time_s)  # fmt: skip
     # TTFT: the 16 prompts of a static batch arrive together; vLLM prefills 16,384 tokens
     # a step on an H100 (≥ 70 GiB), so all 16 × 1,024 in one step: each request's first
     # token comes when that step ends. The bound: one request's prefill alone
-    batch = compile_report(LLAMA8, H100, Workload(Phase.prefill, 16, 1024), kernels=True)
+    batch = compile_report(LLAMA8, H100, Workload(Phase.prefill, 16, 1024), estimate="kernels")
     first = compile_report(LLAMA8, H100, Workload(Phase.prefill, 1, 1024))
     assert (s.ttft_s, s.ttft_worst_s) == (batch.totals.estimate_s, batch.totals.estimate_s)
     assert s.bound.ttft_s == first.totals.time_s
@@ -95,7 +98,7 @@ def test_sweep_rows_carry_the_estimate_when_asked() -> None:
     s = mc.sweep([LLAMA8], [H100], "decode", [1, 8], context=[1024], estimate="kernels")
     for row, batch in zip(s.rows, [1, 8], strict=True):
         point = compile_report(LLAMA8, H100, Workload(Phase.decode, batch, context=1024),
-                               kernels=True)  # fmt: skip
+                               estimate="kernels")  # fmt: skip
         assert row.estimate_ms == point.totals.estimate_s * 1e3
         assert row.step_ms == point.totals.per_token.ms_per_step
     plain = mc.sweep([LLAMA8], [H100], "decode", [1], context=[1024])
@@ -145,7 +148,7 @@ def test_tp_layouts_keep_their_estimate() -> None:
     s = mc.serve(LLAMA8, H100, 1024, 128, Parallel(tp=2), concurrency=8)
     w = Workload(Phase.decode, 8, context=1088, parallel=Parallel(tp=2))
     # the kernels' step with vLLM's 1 % host share (engines.json)
-    assert s.tpot_s == compile_report(LLAMA8, H100, w, kernels=True).totals.estimate_s / 0.99
+    assert s.tpot_s == compile_report(LLAMA8, H100, w, estimate="kernels").totals.estimate_s / 0.99
 
 
 def test_the_engine_reaches_the_collectives_estimate() -> None:
@@ -160,7 +163,7 @@ def test_the_engine_reaches_the_collectives_estimate() -> None:
     tpots = {}
     for name in ("vllm", "trtllm"):
         s = mc.serve(spec, H100, 1024, 128, tp8, concurrency=16, engine=mc.Engine(name=name))
-        step = compile_totals(spec, H100, w, kernels=True, engine=name)[1].estimate_s
+        step = compile_totals(spec, H100, w, Costing(kernels=True, engine=name))[1].estimate_s
         tpots[name] = (s.tpot_s, step)
     assert tpots["trtllm"][0] == tpots["trtllm"][1]  # no host time: the kernels' step
     assert tpots["trtllm"][1] < tpots["vllm"][1]  # its all-reduces are faster

@@ -46,8 +46,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "kinds.registry", "params", "memory", "validate", "stages", "lower",
     )),
     ("cost, roofline, estimate, engine", (
-        "cost", "roofs", "roofline", "report", "kernels", "estimate", "engines", "network",
-        "collectives_achieved", "measured", "calibration", "compile",
+        "cost", "costing", "roofs", "roofline", "report", "kernels", "estimate", "engines",
+        "network", "collectives_achieved", "measured", "calibration", "compile",
     )),
     ("analyses", ("diff", "sweeps", "serving", "arrivals")),
     ("render", (
