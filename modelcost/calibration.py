@@ -344,13 +344,13 @@ def _from_points(points: list[dict], hw: Hardware) -> list[Observation]:
         if p.get("hardware") != hw.name or p.get("kind") not in ("gemm", "attention"):
             continue
         try:
-            out.append(_point(p, hw))
+            out.append(_point(p))
         except _Bad as bad:
             raise _Bad((i, *bad.field), bad.message, bad.hint) from None
     return out
 
 
-def _point(p: dict, hw: Hardware) -> Observation:
+def _point(p: dict) -> Observation:
     precision = _choice(p, "precision", tuple(DTYPE))
     if p["kind"] == "gemm":
         shape = {k: _count(p, k) for k in ("M", "N", "K")}

@@ -154,7 +154,7 @@ class ClosedStdout(io.TextIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, s: str) -> int:
+    def write(self, _s: str) -> int:
         raise StdoutClosedError
 
 

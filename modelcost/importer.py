@@ -817,7 +817,7 @@ FAMILIES += (
             f"\nresidual\nlayernorm\nmlp(d_ff, act = {PLAIN[c['hidden_act']]}, bias = true)"
             "\nresidual\nlayernorm"
         ),
-        model=lambda c: (
+        model=lambda _c: (
             f"embed(vocab)\npos_embed(positions)\ntype_embed(types)\nlayernorm\n{STACK}\npooler"
         ),
         refuse=(

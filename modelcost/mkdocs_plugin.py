@@ -184,7 +184,8 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
         return page
 
     # ---- blocks inside pages
-    def on_page_markdown(self, markdown: str, *, page: Page, config: MkDocsConfig, files: Files):
+    # MkDocs passes every event argument by keyword: the signature is its API
+    def on_page_markdown(self, markdown: str, *, page: Page, config: MkDocsConfig, files: Files):  # noqa: ARG002
         return self.expand(markdown, page.file.src_uri)
 
     def expand(self, markdown: str, src: str) -> str:

@@ -64,7 +64,7 @@ class _ToAst(Transformer):
     """Builds typed AST nodes; every node keeps its source span."""
 
     @v_args(meta=True, inline=True)
-    def start(self, meta, *items):
+    def start(self, _meta, *items):
         return tuple(items)
 
     @v_args(meta=True, inline=True)
@@ -164,7 +164,7 @@ class _ToAst(Transformer):
 
 def _binop(op: str):
     @v_args(meta=True, inline=True)
-    def build(self, meta, left, right):
+    def build(_self, meta, left, right):
         return s.BinOp(op, left, right, _pos(meta))
 
     return build

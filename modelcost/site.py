@@ -164,7 +164,7 @@ def assemble(
             filename="modelcost",
             hint="give the spec files distinct names (pages are named spec-hardware)",
         )
-    grid = _grid(pages, names, targets, options)
+    grid = _grid(pages, names, targets)
     if "md" in formats:
         files["index-charts/grid.svg"] = grid + "\n"
     for ext in formats:
@@ -191,7 +191,7 @@ def workload_statement(o: SiteOptions) -> str:
     )
 
 
-def _grid(pages: list[SitePage], names: list[str], targets: list[Hardware], o) -> str:
+def _grid(pages: list[SitePage], names: list[str], targets: list[Hardware]) -> str:
     """The model × hardware grid of the index."""
     titles: dict[str, str] = {}
     cells = {}

@@ -80,7 +80,7 @@ def test_an_end_to_end_point_is_one_serve_call(few, tmp_path) -> None:
     assert c.reason.startswith(f"{s.engine}, concurrency {s.concurrency} ")
 
 
-def test_a_latency_point_is_a_time_and_its_bound_is_the_faster(few, tmp_path) -> None:
+def test_a_latency_point_is_a_time_and_its_bound_is_the_faster(few) -> None:
     c = few[0][2]
     # AMD's vLLM benchmark_latency: Llama 3.1 70B FP8 on 8 MI300X, batch 1, 128 in, 2048
     # out, 15.882 s end to end (measured-public.json id 244)

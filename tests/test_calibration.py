@@ -56,7 +56,7 @@ def test_a_tracelens_gemm_report_becomes_observations_and_a_factor() -> None:
     assert abs(row.median_error_after) < 0.05
 
 
-def test_a_calibration_scales_the_estimate_and_never_the_roofline(tmp_path) -> None:
+def test_a_calibration_scales_the_estimate_and_never_the_roofline() -> None:
     cal = Calibration.model_validate({"hardware": "h100", "factors": [
         {"kind": "GEMM", "precision": "bf16", "factor": 1.5, "points": 4}]})  # fmt: skip
     w = Workload(Phase.prefill, 1, 2048)

@@ -306,7 +306,7 @@ def test_html_escapes_user_text(outputs) -> None:
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
 
 
-def test_site_hrefs_are_percent_encoded_relative_pages(outputs, tmp_path: Path) -> None:
+def test_site_hrefs_are_percent_encoded_relative_pages(outputs) -> None:
     index = outputs["index"]
     assert "(javascript%3Aalert%281%29-evil.md)" in index
     assert not re.search(r"(?<!\\)\]\(javascript:", index)  # only the escaped title has it

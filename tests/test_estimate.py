@@ -68,7 +68,7 @@ def test_a_report_with_estimates_keeps_the_roofline_and_adds_the_kernels() -> No
     assert "Triton Gluon a8w8" in q.estimate_reason
 
 
-def test_the_diff_of_two_estimated_reports_has_the_estimate_row(tmp_path) -> None:
+def test_the_diff_of_two_estimated_reports_has_the_estimate_row() -> None:
     from conftest import run_cli
 
     r = run_cli("diff", str(MODELS / "llama3-70b.model"), str(MODELS / "llama3-70b-fp8.model"),

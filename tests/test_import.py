@@ -78,7 +78,7 @@ def test_a_field_the_importer_cannot_represent_is_refused_by_name(tmp_path) -> N
     assert r.returncode == 2 and "not JSON" in r.stderr and ":2:" in r.stderr
 
 
-def test_a_checkpoints_quantization_becomes_its_recipe(tmp_path) -> None:
+def test_a_checkpoints_quantization_becomes_its_recipe() -> None:
     # DeepSeek-V3's quantization_config: fp8, weight_block_size [128, 128] → fp8_block;
     # gpt-oss's mxfp4 → its experts' mxfp4_weights (the family's own rule)
     text = import_config((CONFIGS / "deepseek-v3.json").read_text(), "deepseek-v3.json")

@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import typing
-from pathlib import Path
 
 import pytest
 from conftest import MODELS, ROOT, run_cli
@@ -179,7 +178,7 @@ def test_the_guides_worked_example_compiles_bert_as_the_shipped_pooler(
         signatures.cache_clear()
 
 
-def test_a_kind_without_a_room_stops_the_import(tmp_path: Path) -> None:
+def test_a_kind_without_a_room_stops_the_import() -> None:
     """The registry names a kind of OP_TYPES it has no room for when it loads, rather
     than `modelcost check` crashing later."""
     code = (

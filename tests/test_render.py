@@ -95,7 +95,7 @@ def test_fail_above_is_a_ci_gate() -> None:
     assert faster.returncode == 0  # a speed-up never fails the gate
 
 
-def test_site_pages_and_relative_links(tmp_path: Path) -> None:
+def test_site_pages_and_relative_links() -> None:
     specs = [("llama3-8b", load_spec(MODELS / "llama3-8b.model")),
              ("vit-l16", load_spec(MODELS / "vit-l16.model"))]  # fmt: skip
     files = build_site(specs, [load_hardware("mi300x"), load_hardware("h200")],

@@ -34,17 +34,17 @@ def keys(lw: Lowerer, op: ir.Attention | ir.MLA) -> int:
 
 def lower(lw: Lowerer, e: Emit, op: ir.Attention, name: str) -> None:
     s, d = lw.s, op.dtypes
-    a, w, kv = d.activations, d.weights, d.kv_cache
+    a, kv = d.activations, d.kv_cache
     (H, KV), hd = heads_per_rank(op, lw.tp), op.head_dim
     x = lw.enter(e, name, op.dim, a)
     if op.fused_qkv:
         qkv = gemm(s.T, (H * (2 if op.gate else 1) + 2 * KV) * hd, op.dim, op.qkv_bias, d)
-        q = k = v = lw.gemm_node(e, f"{name}.qkv_proj", qkv, (x,), w)
+        q = k = v = lw.gemm_node(e, f"{name}.qkv_proj", qkv, (x,))
     else:
         q_n = H * hd * (2 if op.gate else 1)  # the queries and their output gate
-        q = lw.gemm_node(e, f"{name}.q_proj", gemm(s.T, q_n, op.dim, op.qkv_bias, d), (x,), w)
-        k = lw.gemm_node(e, f"{name}.k_proj", gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w)
-        v = lw.gemm_node(e, f"{name}.v_proj", gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,), w)
+        q = lw.gemm_node(e, f"{name}.q_proj", gemm(s.T, q_n, op.dim, op.qkv_bias, d), (x,))
+        k = lw.gemm_node(e, f"{name}.k_proj", gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,))
+        v = lw.gemm_node(e, f"{name}.v_proj", gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,))
     if op.qk_norm:
         q = lw.rmsnorm_node(e, f"{name}.q_norm", H, hd, a, q)
         k = lw.rmsnorm_node(e, f"{name}.k_norm", KV, hd, a, k)
@@ -89,7 +89,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.Attention, name: str) -> None:
                   out=s.T * H * hd * bpe(a))  # fmt: skip
         parts = (e.add(f"{name}.gate_mul", BinaryOp(gated, gated, "mul", a, a, a),
                        (*parts, g), out=s.T * H * hd * bpe(a)),)  # fmt: skip
-    o = lw.gemm_node(e, f"{name}.o_proj", gemm(s.T, op.dim, H * hd, op.out_bias, d), parts, w)
+    o = lw.gemm_node(e, f"{name}.o_proj", gemm(s.T, op.dim, H * hd, op.out_bias, d), parts)
     e.stream = lw.exit(e, name, op.dim, a, o)
 
 
@@ -121,19 +121,19 @@ def lower_cross(lw: Lowerer, e: Emit, op: ir.CrossAttention, name: str) -> None:
     """Queries from this stream; keys and values from the source stream's output,
     projected once by prefill into the cross-attention cache that decode reads."""
     s, d = lw.s, op.dtypes
-    a, w, kv = d.activations, d.weights, d.kv_cache
+    a, kv = d.activations, d.kv_cache
     (H, KV), hd = heads_per_rank(op, lw.tp), op.head_dim
     L = dict(s.streams)[op.source]
     x = lw.enter(e, name, op.dim, a)
     q = lw.gemm_node(e, f"{name}.q_proj", gemm(s.T, H * hd, op.dim, op.qkv_bias, d),
-                     (x,), w)  # fmt: skip
+                     (x,))  # fmt: skip
     inputs: tuple[str, ...] = (q,)
     if not s.decode:
         src, rows = lw.outputs[op.source], s.B * L
         k_rec = gemm(rows, KV * hd, op.source_dim, op.k_bias, d)
         v_rec = gemm(rows, KV * hd, op.source_dim, op.qkv_bias, d)
-        k = lw.gemm_node(e, f"{name}.k_proj", k_rec, (src,), w)
-        v = lw.gemm_node(e, f"{name}.v_proj", v_rec, (src,), w)
+        k = lw.gemm_node(e, f"{name}.k_proj", k_rec, (src,))
+        v = lw.gemm_node(e, f"{name}.v_proj", v_rec, (src,))
         inputs = (q, k, v)
         if not s.train:  # kept for every decode step
             elements = rows * _cross_per_token(op, lw.tp)
@@ -144,7 +144,7 @@ def lower_cross(lw: Lowerer, e: Emit, op: ir.CrossAttention, name: str) -> None:
                   flash_impl=op.kernel is ir.AttentionKernel.flash)  # fmt: skip
     att = e.add(f"{name}.sdpa", sdpa, inputs, out=s.T * H * hd * bpe(a))
     o = lw.gemm_node(e, f"{name}.o_proj", gemm(s.T, op.dim, H * hd, op.out_bias, d),
-                     (att,), w)  # fmt: skip
+                     (att,))  # fmt: skip
     e.stream = lw.exit(e, name, op.dim, a, o)
 
 

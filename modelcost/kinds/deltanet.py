@@ -30,14 +30,14 @@ def per_rank(op: ir.GatedDeltaNet, tp: int) -> tuple[int, int]:
 
 def lower(lw: Lowerer, e: Emit, op: ir.GatedDeltaNet, name: str) -> None:
     s, d = lw.s, op.dtypes
-    a, w, tp = d.activations, d.weights, lw.tp
+    a, tp = d.activations, lw.tp
     (H, KH), dk, dv = per_rank(op, tp), op.head_k_dim, op.head_v_dim
     kd, vd = KH * dk, H * dv
     x = lw.enter(e, name, op.dim, a)
     qkvz = gemm(s.T, 2 * kd + 2 * vd, op.dim, False, d)
-    z = lw.gemm_node(e, f"{name}.in_proj_qkvz", qkvz, (x,), w)
+    z = lw.gemm_node(e, f"{name}.in_proj_qkvz", qkvz, (x,))
     ba = lw.gemm_node(e, f"{name}.in_proj_ba", gemm(s.T, 2 * H, op.dim, False, d),
-                      (x,), w)  # fmt: skip
+                      (x,))  # fmt: skip
     if s.decode:
         rec: OpRecord = GatedDeltaStepOp(s.B, H, KH, dk, dv, op.d_conv, a, SSM_STATE)
     else:
@@ -47,7 +47,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.GatedDeltaNet, name: str) -> None:
     g = e.add(f"{name}.gate", UnaryOp((s.T, vd), "silu", a, a), (z,), out=s.T * vd * bpe(a))
     y = e.add(f"{name}.gate_mul", BinaryOp((s.T, vd), (s.T, vd), "mul", a, a, a), (y, g),
               out=s.T * vd * bpe(a))  # fmt: skip
-    y = lw.gemm_node(e, f"{name}.out_proj", gemm(s.T, op.dim, vd, False, d), (y,), w)
+    y = lw.gemm_node(e, f"{name}.out_proj", gemm(s.T, op.dim, vd, False, d), (y,))
     e.stream = lw.exit(e, name, op.dim, a, y)
 
 

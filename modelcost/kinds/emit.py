@@ -171,7 +171,7 @@ class Lowerer:
         rec = NormOp("rmsnorm", elems, width, True, False, s.train, a)
         return e.add(name, rec, (x,), out=elems * bpe(a))
 
-    def gemm_node(self, e, name, rec: GemmOp, inputs, w: DType) -> str:
+    def gemm_node(self, e, name, rec: GemmOp, inputs) -> str:
         """A GEMM node: weights K·N per batch entry; output M·N. Activations the recipe
         quantizes pass through a Quantize node first (one per tensor, shared by the
         GEMMs that read it)."""
@@ -218,16 +218,16 @@ class Lowerer:
         x: str,
         fused: bool = False,
     ) -> str:
-        s, a, w = self.s, d.activations, d.weights
+        s, a = self.s, d.activations
         fn = ACT_FN[act]
         h_bytes = s.T * d_ff * bpe(a)
         if fused:  # one GEMM writes [gate | up]
             gu = gemm(s.T, 2 * d_ff, dim, bias, d)
-            gate = up = self.gemm_node(e, f"{name}.gate_up_proj", gu, (x,), w)
+            gate = up = self.gemm_node(e, f"{name}.gate_up_proj", gu, (x,))
         elif act.gated:
-            gate = self.gemm_node(e, f"{name}.gate_proj", gemm(s.T, d_ff, dim, bias, d), (x,), w)
+            gate = self.gemm_node(e, f"{name}.gate_proj", gemm(s.T, d_ff, dim, bias, d), (x,))
         if not fused:
-            up = self.gemm_node(e, f"{name}.up_proj", gemm(s.T, d_ff, dim, bias, d), (x,), w)
+            up = self.gemm_node(e, f"{name}.up_proj", gemm(s.T, d_ff, dim, bias, d), (x,))
         if act.gated:
             g = e.add(f"{name}.act", UnaryOp((s.T, d_ff), fn, a, a), (gate,), out=h_bytes)
             h = e.add(
@@ -238,7 +238,7 @@ class Lowerer:
             )
         else:
             h = e.add(f"{name}.act", UnaryOp((s.T, d_ff), fn, a, a), (up,), out=h_bytes)
-        return self.gemm_node(e, f"{name}.down_proj", gemm(s.T, dim, d_ff, bias, d), (h,), w)
+        return self.gemm_node(e, f"{name}.down_proj", gemm(s.T, dim, d_ff, bias, d), (h,))
 
     def kv_write(self, e: Emit, name: str, op: ir.Op, per_token: int, inputs) -> None:
         """The copy of this step's keys and values into the cache: `per_token` elements

@@ -25,7 +25,7 @@ def lower_lm_head(lw: Lowerer, e: Emit, op: ir.LMHead, name: str) -> None:
     vocab = vocab_shard(op.vocab, lw.tp)  # vocabulary-parallel
     x = lw.enter(e, name, op.dim, a)
     rec = gemm(rows, vocab, op.dim, op.bias, d)
-    logits = lw.gemm_node(e, name, rec, (x,), d.weights)
+    logits = lw.gemm_node(e, name, rec, (x,))
     if op.softcap:
         logits = e.add(
             f"{name}.softcap",
@@ -47,7 +47,7 @@ def lower_linear(lw: Lowerer, e: Emit, op: ir.Linear, name: str) -> None:
     after it."""
     s, d = lw.s, op.dtypes
     rec = gemm(s.T, op.out, op.dim, op.bias, d)
-    y = lw.gemm_node(e, name, rec, (e.stream,), d.weights)
+    y = lw.gemm_node(e, name, rec, (e.stream,))
     if op.act is not None:
         a = d.activations
         act = UnaryOp((s.T, op.out), ACT_FN[op.act], a, a)
@@ -65,13 +65,13 @@ def lower_mtp_proj(lw: Lowerer, e: Emit, op: ir.MTPProjection, name: str) -> Non
     cat = e.add(f"{name}.concat", UnaryOp((T, 2 * op.dim), "copy", a, a), (en, hn),
                 out=T * 2 * op.dim * bpe(a))  # fmt: skip
     rec = gemm(T, op.dim, 2 * op.dim, False, d)
-    e.stream = e.residual_from = lw.gemm_node(e, f"{name}.eh_proj", rec, (cat,), d.weights)
+    e.stream = e.residual_from = lw.gemm_node(e, f"{name}.eh_proj", rec, (cat,))
 
 
 def lower_classifier(lw: Lowerer, e: Emit, op: ir.Classifier, name: str) -> None:
     s, d = lw.s, op.dtypes
     rec = gemm(s.B, op.classes, op.dim, op.bias, d)  # on each image's class token
-    out = lw.gemm_node(e, name, rec, (e.stream,), d.weights)
+    out = lw.gemm_node(e, name, rec, (e.stream,))
     if s.train:
         loss = CrossEntropyOp(s.B, op.classes, d.activations)
         out = e.add("loss", loss, (out,), out=s.B * LOSS_BYTES)

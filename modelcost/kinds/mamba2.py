@@ -28,12 +28,12 @@ def per_rank(op: ir.Mamba2, tp: int) -> tuple[int, int, int]:
 
 def lower(lw: Lowerer, e: Emit, op: ir.Mamba2, name: str) -> None:
     s, d = lw.s, op.dtypes
-    a, w = d.activations, d.weights
+    a = d.activations
     tp = lw.tp
     (H, G, di), P, N = per_rank(op, tp), op.head_dim, op.d_state
     proj = 2 * di + 2 * G * N + H
     x = lw.enter(e, name, op.dim, a)
-    z = lw.gemm_node(e, f"{name}.in_proj", gemm(s.T, proj, op.dim, op.bias, d), (x,), w)
+    z = lw.gemm_node(e, f"{name}.in_proj", gemm(s.T, proj, op.dim, op.bias, d), (x,))
     if s.decode:
         rec: OpRecord = MambaStepOp(s.B, H, P, G, N, op.d_conv, a, SSM_STATE)
     else:
@@ -47,7 +47,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.Mamba2, name: str) -> None:
         (y, g),
         out=s.T * di * bpe(a),
     )
-    y = lw.gemm_node(e, f"{name}.out_proj", gemm(s.T, op.dim, di, op.bias, d), (y,), w)
+    y = lw.gemm_node(e, f"{name}.out_proj", gemm(s.T, op.dim, di, op.bias, d), (y,))
     e.stream = lw.exit(e, name, op.dim, a, y)
 
 

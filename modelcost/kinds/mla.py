@@ -20,7 +20,7 @@ MLA_DECODE_NOTE = (
 
 def lower(lw: Lowerer, e: Emit, op: ir.MLA, name: str) -> None:
     s, d = lw.s, op.dtypes
-    a, w, kv = d.activations, d.weights, d.kv_cache
+    a, kv = d.activations, d.kv_cache
     H, nope, rope, vd, r = (
         op.heads // lw.tp,
         op.qk_nope_head_dim,
@@ -30,22 +30,17 @@ def lower(lw: Lowerer, e: Emit, op: ir.MLA, name: str) -> None:
     )
     x = lw.enter(e, name, op.dim, a)
     if op.q_lora_rank:
-        q = lw.gemm_node(
-            e, f"{name}.q_a_proj", gemm(s.T, op.q_lora_rank, op.dim, False, d), (x,), w
-        )
+        q = lw.gemm_node(e, f"{name}.q_a_proj", gemm(s.T, op.q_lora_rank, op.dim, False, d), (x,))
         q = lw.rmsnorm_node(e, f"{name}.q_a_norm", 1, op.q_lora_rank, a, q)
         q = lw.gemm_node(
             e,
             f"{name}.q_b_proj",
             gemm(s.T, H * (nope + rope), op.q_lora_rank, False, d),
             (q,),
-            w,
         )
     else:
-        q = lw.gemm_node(
-            e, f"{name}.q_proj", gemm(s.T, H * (nope + rope), op.dim, False, d), (x,), w
-        )
-    c = lw.gemm_node(e, f"{name}.kv_a_proj", gemm(s.T, r + rope, op.dim, False, d), (x,), w)
+        q = lw.gemm_node(e, f"{name}.q_proj", gemm(s.T, H * (nope + rope), op.dim, False, d), (x,))
+    c = lw.gemm_node(e, f"{name}.kv_a_proj", gemm(s.T, r + rope, op.dim, False, d), (x,))
     c = lw.rmsnorm_node(e, f"{name}.kv_a_norm", 1, r, a, c)
     q = e.add(
         f"{name}.rope", RopeOp(s.T, H + 1, rope, a), (q, c), out=s.T * (H + 1) * rope * bpe(a)
@@ -61,7 +56,6 @@ def lower(lw: Lowerer, e: Emit, op: ir.MLA, name: str) -> None:
             f"{name}.q_absorb",
             gemm(s.T, r, nope, False, d, batch=H, quantized=False),
             (q,),
-            w,
         )
         sdpa = SdpaOp(s.B, 1, H, s.n_kv, 1, r + rope, r, causal=False, act=a, kv=kv,
                       flash_impl=flash)  # fmt: skip
@@ -71,16 +65,15 @@ def lower(lw: Lowerer, e: Emit, op: ir.MLA, name: str) -> None:
             f"{name}.o_absorb",
             gemm(s.T, vd, r, False, d, batch=H, quantized=False),
             (att,),
-            w,
         )
     else:
-        kvb = lw.gemm_node(e, f"{name}.kv_b_proj", gemm(s.T, H * (nope + vd), r, False, d), (c,), w)
+        kvb = lw.gemm_node(e, f"{name}.kv_b_proj", gemm(s.T, H * (nope + vd), r, False, d), (c,))
         kvb = lw.ring(e, name, H * (nope + vd) + rope, a, kvb)
         n_keys = keys(lw, op)
         sdpa = SdpaOp(s.B, s.S, H, n_keys, H, nope + rope, vd, causal=op.causal, act=a, kv=a,
                       flash_impl=flash)  # fmt: skip
         att = e.add(f"{name}.sdpa", sdpa, (q, kvb), out=s.T * H * vd * bpe(a))
-    o = lw.gemm_node(e, f"{name}.o_proj", gemm(s.T, op.dim, H * vd, False, d), (att,), w)
+    o = lw.gemm_node(e, f"{name}.o_proj", gemm(s.T, op.dim, H * vd, False, d), (att,))
     e.stream = lw.exit(e, name, op.dim, a, o)
 
 

@@ -21,7 +21,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
     ep, d_ff = lw.par.ep, op.d_ff // lw.tp
     x = lw.enter(e, name, op.dim, a)
     # routers are kept in the activation dtype even when experts are quantized
-    router = lw.gemm_node(e, f"{name}.router", gemm(T, E, op.dim, op.router_bias, d, a), (x,), a)
+    router = lw.gemm_node(e, f"{name}.router", gemm(T, E, op.dim, op.router_bias, d, a), (x,))
     routing = MoERoutingOp(
         T, E, k, op.router.value, a, op.groups, op.groups_kept, op.correction_bias
     )
@@ -72,7 +72,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
         sh = lw.ffn(e, f"{name}.shared", op.dim, width, op.act, op.bias, d, x)
         if op.shared_gate:  # sigmoid(x · w_gate) scales the shared experts' output
             g = lw.gemm_node(e, f"{name}.shared_gate", gemm(T, 1, op.dim, False, d, a),
-                             (x,), a)  # fmt: skip
+                             (x,))  # fmt: skip
             g = e.add(f"{name}.shared_gate.sigmoid", UnaryOp((T, 1), "sigmoid", a, a), (g,),
                       out=T * bpe(a))  # fmt: skip
             sh = e.add(f"{name}.shared_gate.mul",

@@ -12,7 +12,7 @@ from .room import EVERY_PARAM, NOTHING_KEPT, REFUSES_NOTHING, REPLICATED, Compon
 def lower(lw: Lowerer, e: Emit, op: ir.Pooler, name: str) -> None:
     s, d = lw.s, op.dtypes
     rec = gemm(s.B, op.dim, op.dim, op.bias, d)  # on each sequence's class token
-    dense = lw.gemm_node(e, f"{name}.dense", rec, (e.stream,), d.weights)
+    dense = lw.gemm_node(e, f"{name}.dense", rec, (e.stream,))
     tanh = UnaryOp((s.B, op.dim), "tanh", d.activations, d.activations)
     e.stream = e.add(f"{name}.tanh", tanh, (dense,), out=s.B * op.dim * bpe(d.activations))
 

@@ -208,7 +208,7 @@ def _per_token(reports: list[Report]) -> Table:
     return Table("per-token", headers, rows, (False, *(True for _ in reports)))
 
 
-def _phase(r: Report, many: bool, extent: Extent) -> PhaseView:
+def _phase(r: Report, extent: Extent) -> PhaseView:
     phase = r.workload.phase
     kinds = Table(
         f"kinds-{phase}",
@@ -431,7 +431,7 @@ def build_view(reports: list[Report]) -> ReportView:
         subtitle=subtitle,
         summary=_summary(reports),
         per_token=_per_token(reports),
-        phases=tuple(_phase(x, len(reports) > 1, axes) for x in reports),
+        phases=tuple(_phase(x, axes) for x in reports),
         notes=notes,
         footer=f"modelcost {__version__}",
         memory_warning=warning,
