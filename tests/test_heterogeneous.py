@@ -165,8 +165,8 @@ def test_nemotron_51b_block_layout_imports_to_its_closed_form_count() -> None:
     # fields (hidden 8192, 64 heads of 128, vocabulary 128,256, untied). Closed form per
     # block: attention 8192 norm + 2·8192² (q, o) + 2·8192·128·kv (k, v); a linear
     # attention 8192 + 8192²; no attention 0; FFN 8192 + 3·8192·d_ff. The total is
-    # consistent with the model card's "51.5B" but no exact published figure was found,
-    # so the model is not in the zoo.
+    # the model card's "51.5B", rounded (no exact published figure was found), and the
+    # hand-written zoo spec's (specs/models/llama3.1-nemotron-51b.model, test_params.py).
     config = json.loads((DATA / "nemotron-51b-transcribed.json").read_text())
     spec = parse_spec(import_config(json.dumps(config), "n51.json"), "<n51>")
     d = 8192

@@ -42,6 +42,29 @@ def test_llama3_70b() -> None:
     }
 
 
+def test_llama3_1_nemotron_51b() -> None:
+    # 80 NAS layers (specs/models/llama3.1-nemotron-51b.model), d=8192, 64 heads of 128,
+    # V=128256: 54 with attention (q, o 2·8192² = 134,217,728, k, v 2·8192·128·kv =
+    # 2,097,152·kv; kv 8 ×44, 4 ×1, 2 ×6, 1 ×3: Σkv = 371), 18 with a d×d linear in its
+    # place (67,108,864, counted as an MLP-side linear), 8 with none; FFN widths 28,672
+    # ×44, 14,336 ×16, 7,168 ×20 at 3·8192·d_ff each. Norms: two a layer with a mixer,
+    # one without, and the final one: (72·2 + 8 + 1)·8192.
+    attention = 54 * 134_217_728 + 371 * 2_097_152  # = 8,025,800,704
+    mlp = 3 * 8192 * (44 * 28_672 + 16 * 14_336 + 20 * 7_168) + 18 * 67_108_864
+    norms = (72 * 2 + 8 + 1) * 8192  # = 1,253,376
+    c = counts("llama3.1-nemotron-51b.model")
+    assert c.components == {
+        Component.embedding: 1_050_673_152,
+        Component.attention: attention,
+        Component.mlp: mlp,
+        Component.norms: norms,
+        Component.head: 1_050_673_152,
+    }
+    # the model card's 51.5 B; the same count as `modelcost import` of the block table
+    # (tests/test_heterogeneous.py)
+    assert c.total == 51_501_015_040
+
+
 def test_llama3_1_405b() -> None:
     # d=16384, L=126, H=128, KV=8, hd=128, ff=53248, V=128256.
     # attn = 2*268,435,456 + 2*16,777,216 = 570,425,344; mlp = 3*16384*53248 = 2,617,245,696
