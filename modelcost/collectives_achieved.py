@@ -118,15 +118,18 @@ def _busbw(op: CollectiveOp, inner: int, outer: int, fam: dict[str, Any]) -> tup
     return 0.0, ""
 
 
-def achieved(op: CollectiveOp, hw: Hardware, engine: str = DEFAULT_ENGINE) -> tuple[float, str]:
-    """(seconds, why) of one collective as the engine and NCCL/RCCL run it on `hw`."""
-    if engine not in ENGINES:
+def achieved(
+    op: CollectiveOp, hw: Hardware, engine: str | None = DEFAULT_ENGINE
+) -> tuple[float, str]:
+    """(seconds, why) of one collective as the engine and NCCL/RCCL run it on `hw`
+    (`engine` None: NCCL/RCCL alone, as a training step runs it)."""
+    if engine is not None and engine not in ENGINES:
         hint = did_you_mean(engine, list(ENGINES)) or f"known: {', '.join(ENGINES)}"
         raise SpecError(f"unknown engine `{engine}`", filename="--engine", hint=hint)
     if op.group <= 1:
         return 0.0, "a group of one: nothing to send"
     found = family(hw.name)
-    if found is not None:
+    if found is not None and engine is not None:
         custom = _custom(op, hw, found[1], engine)
         if custom is not None:
             return custom

@@ -609,7 +609,7 @@ def estimate(
     roofline_s: float,
     hw: Hardware,
     pass_: str = "fwd",
-    engine: str = DEFAULT_ENGINE,
+    engine: str | None = DEFAULT_ENGINE,
 ) -> Estimate:
     """One pass of one op: the larger of its roofline time and what the kernel that
     would serve it does, plus a launch; a collective as `engine` runs it."""

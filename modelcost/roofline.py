@@ -265,8 +265,15 @@ def estimated(
     """`tot` with the step as the kernels run it (a calibration on top, collectives as
     `engine` runs them): what a sweep row or a serving figure reads, the same figure
     `build_report` puts in its totals."""
-    estimates = estimate_nodes(times, hw, calibration, engine)
+    estimates = estimate_nodes(times, hw, calibration, collectives_engine(costed.graph, engine))
     return _with_estimate(tot, costed.graph, times, estimates)
+
+
+def collectives_engine(graph: OpGraph, engine: str) -> str | None:
+    """Whose all-reduce a step's collectives run as: a serving engine's (its custom
+    all-reduce) for inference steps; NCCL/RCCL's alone (None) for a training step,
+    which no serving engine runs."""
+    return None if graph.shape.train else engine
 
 
 def matrix_peak(graph: OpGraph, hw: Hardware, peak: PeakMode) -> tuple[float, str]:
@@ -288,7 +295,7 @@ def estimate_nodes(
     times: list[NodeTime],
     hw: Hardware,
     calibration: Calibration | None = None,
-    engine: str = DEFAULT_ENGINE,
+    engine: str | None = DEFAULT_ENGINE,
 ) -> list[NodeEstimate]:
     """Every node's estimate, pass by pass, never below its roofline time (collectives
     as `engine` runs them); a calibration's measured factors or times on top
@@ -425,7 +432,8 @@ def build_report(
         return t / busy if busy else 0.0
 
     if how.kernels or how.calibration is not None:
-        estimates = estimate_nodes(times, hw, how.calibration, how.engine)
+        engine = collectives_engine(graph, how.engine)
+        estimates = estimate_nodes(times, hw, how.calibration, engine)
         tot = _with_estimate(tot, graph, times, estimates)
         ops = [
             _op_entry(t, groups, hw, busy, e, shared) for t, e in zip(times, estimates, strict=True)

@@ -167,3 +167,30 @@ def test_the_engine_reaches_the_collectives_estimate() -> None:
         tpots[name] = (s.tpot_s, step)
     assert tpots["trtllm"][0] == tpots["trtllm"][1]  # no host time: the kernels' step
     assert tpots["trtllm"][1] < tpots["vllm"][1]  # its all-reduces are faster
+
+
+def test_a_training_steps_collectives_are_nccls_not_a_serving_engines() -> None:
+    # a serving engine's custom all-reduce runs inference steps only: at tp 8 on H100 a
+    # decode step's 64 KiB all-reduce is vLLM's one-shot kernel (15.9 µs, sglang PR
+    # #2904's table interpolated), a training step's the same message NCCL's NVLS
+    # all-reduce (480 GB/s busbw, nccl-tests#212), whatever the engine
+    from modelcost.compile import compile_totals
+    from modelcost.lower import lower
+    from modelcost.roofline import collectives_engine
+
+    tp8 = Parallel(tp=8)
+    decode = Workload(Phase.decode, 8, context=1024, parallel=tp8)
+    train = Workload(Phase.train, 8, 512, parallel=tp8)
+    reasons = {}
+    for w in (decode, train):
+        r = compile_report(LLAMA8, H100, w, estimate="kernels")
+        ar = next(o for o in r.ops if o.name == "embed.all_reduce")
+        reasons[w.phase] = ar.estimate_reason
+    assert reasons[Phase.decode].startswith("vLLM custom all-reduce, one-shot at 64 KiB × 8")
+    assert reasons[Phase.train].startswith("NCCL/RCCL NVLS all-reduce at 480 GB/s busbw")
+    assert collectives_engine(lower(LLAMA8, train), "trtllm") is None
+    assert collectives_engine(lower(LLAMA8, decode), "trtllm") == "trtllm"
+    # the totals a sweep reads agree with the report's, whatever engine is named
+    t = compile_totals(LLAMA8, H100, train, Costing(kernels=True, engine="trtllm"))[1]
+    report = compile_report(LLAMA8, H100, train, estimate="kernels")
+    assert t.estimate_s == report.totals.estimate_s
