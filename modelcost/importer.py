@@ -1475,6 +1475,12 @@ BY_TYPE = {t: f for f in FAMILIES for t in f.model_types}
 # the sink and sparse-attention fields of a block: refused unless off (null or false)
 NAS_OFF = ("num_sink_tokens", "sparsify", "window_length", "unshifted_sink",
            "use_prefill_window_in_sink_attention")  # fmt: skip
+# every field a block's part may have (DeciLM's AttentionConfig and FFNConfig): any other
+# that is set is refused rather than left out of the model
+NAS_FIELDS = {
+    "attention": ("no_op", "replace_with_linear", "n_heads_in_group", *NAS_OFF),
+    "ffn": ("no_op", "replace_with_linear", "ffn_mult", *NAS_OFF),
+}
 
 
 def nas_intermediate_size(ffn_mult: float, hidden: int) -> int:
@@ -1507,6 +1513,16 @@ def _nas_part(block: Any, i: int, part: str) -> dict:
             where = f"{field}.{part}.{name}"
             raise _Bad(where, f"`{where}` = {_show(value[name])}: sink or sparse attention "
                        "cannot be written yet")  # fmt: skip
+    for name, setting in value.items():
+        if name not in NAS_FIELDS[part] and setting not in (None, False):
+            where = f"{field}.{part}.{name}"
+            raise _Bad(where, f"`{where}` = {_show(setting)} is a field the importer cannot "
+                       f"represent (it reads {', '.join(NAS_FIELDS[part])})")  # fmt: skip
+    for name, setting in block.items():
+        if name not in NAS_FIELDS and setting is not None:
+            where = f"{field}.{name}"
+            raise _Bad(where, f"`{where}` = {_show(setting)} is a field the importer cannot "
+                       "represent (a block has `attention` and `ffn`)")  # fmt: skip
     return value
 
 
@@ -1542,9 +1558,12 @@ def _nas_ffn(block: Any, i: int, hidden: int) -> str:
             or mult <= 0):  # fmt: skip
         raise _Bad(where if "ffn_mult" in f else field,
                    f"`{where}` must be a positive number, got {_show(mult)}")  # fmt: skip
-    size = nas_intermediate_size(mult, hidden)
-    if size > MAX_DIM:
+    if not 2 * mult * hidden / 3 <= MAX_DIM:  # (an overflow to infinity included)
         raise _Bad(where, f"`{where}` = {_show(mult)}: sizes are bounded by {MAX_DIM:,}")
+    size = nas_intermediate_size(mult, hidden)
+    if size < 1:
+        raise _Bad(where, f"`{where}` = {_show(mult)} gives an FFN 0 wide "
+                   f"(int(2 · {_show(mult)} · {hidden} / 3))")  # fmt: skip
     return f"@layer_ffn({size})"
 
 
@@ -1565,6 +1584,10 @@ def _nas_model(c: Config) -> str:
     """The layers in order, each its attention and FFN calls; a run of equal layers as
     one `repeat` (at most MAX_PATTERN runs: the language's token bound)."""
     blocks = c["block_configs"]
+    if not isinstance(blocks, list):
+        raise _Bad(
+            "block_configs", f"`block_configs` must be a list of blocks, got {_show(blocks)}"
+        )
     layers = c["num_hidden_layers"]
     if len(blocks) != layers:
         raise _Bad("block_configs", f"`block_configs` has {len(blocks):,} entries for "
@@ -1984,6 +2007,10 @@ def _field(text: str, filename: str, field: str, message: str, hint: str) -> Spe
     for path in (f"text_config.{field}", field):
         if path in keys:
             offset, width = keys[path]
+            return _at_offset(text, filename, offset, message, hint, width)
+        inside = [keys[k] for k in keys if k.startswith(f"{path}.")]
+        if inside:  # a list item (no key of its own): its first key
+            offset, width = min(inside)
             return _at_offset(text, filename, offset, message, hint, width)
     return SpecError(message, filename=filename, hint=hint)
 

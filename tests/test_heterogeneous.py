@@ -136,6 +136,23 @@ GOOD = {"attention": {"n_heads_in_group": 2}, "ffn": {"ffn_mult": 2.0}}
         ([GOOD, 7], {}, "`block_configs.1` must be an object, got 7", "block_configs"),
         ([GOOD], {"num_hidden_layers": 2}, "`block_configs` has 1 entries for "
          "num_hidden_layers = 2", "block_configs"),
+        # a block without attention: at its first key (a list item has none of its own)
+        ([{"ffn": {"ffn_mult": 1.0}}], {}, "`block_configs.0.attention` must be an object, "
+         "got null", "ffn"),
+        # int(2 · 1e-9 · 256 / 3) = 0: no FFN at all, refused where it comes from
+        ([{"attention": GOOD["attention"], "ffn": {"ffn_mult": 1e-9}}], {},
+         "`block_configs.0.ffn.ffn_mult` = 1e-09 gives an FFN 0 wide", "ffn_mult"),
+        # 2 · 1e308 · 256 / 3 overflows to infinity: the size bound, at the field
+        ([{"attention": GOOD["attention"], "ffn": {"ffn_mult": 1e308}}], {},
+         "`block_configs.0.ffn.ffn_mult` = 1e+308: sizes are bounded by", "ffn_mult"),
+        ([GOOD], {"block_configs": None}, "`block_configs` must be a list of blocks, got null",
+         "block_configs"),
+        # a field DeciLM's configs do not have is refused, not left out of the model
+        ([{"attention": {"n_heads_in_group": 2, "num_inner_heads": 4}, "ffn": GOOD["ffn"]}],
+         {}, "`block_configs.0.attention.num_inner_heads` = 4 is a field the importer cannot "
+         "represent", "num_inner_heads"),
+        ([{**GOOD, "parallel_blocks": [1]}], {}, "`block_configs.0.parallel_blocks` = [1] is a "
+         "field the importer cannot represent", "parallel_blocks"),
     ],
 )  # fmt: skip
 def test_malformed_block_configs_are_positioned_errors_exit_2(
