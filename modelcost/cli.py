@@ -287,15 +287,15 @@ def _compile_all(
     """One report per requested phase (or `phases`); `suffix` picks the `--X-b`
     overrides of a diff."""
     from .compile import compile_report
+    from .costing import costing
     from .graph import Workload
-    from .perfmodel import Conventions
 
     def pick(name: str):
         value = getattr(args, f"{name}{suffix}", None) if suffix else None
         return getattr(args, name) if value is None else value
 
     layout = _layout(args, LAYOUT, pick)
-    estimate, calibration = _estimation(args, hw)
+    how = costing(args.conventions, args.peak, args.bandwidth, *_estimation(args, hw))
     return [
         compile_report(
             spec,
@@ -310,12 +310,8 @@ def _compile_all(
                 **{name: getattr(args, name, 0) for name in ENGINE},
                 streams=pick("stream"),
             ),
-            Conventions(args.conventions),
-            args.peak,
-            args.bandwidth,
-            getattr(args, "only", None),
-            calibration=calibration,
-            estimate=estimate,
+            only=getattr(args, "only", None),
+            how=how,
         )
         for phase in (phases if phases is not None else pick("phase"))
     ]
@@ -536,8 +532,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_site(args: argparse.Namespace) -> int:
+    from .costing import costing
     from .hardware import load_hardware
-    from .perfmodel import Conventions
     from .resolve import load_specs
     from .site import SiteOptions, build_site, foreign_files, write_site
 
@@ -559,9 +555,8 @@ def cmd_site(args: argparse.Namespace) -> int:
                 raise SpecError(f"--diff takes A:B, got {pair!r}", filename="modelcost")
             diffs.append((a, b))
         estimate, calibration = _estimation(args)
-        options = SiteOptions(args.batch, args.seq, args.context, Conventions(args.conventions),
-                              args.peak, args.bandwidth, _layout(args, SITE_LAYOUT), estimate,
-                              calibration)  # fmt: skip
+        how = costing(args.conventions, args.peak, args.bandwidth, estimate, calibration)
+        options = SiteOptions(args.batch, args.seq, args.context, _layout(args, SITE_LAYOUT), how)
         files = build_site(specs, targets, diffs, options)
     except SpecError as err:
         _report(err)

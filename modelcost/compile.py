@@ -38,6 +38,7 @@ def compile_report(
     advise: bool = True,
     calibration: Calibration | None = None,
     estimate: EstimateMode = DEFAULT_ESTIMATE,
+    how: Costing | None = None,
 ) -> Report:
     """The report of `spec` (a Spec, or the path of a `.model` file) on `hw` (a Hardware,
     a shipped target's name such as `"h100"`, or a `.hw` file) for `workload` (a
@@ -45,11 +46,12 @@ def compile_report(
     With `advise`, a model that does not fit is told the smallest --tp that would;
     `estimate="kernels"` adds the kernel-aware estimate beside the roofline; a
     `calibration` (calibration.py) applies a machine's measurements on top of it (and
-    implies the estimate)."""
+    implies the estimate). `how`, a Costing, says all of these at once (in their place)."""
     spec, hw = as_spec(spec), as_hardware(hw)
     if not isinstance(workload, Workload):
         workload = Workload(Phase(workload))
-    how = costing(conventions, peak, bandwidth, estimate, calibration)
+    if how is None:
+        how = costing(conventions, peak, bandwidth, estimate, calibration)
     workload = settled(workload, how.conventions)
     graph = lower(spec, workload)
     advice = None if not advise or fits(graph, hw) else fitting_tp(spec, hw, workload)
@@ -91,7 +93,7 @@ def compile_totals(
     costed = cost(lower(spec, settled(workload, how.conventions)), how.conventions)
     times = time_nodes(costed, hw, how.peak, how.bandwidth)
     tot = totals(costed, times, hw, how.peak)
-    if how.kernels or how.calibration is not None:
+    if how.estimated:
         tot = estimated(costed, times, tot, hw, how.calibration, how.engine)
     return costed.graph, tot
 

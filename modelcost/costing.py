@@ -30,6 +30,18 @@ class Costing(Record, frozen=True):
     calibration: Calibration | None = None
     engine: str = DEFAULT_ENGINE
 
+    @property
+    def estimated(self) -> bool:
+        """Whether the kernel-aware estimate joins the roofline (a calibration implies it)."""
+        return self.kernels or self.calibration is not None
+
+    def on(self, hw_name: str) -> Costing:
+        """This costing for one target: a calibration applies to its own target only."""
+        cal = self.calibration
+        if cal is None or cal.hardware == hw_name:
+            return self
+        return Costing(self.conventions, self.peak, self.bandwidth, self.kernels, None, self.engine)
+
 
 def costing(
     conventions: Conventions | str = Conventions.modelcost,

@@ -50,6 +50,7 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
 from .calibration import load_calibration
+from .costing import costing
 from .errors import SpecError, did_you_mean
 from .graph import DEFAULT_BATCH, Parallel, Phase, Workload
 from .hardware import Hardware, hardware_dir, load_hardware, shipped_hardware
@@ -102,9 +103,9 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
             raise PluginError(f"modelcost: {err}") from None
         try:
             estimate, calibration = self._estimation(cfg.estimate, cfg.calibrate)
+            how = costing(estimate=estimate, calibration=calibration)
             options = SiteOptions(batch=cfg.batch, seq=cfg.seq, context=cfg.context,
-                                  parallel=layout, estimate=estimate,
-                                  calibration=calibration)  # fmt: skip
+                                  parallel=layout, costing=how)  # fmt: skip
             specs = self._specs()
             targets = [self._hardware(h) for h in cfg.hardware]
             check_calibration(calibration, targets)  # as `modelcost site` does

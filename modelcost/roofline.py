@@ -431,7 +431,7 @@ def build_report(
     def share(t: float) -> float:
         return t / busy if busy else 0.0
 
-    if how.kernels or how.calibration is not None:
+    if how.estimated:
         engine = collectives_engine(graph, how.engine)
         estimates = estimate_nodes(times, hw, how.calibration, engine)
         tot = _with_estimate(tot, graph, times, estimates)

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from . import spec as ir
 from .compile import as_hardware, as_spec, compile_totals
-from .costing import Costing
+from .costing import DEFAULT_COSTING, costing
 from .engines import DEFAULT_ENGINE, ENGINES, Profile, engine_label, profile
 from .errors import SpecError
 from .files import read_text
@@ -221,8 +221,10 @@ class _Scenario:
         calibration: Calibration | None = None,
     ) -> None:
         self.spec, self.hw, self.par, self.isl, self.osl = spec, hw, par, isl, osl
-        self.engine, self.estimate, self.calibration = engine, estimate, calibration
-        self.kernels = estimate_mode(estimate, calibration) == "kernels"
+        self.engine = engine
+        # a figure's step as the scenario plans it; a memory probe reads the roofline alone
+        self.how = costing(estimate=estimate, calibration=calibration, engine=engine.name)
+        self.kernels = self.how.estimated
         self.profile: Profile = profile(engine.name, hw.name, hw.capacity, par.tp,
                                         engine.memory_fraction)  # fmt: skip
         self.cached = math.floor(isl * engine.prefix_hit)
@@ -237,7 +239,7 @@ class _Scenario:
         key = (w, timed and self.kernels)
         t = self._totals.get(key)
         if t is None:
-            how = Costing(kernels=key[1], calibration=self.calibration, engine=self.engine.name)
+            how = self.how if key[1] else DEFAULT_COSTING
             t = self._totals[key] = compile_totals(self.spec, self.hw, w, how)[1]
         return t
 

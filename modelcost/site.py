@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import spec as ir
-from .calibration import Calibration
 from .compile import compile_report
+from .costing import DEFAULT_COSTING, Costing
 from .diff import diff
 from .errors import SpecError
 from .graph import (
@@ -21,7 +21,6 @@ from .graph import (
     Workload,
 )
 from .hardware import Hardware
-from .perfmodel import Conventions
 from .record import Record
 from .render.bars import GridCell, grid_svg
 from .render.env import render
@@ -29,7 +28,6 @@ from .render.formats import diff_markdown_files, markdown_files, render_diff, re
 from .render.table import Cell, Table
 from .render.units import count, duration, fixed
 from .report import Report
-from .settings import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode, PeakMode
 from .sweeps import check_calibration
 from .validate import input_facts
 
@@ -40,16 +38,10 @@ class SiteOptions(Record, frozen=True):
     batch: int = DEFAULT_BATCH
     seq: int | None = None  # None: DEFAULT_SEQ
     context: int | None = None  # None: DEFAULT_CONTEXT
-    conventions: Conventions = Conventions.modelcost
-    peak: PeakMode = DEFAULT_PEAK
-    bandwidth: PeakMode = DEFAULT_PEAK
     parallel: Parallel = ONE_DEVICE
-    estimate: EstimateMode = DEFAULT_ESTIMATE  # kernels: every page's ops carry it too
-    calibration: Calibration | None = None  # on top of its own target's pages
-
-    def calibration_for(self, hw: Hardware) -> Calibration | None:
-        cal = self.calibration
-        return cal if cal is not None and cal.hardware == hw.name else None
+    # conventions, peaks, and the kernel-aware estimate (every page's ops carry it too)
+    # with a calibration on top of its own target's pages
+    costing: Costing = DEFAULT_COSTING
 
 
 def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
@@ -68,9 +60,7 @@ def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
     phases = (Phase.prefill, Phase.decode) if decodes else (Phase.prefill,)
     for phase in phases:
         w = Workload(phase, o.batch, None if image else seq, context, parallel=o.parallel)
-        out.append(compile_report(spec, hw, w, o.conventions, o.peak, o.bandwidth,
-                                  calibration=o.calibration_for(hw),
-                                  estimate=o.estimate))  # fmt: skip
+        out.append(compile_report(spec, hw, w, how=o.costing.on(hw.name)))
     return out
 
 
@@ -119,7 +109,7 @@ def build_site(
     """Every file of the site by relative path. `specs` pairs a page name with a spec."""
     options = options or SiteOptions()
     _check_names(specs, targets)
-    check_calibration(options.calibration, targets)
+    check_calibration(options.costing.calibration, targets)
     pages = [site_page(name, spec, hw, options, formats) for name, spec in specs for hw in targets]
     return assemble(pages, [n for n, _ in specs], targets, diffs, options, formats)
 
@@ -181,13 +171,13 @@ def assemble(
 def workload_statement(o: SiteOptions) -> str:
     """What every page of the site ran, in words (the index states it)."""
     seq, context = o.seq or DEFAULT_SEQ, o.context or DEFAULT_CONTEXT
-    layout = o.parallel.label or "one device"
+    layout, how = o.parallel.label or "one device", o.costing
     return (
         f"batch {o.batch}; prefill of {seq} tokens and decode at context {context} (or a "
         f"model's own length: its learned positions or its image); {layout}; "
-        f"{o.conventions.value} conventions, {o.peak} peaks, {o.bandwidth} bandwidth"
-        + ("; the kernel-aware estimate beside the roofline" if o.estimate == "kernels" else "")
-        + (f", calibrated on {o.calibration.hardware}" if o.calibration is not None else "")
+        f"{how.conventions.value} conventions, {how.peak} peaks, {how.bandwidth} bandwidth"
+        + ("; the kernel-aware estimate beside the roofline" if how.estimated else "")
+        + (f", calibrated on {how.calibration.hardware}" if how.calibration is not None else "")
     )
 
 

@@ -24,7 +24,7 @@ from .graph import DEFAULT_BATCH, OpGraph, Parallel, Phase, Workload
 from .hardware import Hardware, load_hardware
 from .hooks import shown
 from .perfmodel import Conventions
-from .record import Record, replace
+from .record import Record
 from .report import Bound, Report, Totals
 from .resolve import load_spec
 from .settings import (
@@ -310,9 +310,7 @@ def _run(work, points: list[_Point]) -> list[SweepRow | str]:
             par = Parallel(**p.layout, sp=sp)
             w = Workload(p.phase, p.batch, p.seq, p.context, parallel=par, prefix=p.engine[0],
                          chunk=p.engine[1], prompt=p.engine[2])  # fmt: skip
-            cal = how.calibration  # applied to its own target's rows (check_calibration)
-            here = how if cal is None or cal.hardware == hw.name else replace(how, calibration=None)
-            graph, t = compile_totals(spec, hw, w, here)
+            graph, t = compile_totals(spec, hw, w, how.on(hw.name))
             out.append(point_row(graph, hw, t))
         except (SpecError, ValueError) as err:
             message = err.message if isinstance(err, SpecError) else str(err)

@@ -27,7 +27,7 @@ def test_cli_defaults_are_the_python_apis() -> None:
     s = _defaults("site", "x.model", "--hw", "h100", "-o", "out")
     site = SiteOptions()
     assert (s.batch, s.seq, s.context, s.peak, s.bandwidth) == (
-        site.batch, site.seq, site.context, site.peak, site.bandwidth,
+        site.batch, site.seq, site.context, site.costing.peak, site.costing.bandwidth,
     )  # fmt: skip
 
 
