@@ -37,6 +37,11 @@ from modelcost.hardware import load_hardware
 from modelcost.resources import specs_dir
 from modelcost.spec import PatchEmbed, PositionEmbedding, walk
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the inputs the tests check (tests/hostile.py's way)
+
+from heterogeneous_spec import distinct_layers  # noqa: E402
+
 
 def median_ms(fn, repeat: int) -> float:
     fn()  # warm (first-use caches: the grammar, pydantic validators)
@@ -177,18 +182,9 @@ def _scale() -> str:
     from modelcost import parse_spec
     from modelcost.render import render
 
-    def text(n: int) -> str:
-        return (
-            "block layer(ff, hd) {\n rmsnorm\n attention(32, 8, head_dim = hd)\n residual\n"
-            " rmsnorm\n mlp(ff)\n residual\n}\nmodel m { d_model = 4096; vocab = 32000\n"
-            " embed(vocab)\n"
-            + "".join(f" layer({4096 + i}, {128 + i % 2})\n" for i in range(n))
-            + " rmsnorm\n lm_head(vocab)\n}\n"
-        )
-
     def run(n: int) -> tuple[float, ...]:
         t0 = time.perf_counter()
-        spec = parse_spec(text(n))
+        spec = parse_spec(distinct_layers(n))
         t1 = time.perf_counter()
         p = compile_report(spec, "h100", Workload(Phase.prefill))
         t2 = time.perf_counter()

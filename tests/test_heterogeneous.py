@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from heterogeneous_spec import distinct_layers
 
 from modelcost import SpecError, count_params, parse_spec
 from modelcost.compile import compile_report
@@ -17,17 +18,6 @@ from modelcost.render import render
 from modelcost.resolve import MAX_OPS
 
 DATA = Path(__file__).parent / "data"
-
-
-def distinct_layers(n: int) -> str:
-    """n layers, each a block call with its own FFN width (as benchmarks/bench.py)."""
-    return (
-        "block layer(ff, hd) {\n rmsnorm\n attention(32, 8, head_dim = hd)\n residual\n"
-        " rmsnorm\n mlp(ff)\n residual\n}\nmodel m { d_model = 4096; vocab = 32000\n"
-        " embed(vocab)\n"
-        + "".join(f" layer({4096 + i}, {128 + i % 2})\n" for i in range(n))
-        + " rmsnorm\n lm_head(vocab)\n}\n"
-    )
 
 
 def test_the_bounds_are_twenty_times_the_first_ones() -> None:

@@ -10,16 +10,7 @@ from ..parallel import refuse
 from ..perfmodel import BinaryOp, GatedDeltaNetOp, GatedDeltaStepOp, OpRecord, UnaryOp, bpe
 from ..perfmodel.deltanet import conv_channels
 from .emit import Emit, Lowerer, gemm
-from .room import (
-    EVERY_PARAM,
-    SSM_STATE,
-    Component,
-    Feature,
-    Refusal,
-    Room,
-    linear,
-    recurrent_state,
-)
+from .room import SSM_STATE, linear, recurrent_room
 
 
 def per_rank(op: ir.GatedDeltaNet, tp: int) -> tuple[int, int]:
@@ -82,19 +73,12 @@ def _sharding(op: ir.GatedDeltaNet, par, where: str):
     return None
 
 
-# the delta rule carries its state through a prefix or a chunk, and scans the whole
-# sequence: neither is costed as attention's
-GATED_DELTANET = Room(
-    kind=ir.GatedDeltaNet,
-    lower=lower,
-    params=_params,
-    active=EVERY_PARAM,
-    component=Component.ssm,
-    memory=recurrent_state(_state_bytes),
-    sharding=_sharding,
-    refuses=(
-        Refusal(Feature.chunk, "the delta rule carries its state through a chunk"),
-        Refusal(Feature.prefix, "the delta rule carries its state through a prefix"),
-        Refusal(Feature.cp, "the delta rule's scan"),
-    ),
+GATED_DELTANET = recurrent_room(
+    ir.GatedDeltaNet,
+    lower,
+    _params,
+    _state_bytes,
+    _sharding,
+    carrier="the delta rule",
+    scan="the delta rule's scan",
 )

@@ -8,16 +8,7 @@ from .. import spec as ir
 from ..parallel import refuse
 from ..perfmodel import BinaryOp, MambaSsdOp, MambaStepOp, OpRecord, UnaryOp, bpe
 from .emit import Emit, Lowerer, gemm
-from .room import (
-    EVERY_PARAM,
-    SSM_STATE,
-    Component,
-    Feature,
-    Refusal,
-    Room,
-    linear,
-    recurrent_state,
-)
+from .room import SSM_STATE, linear, recurrent_room
 
 
 def per_rank(op: ir.Mamba2, tp: int) -> tuple[int, int, int]:
@@ -78,18 +69,6 @@ def _sharding(op: ir.Mamba2, par, where: str):
     return None
 
 
-# an SSM carries its state through a prefix or a chunk, and scans the whole sequence
-MAMBA2 = Room(
-    kind=ir.Mamba2,
-    lower=lower,
-    params=_params,
-    active=EVERY_PARAM,
-    component=Component.ssm,
-    memory=recurrent_state(_state_bytes),
-    sharding=_sharding,
-    refuses=(
-        Refusal(Feature.chunk, "an SSM carries its state through a chunk"),
-        Refusal(Feature.prefix, "an SSM carries its state through a prefix"),
-        Refusal(Feature.cp, "the SSM scan"),
-    ),
+MAMBA2 = recurrent_room(
+    ir.Mamba2, lower, _params, _state_bytes, _sharding, carrier="an SSM", scan="the SSM scan"
 )

@@ -98,10 +98,6 @@ def _cache_per_token(op: ir.MLA, tp: int) -> int:
     return op.kv_lora_rank + op.qk_rope_head_dim if op.causal else 0
 
 
-def _every_token(op: ir.MLA, length: int, sources: dict[str, int]) -> int:
-    return length
-
-
 def _sharding(op: ir.MLA, par, where: str):
     return heads_refusal(op.heads, None, par.tp, where)
 
@@ -115,7 +111,7 @@ MLA = Room(
     params=_params,
     active=EVERY_PARAM,
     component=Component.attention,
-    memory=kv_cache(_cache_per_token, _every_token),
+    memory=kv_cache(_cache_per_token),
     sharding=_sharding,
     refuses=(Refusal(Feature.chunk, _LATENT), Refusal(Feature.prefix, _LATENT)),
 )

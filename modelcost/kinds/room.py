@@ -151,6 +151,36 @@ def plain_room(
     )
 
 
+def recurrent_room(
+    kind: type[ir.IR],
+    lower: Callable[[Lowerer, Emit, Any, str], None],
+    params: Params,
+    state_bytes: Callable[[Any, int], float],
+    sharding: Sharding,
+    carrier: str,
+    scan: str,
+) -> Room:
+    """A recurrent layer (Mamba-2, Gated DeltaNet): every parameter touched, counted as
+    an SSM's, a state of `state_bytes` per sequence kept instead of a KV cache. Its
+    `carrier` ("an SSM") carries that state through a prefill chunk or a prefix, and its
+    `scan` runs along the whole sequence: neither is costed as attention's, so it refuses
+    --chunk, --prefix and --cp, the reasons naming them."""
+    return Room(
+        kind=kind,
+        lower=lower,
+        params=params,
+        active=EVERY_PARAM,
+        component=Component.ssm,
+        memory=recurrent_state(state_bytes),
+        sharding=sharding,
+        refuses=(
+            Refusal(Feature.chunk, f"{carrier} carries its state through a chunk"),
+            Refusal(Feature.prefix, f"{carrier} carries its state through a prefix"),
+            Refusal(Feature.cp, scan),
+        ),
+    )
+
+
 def linear(n_in: int, n_out: int, bias: bool) -> int:
     """A linear layer's parameters."""
     return n_in * n_out + (n_out if bias else 0)
