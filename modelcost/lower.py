@@ -29,7 +29,9 @@ from .validate import workload_shape
 
 # Distinct ops after lowering (repeated layers count once): 20× the first bound, room for
 # a heterogeneous model (Nemotron-Ultra-253B: 162 different layers, ~2,600 ops) or 1,800
-# distinct Llama-like layers (16 ops each). Lowering stops at the first op past it. The
+# distinct Llama-like layers (16 ops each), written as calls of a block with arguments:
+# spelled out statement by statement, the token bound (bounds.MAX_TOKENS, 20,000) stops a
+# file at about 1,100 distinct layers first. Lowering stops at the first op past it. The
 # worst accepted input (tests/hostile.py "most-ops", ~30,000 ops a phase), measured
 # through the CLI on this project's 2-core machine: check 0.6 s; compile --format json
 # ~1.5-2 s and 270 MB; --format html ~8 s and 380 MB; three phases in JSON ~5 s, 750 MB.

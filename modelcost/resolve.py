@@ -619,7 +619,7 @@ class _Resolver:
         )
         patch = next((op for op, _ in walk(node.body) if isinstance(op, ir.PatchEmbed)), None)
         if patch is not None:
-            tokens = (patch.image // patch.patch) ** 2 + (1 if patch.cls_token else 0)
+            tokens = patch.tokens
             if tokens != length:
                 raise src.error(
                     f"{what} is {tokens} tokens long by its image "

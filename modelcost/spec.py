@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from enum import StrEnum
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import Field
 
@@ -261,6 +261,11 @@ class PatchEmbed(_Op):
     scope: ClassVar[str] = "patch_embed"
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_patch)
     starts_stream: ClassVar[bool] = True
+
+    @property
+    def tokens(self) -> int:
+        """The tokens one image becomes: (image / patch)² patches and the class token."""
+        return (self.image // self.patch) ** 2 + (1 if self.cls_token else 0)
 
 
 class ConvStem(_Op):
@@ -703,12 +708,7 @@ Op = (
     | Pooler
     | Classifier
 )
-OP_TYPES: tuple[type[_Op], ...] = (Embedding, PositionEmbedding, TokenTypeEmbedding, PatchEmbed,
-                                   LayerNorm, RMSNorm,
-                                   Attention, MLA, MLP, MoE, Mamba2, GatedDeltaNet, Linear,
-                                   ConvStem, RelativePositionBias, CrossAttention,
-                                   MTPProjection, Keep, Pool, PixelShuffle, Residual, LMHead,
-                                   Pooler, Classifier)  # fmt: skip
+OP_TYPES: tuple[type[_Op], ...] = get_args(Op)  # the kinds, in the union's order
 
 
 class Stream(IR):

@@ -77,7 +77,7 @@ def workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
         said = [] if w.phase is Phase.decode else notes
         S = _default_length("sequence length", DEFAULT_SEQ, limit, spec, said)
     if patch is not None:
-        image_tokens = (patch.image // patch.patch) ** 2 + (1 if patch.cls_token else 0)
+        image_tokens = patch.tokens
         if w.seq is not None and w.seq != image_tokens:
             raise SpecError(
                 f"`{spec.name}` takes its sequence length from its image: {image_tokens} "

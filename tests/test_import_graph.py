@@ -104,6 +104,14 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> dict[str, int]:
         for target in targets:
             if target in known and target != name:
                 out.setdefault(target, node.lineno)
+            # importing modelcost.kinds.room runs modelcost/kinds/__init__.py first: an
+            # edge to each enclosing subpackage but the importer's own (and the package
+            # top, which Python runs before any of its modules)
+            parent = target.rpartition(".")[0]
+            while parent.count("."):
+                if parent in known and not f"{name}.".startswith(f"{parent}."):
+                    out.setdefault(parent, node.lineno)
+                parent = parent.rpartition(".")[0]
     return out
 
 
@@ -239,3 +247,19 @@ def test_a_report_shows_itself_in_a_notebook(fmt):
                          text=True, env=env)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert int(run.stdout) > 1000  # a whole page
+
+
+def test_a_subpackages_init_counts_as_imported(tmp_path):
+    """`from .render.notebook import x` runs render/__init__.py before notebook.py: the
+    reader adds an edge to the enclosing subpackage, so an upward import in an
+    `__init__` is seen (but not a module's edge to its own package)."""
+    pkg = tmp_path / "modelcost"
+    (pkg / "render").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "report.py").write_text("from .render.notebook import show\n")
+    (pkg / "render" / "__init__.py").write_text("")
+    (pkg / "render" / "notebook.py").write_text("from .table import t\n")
+    (pkg / "render" / "table.py").write_text("")
+    edges = graph(pkg)
+    assert edges["modelcost.report"] == {"modelcost.render.notebook": 1, "modelcost.render": 1}
+    assert edges["modelcost.render.notebook"] == {"modelcost.render.table": 1}
