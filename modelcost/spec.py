@@ -202,6 +202,8 @@ class _Op(IR):
     quantized: ClassVar[bool] = False  # its linear layers follow the precision recipe
     check: ClassVar[Callable[[dict], None] | None] = None
     starts_stream: ClassVar[bool] = False  # it sets the stream's width (an embedding)
+    # what it fixes a stream's length by, in words (an image, a token grid), or ""
+    fixes_length: ClassVar[str] = ""
 
     @property
     def decodes(self) -> bool:
@@ -261,6 +263,7 @@ class PatchEmbed(_Op):
     scope: ClassVar[str] = "patch_embed"
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_patch)
     starts_stream: ClassVar[bool] = True
+    fixes_length: ClassVar[str] = "image"
 
     @property
     def tokens(self) -> int:
@@ -279,6 +282,7 @@ class ConvStem(_Op):
     kernel: Annotated[int, Arg(T.DIM, 3)]
     scope: ClassVar[str] = "conv_stem"
     starts_stream: ClassVar[bool] = True
+    fixes_length: ClassVar[str] = "audio window (its convolutions and positions)"
 
 
 class RelativePositionBias(_Op):
@@ -572,6 +576,7 @@ class Keep(_Op):
     kind: Literal["keep"] = "keep"
     tokens: Annotated[int, Arg(T.DIM)]
     scope: ClassVar[str] = "keep"
+    fixes_length: ClassVar[str] = "token grid (its keep, pool or pixel shuffle)"
 
     def tokens_out(self, n: int) -> int:
         """The stream's token count after it, from `n` before."""
@@ -588,6 +593,7 @@ class Pool(_Op):
     kind: Literal["pool"] = "pool"
     kernel: Annotated[int, Arg(T.DIM)]
     scope: ClassVar[str] = "pool"
+    fixes_length: ClassVar[str] = "token grid (its keep, pool or pixel shuffle)"
 
     def tokens_out(self, n: int) -> int:
         return _grid_tokens("pool", "kernel", n, self.kernel)
@@ -600,6 +606,7 @@ class PixelShuffle(_Op):
     kind: Literal["pixel_shuffle"] = "pixel_shuffle"
     factor: Annotated[int, Arg(T.DIM)]
     scope: ClassVar[str] = "pixel_shuffle"
+    fixes_length: ClassVar[str] = "token grid (its keep, pool or pixel shuffle)"
 
     def tokens_out(self, n: int) -> int:
         return _grid_tokens("pixel_shuffle", "factor", n, self.factor)

@@ -220,16 +220,9 @@ def _stream_lengths(
 
 @per_object
 def _fixed_length(stream: ir.Stream) -> str:
-    """What fixes a stream's length, if anything: an image (a patch embedding) or
-    learned positions as many as its length (Whisper's 1,500 audio positions)."""
-    for op, _ in walk(stream.body):
-        if isinstance(op, ir.PatchEmbed):
-            return "image"
-        if isinstance(op, ir.ConvStem):
-            return "audio window (its convolutions and positions)"
-        if isinstance(op, ir.TOKEN_OPS):
-            return "token grid (its keep, pool or pixel shuffle)"
-    return ""
+    """What fixes a stream's length, if anything, as its first layer that does says it
+    (`fixes_length` on the layer's class: an image, an audio window, a token grid)."""
+    return next((op.fixes_length for op, _ in walk(stream.body) if op.fixes_length), "")
 
 
 def _serving_extras(spec: ir.Spec, w: Workload) -> int:
