@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from .engines import DEFAULT_ENGINE, ENGINES
 from .errors import SpecError
 from .files import (
     ClosedStdout,
@@ -295,7 +294,8 @@ def _compile_all(
         return getattr(args, name) if value is None else value
 
     layout = _layout(args, LAYOUT, pick)
-    how = costing(args.conventions, args.peak, args.bandwidth, *_estimation(args, hw))
+    estimate, calibration = _estimation(args, hw)
+    how = costing(args.conventions, args.peak, args.bandwidth, estimate, calibration, args.engine)
     return [
         compile_report(
             spec,
@@ -359,7 +359,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             {name: getattr(args, name) for name in LAYOUT_AXES}, args.sp,
             {name: getattr(args, name) for name in ENGINE_AXES},
             Conventions(args.conventions), args.peak, args.bandwidth, args.jobs,
-            estimate, calibration,
+            estimate, calibration, args.engine,
         )  # fmt: skip
     except SpecError as err:
         _report(err)
@@ -555,7 +555,8 @@ def cmd_site(args: argparse.Namespace) -> int:
                 raise SpecError(f"--diff takes A:B, got {pair!r}", filename="modelcost")
             diffs.append((a, b))
         estimate, calibration = _estimation(args)
-        how = costing(args.conventions, args.peak, args.bandwidth, estimate, calibration)
+        how = costing(args.conventions, args.peak, args.bandwidth, estimate, calibration,
+                      args.engine)  # fmt: skip
         options = SiteOptions(args.batch, args.seq, args.context, _layout(args, SITE_LAYOUT), how)
         files = build_site(specs, targets, diffs, options)
     except SpecError as err:
@@ -757,10 +758,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             metavar="PCT",
             help="percent of each prompt already in a prefix cache (default 0)",
         )
-        p.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
-                       help="the serving engine: its per-step overhead, the memory it keeps back "
-                       f"and its batching defaults (specs/kernels/engines.json; default "
-                       f"{DEFAULT_ENGINE})")  # fmt: skip
         p.add_argument("--memory-fraction", type=_fraction, metavar="F",
                        help="the share of memory the engine's rule gives (vLLM: of the device; "
                        "TensorRT-LLM: of what weights and activations leave; SGLang: of the "

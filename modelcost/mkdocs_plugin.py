@@ -23,6 +23,7 @@ a table of it, or a diff, with inline charts:
     phase: prefill,decode
     batch: 8
     estimate: kernels       # or roofline (the default); `calibrate: FILE` implies kernels
+    engine: trtllm          # whose custom all-reduce an inference step's collectives run as
     ```
 
 Paths, in the configuration (`specs`, a `hardware` file) and in a block (`spec`, `vs`,
@@ -51,6 +52,7 @@ from mkdocs.structure.pages import Page
 
 from .calibration import load_calibration
 from .costing import costing
+from .engines import DEFAULT_ENGINE, ENGINES
 from .errors import SpecError, did_you_mean
 from .graph import DEFAULT_BATCH, Parallel, Phase, Workload
 from .hardware import Hardware, hardware_dir, load_hardware, shipped_hardware
@@ -66,7 +68,7 @@ log = get_plugin_logger(__name__)
 FORMATS = ("md",)  # MkDocs renders the Markdown pages itself
 SHOWS = ("report", "summary", "kinds", "diff")
 BLOCK_KEYS = ("spec", "hw", "show", "phase", "batch", "seq", "context", "vs", "estimate",
-              "calibrate")  # fmt: skip
+              "calibrate", "engine")  # fmt: skip
 
 
 class ModelcostConfig(base.Config):
@@ -85,6 +87,7 @@ class ModelcostConfig(base.Config):
     # as `modelcost site --estimate --calibrate` (a calibration file beside mkdocs.yml)
     estimate = c.Choice(ESTIMATE_MODES, default=DEFAULT_ESTIMATE)
     calibrate = c.Optional(c.Type(str))
+    engine = c.Choice(ENGINES, default=DEFAULT_ENGINE)  # as `modelcost site --engine`
 
 
 class ModelcostPlugin(BasePlugin[ModelcostConfig]):
@@ -103,7 +106,7 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
             raise PluginError(f"modelcost: {err}") from None
         try:
             estimate, calibration = self._estimation(cfg.estimate, cfg.calibrate)
-            how = costing(estimate=estimate, calibration=calibration)
+            how = costing(estimate=estimate, calibration=calibration, engine=cfg.engine)
             options = SiteOptions(batch=cfg.batch, seq=cfg.seq, context=cfg.context,
                                   parallel=layout, costing=how)  # fmt: skip
             specs = self._specs()
@@ -264,15 +267,19 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
         if keys.get("estimate", DEFAULT_ESTIMATE) not in ESTIMATE_MODES:
             raise PluginError(f"{src}:{lines['estimate']}: estimate: {keys['estimate']!r} is "
                               f"not one of {', '.join(ESTIMATE_MODES)}")  # fmt: skip
+        if keys.get("engine", DEFAULT_ENGINE) not in ENGINES:
+            raise PluginError(f"{src}:{lines['engine']}: engine: {keys['engine']!r} is "
+                              f"not one of {', '.join(ENGINES)}")  # fmt: skip
         estimate, calibration = self._estimation(
             keys.get("estimate", DEFAULT_ESTIMATE), keys.get("calibrate"), hw
         )
+        how = costing(estimate=estimate, calibration=calibration,
+                      engine=keys.get("engine", DEFAULT_ENGINE))  # fmt: skip
 
         def reports(path: str) -> list:
             spec = load_spec(self.root / path)
             batch, seq, context = ints("batch") or DEFAULT_BATCH, ints("seq"), ints("context")
-            return [compile_report(spec, hw, Workload(Phase(p), batch, seq, context),
-                                   calibration=calibration, estimate=estimate)
+            return [compile_report(spec, hw, Workload(Phase(p), batch, seq, context), how=how)
                     for p in phases]  # fmt: skip
 
         a = reports(keys["spec"])

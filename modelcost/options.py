@@ -13,6 +13,7 @@ import argparse
 import math
 from collections.abc import Callable, Mapping, Sequence
 
+from .engines import DEFAULT_ENGINE, ENGINES
 from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_SEQ, ONE_DEVICE, Phase
 from .perfmodel import Conventions
 from .record import Record, replace
@@ -194,6 +195,11 @@ OPTIONS: dict[str, Option] = {
                ESTIMATE_MODES),
         Option("calibrate", str, None, "a calibration file (modelcost calibrate) on top of "
                "the kernel-aware estimate; implies --estimate kernels"),
+        Option("engine", None, DEFAULT_ENGINE, "the serving engine "
+               "(specs/kernels/engines.json): the custom all-reduce an inference step's "
+               "collectives run as in the estimate (a training step's run as NCCL/RCCL's); "
+               "under serve also its per-step overhead, the memory it keeps back and its "
+               "batching defaults", ENGINES),
         Option("tp", positive, ONE_DEVICE.tp, "tensor-parallel ranks (Megatron)", sided=True),
         Option("sp", None, ONE_DEVICE.sp,
                "sequence parallelism with tp: reduce-scatter/all-gather instead of "
@@ -269,7 +275,7 @@ LAYOUT = ("tp", "sp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap",
 # split) and nothing that only training reads
 SITE_LAYOUT = ("tp", "sp", "dp", "ep", "pp", "microbatches", "overlap")
 ROOFLINE = ("conventions", "peak", "bandwidth")
-ESTIMATE = ("estimate", "calibrate")
+ESTIMATE = ("estimate", "calibrate", "engine")
 
 
 # ---- `serve --rate`: requests arriving over time (arrivals.py)

@@ -18,6 +18,7 @@ from . import spec as ir
 from .bulk import in_bulk
 from .compile import compile_totals
 from .costing import costing
+from .engines import DEFAULT_ENGINE
 from .errors import SpecError
 from .frozen import Frozen
 from .graph import DEFAULT_BATCH, OpGraph, Parallel, Phase, Workload
@@ -242,6 +243,7 @@ def sweep(
     jobs: int = 1,
     estimate: EstimateMode = DEFAULT_ESTIMATE,
     calibration: Calibration | None = None,
+    serving_engine: str = DEFAULT_ENGINE,
 ) -> Sweep:
     """Every combination, in the order the values were given (specs outermost). Each of
     specs (Spec objects or `.model` paths), targets (Hardware or names), phases, batch,
@@ -250,12 +252,13 @@ def sweep(
     (what a serving engine does to a step: graph.Workload); `jobs` worker processes share the
     points (the rows come back in the same order); `estimate="kernels"` adds each row's
     kernel-aware estimate (`estimate_ms`), with a `calibration` on top of its own
-    target's rows (check_calibration). `modelcost.sweep([...], "h200",
+    target's rows (check_calibration), an inference step's collectives as
+    `serving_engine`'s custom all-reduce runs them. `modelcost.sweep([...], "h200",
     batch=range(1, 65))` from Python; `modelcost sweep` from the shell."""
     specs = [s if isinstance(s, ir.Spec) else load_spec(s) for s in _many(specs)]
     targets = [h if isinstance(h, Hardware) else load_hardware(h) for h in _many(targets)]
     phases = [Phase(p) for p in _many(phases)]
-    how = costing(conventions, peak, bandwidth, estimate, calibration)
+    how = costing(conventions, peak, bandwidth, estimate, calibration, serving_engine)
     check_calibration(calibration, targets)
     batch, seq, context = _many(batch), _many(seq), _many(context)
     unknown = sorted(set(layout or {}) - set(LAYOUT_AXES))

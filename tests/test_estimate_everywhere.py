@@ -39,6 +39,34 @@ def test_every_command_takes_the_one_estimate_option(command) -> None:
     assert default == (DEFAULT_SERVE_ESTIMATE if command == "serve" else DEFAULT_ESTIMATE)
     with pytest.raises(SystemExit):
         parser.parse_args([*COMMANDS[command], "--estimate", "guess"])
+    # and the one --engine (options.py): vLLM by default (specs/kernels/engines.json)
+    assert parser.parse_args(COMMANDS[command]).engine == "vllm"
+    assert parser.parse_args([*COMMANDS[command], "--engine", "trtllm"]).engine == "trtllm"
+    with pytest.raises(SystemExit):
+        parser.parse_args([*COMMANDS[command], "--engine", "tgi"])
+
+
+def test_engine_reaches_compile_and_sweep_as_serve_reads_it() -> None:
+    # --engine trtllm: a tp-8 decode step's all-reduces as TensorRT-LLM's custom
+    # all-reduce runs them, faster than vLLM's at decode sizes (sglang PR #2904's table);
+    # compile and sweep give the very step serve plans TensorRT-LLM with (no host share)
+    import csv
+    import io
+
+    args = ["--hw", "h100", "--tp", "8", "--phase", "decode", "--batch", "16",
+            "--context", "1088", "--estimate", "kernels"]  # fmt: skip
+    step = {}
+    for engine in ("vllm", "trtllm"):
+        r = run_cli("compile", SPEC, *args, "--engine", engine, "--format", "json")
+        step[engine] = json.loads(r.stdout)["reports"][0]["totals"]["estimate_s"]
+        rows = run_cli("sweep", SPEC, *args, "--engine", engine, "--format", "csv").stdout
+        assert float(next(csv.DictReader(io.StringIO(rows)))["estimate_ms"]) == pytest.approx(
+            step[engine] * 1e3, rel=1e-12
+        )
+    assert step["trtllm"] < step["vllm"]
+    s = mc.serve(SPEC, "h100", 1024, 128, Parallel(tp=8), concurrency=16,
+                 engine=mc.Engine(name="trtllm"))  # fmt: skip
+    assert s.tpot_s == pytest.approx(step["trtllm"], rel=1e-12)
 
 
 def test_serve_plans_with_the_estimate_and_carries_the_bound() -> None:

@@ -423,3 +423,14 @@ def test_the_plugin_and_its_blocks_take_the_estimate(tmp_path: Path) -> None:
     bad = make_site(tmp_path / "bad", block.replace("estimate: kernels", "estimate: guess"))
     with pytest.raises((PluginError, Abort)):
         build(bad)
+
+
+def test_the_plugin_and_its_blocks_take_the_engine(tmp_path: Path) -> None:
+    # `engine:` in a block and in the configuration, as `--engine` on the command line:
+    # a known engine builds; an unknown one is refused at its line
+    block = ("# Home\n\n```modelcost\nspec: models/gpt2.model\nhw: h200\nshow: report\n"
+             "phase: decode\nestimate: kernels\nengine: trtllm\n```\n")  # fmt: skip
+    build(make_site(tmp_path, block, extra="      engine: sglang\n"))
+    bad = make_site(tmp_path / "bad", block.replace("engine: trtllm", "engine: tgi"))
+    with pytest.raises((PluginError, Abort)):
+        build(bad)
