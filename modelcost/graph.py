@@ -34,7 +34,11 @@ class Parallel(Record, frozen=True):
     data-parallel ranks. `pp` pipeline stages each hold a run of layers (the embedding
     on the first, the head on the last), passing activations on by point-to-point
     sends; each replica's batch runs as `microbatches` microbatches, and a step takes
-    (microbatches + pp − 1) stage times (1F1B; the pp − 1 are the bubble). `overlap`
+    (microbatches + pp − 1) stage times (1F1B; the pp − 1 are the bubble). With `vpp`
+    virtual stages (Megatron-LM's interleaved 1F1B, Narayanan et al. 2021, §2.2.2) each
+    stage holds vpp chunks of layers/(pp·vpp) layers, chunk j on stage j mod pp: the
+    bubble shrinks to (pp − 1)/vpp microbatch times and every microbatch crosses each
+    stage vpp times, so the point-to-point traffic grows vpp-fold. `overlap`
     `full` hides collectives behind the compute of the same step as far as it lasts.
     `recompute` `full` (training) keeps only each layer's input and runs its forward
     again in the backward (Korthikanti et al. 2022); `selective` recomputes the
@@ -53,6 +57,7 @@ class Parallel(Record, frozen=True):
     pp: int = 1
     cp: int = 1
     microbatches: int = 1
+    vpp: int = 1
     overlap: Literal["none", "full"] = "none"
     recompute: Literal["none", "selective", "full"] = "none"
 
@@ -63,7 +68,7 @@ class Parallel(Record, frozen=True):
             raise ValueError(
                 f"recompute must be 'none', 'selective' or 'full', got {self.recompute!r}"
             )
-        for name in ("tp", "ep", "dp", "pp", "cp", "microbatches"):
+        for name in ("tp", "ep", "dp", "pp", "cp", "microbatches", "vpp"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -128,6 +133,7 @@ class Parallel(Record, frozen=True):
         parts += [f"ep {self.ep}"] if self.ep > 1 else []
         parts += [f"cp {self.cp}"] if self.cp > 1 else []
         parts += [f"pp {self.pp}"] if self.pp > 1 else []
+        parts += [f"vpp {self.vpp}"] if self.vpp > 1 else []
         parts += [f"{self.microbatches} microbatches"] if self.microbatches > 1 else []
         parts += [f"zero {self.zero}"] if self.zero else []
         parts += ["overlap"] if self.overlap == "full" else []

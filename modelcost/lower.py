@@ -169,12 +169,15 @@ def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
     nodes: list[Node] = []
     groups: list[Group] = []
     stream, residual = "", ""
-    st = stage(spec, shape.par.pp, shape.train)
-    if shape.par.pp > 1:  # the previous stage's activations arrive (gradients go back)
+    par = shape.par
+    st = stage(spec, par.pp, shape.train, par.vpp)
+    if par.pp > 1:  # the previous stage's activations arrive (gradients go back), once
+        # for each of the stage's vpp chunks (interleaved 1F1B: vpp× the p2p traffic)
         a = spec.dtypes.activations
-        rec = CollectiveOp("p2p", shape.T_seq * residual_width(spec), 2, a, shape.par.pp_stride)
+        rec = CollectiveOp("p2p", shape.T_seq * residual_width(spec), 2, a, par.pp_stride)
         stream = residual = "pipeline.recv"
-        nodes.append(Node(stream, "model", 1, rec, (), shape.T_seq * residual_width(spec) * bpe(a)))
+        out = shape.T_seq * residual_width(spec) * bpe(a)
+        nodes.append(Node(stream, "model", par.vpp, rec, (), out))
     _lower_items(lowerer, st.items, "", "model", st.model_scopes, stream, residual, nodes,
                  groups, spec)  # fmt: skip
     m = shape.par.microbatches

@@ -212,6 +212,9 @@ OPTIONS: dict[str, Option] = {
                "training: ZeRO stage over the dp ranks (3 = FSDP)", sided=True),
         Option("pp", positive, ONE_DEVICE.pp,
                "pipeline stages (the report is the last stage's device)", sided=True),
+        Option("vpp", positive, ONE_DEVICE.vpp,
+               "virtual pipeline stages per --pp stage (Megatron-LM's interleaved 1F1B): "
+               "the bubble / vpp, the p2p traffic × vpp", sided=True),
         Option("cp", positive, ONE_DEVICE.cp,
                "context-parallel ranks: 1/cp of each sequence, ring attention "
                "(prefill, train)", sided=True),
@@ -270,7 +273,7 @@ def add_options(
 
 WORKLOAD = ("phase", "batch", "seq", "context", "stream", "logits")
 ENGINE = ("prefix", "chunk", "prompt")  # what serving engines do to a step
-LAYOUT = ("tp", "sp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
+LAYOUT = ("tp", "sp", "cp", "dp", "ep", "zero", "pp", "vpp", "microbatches", "overlap", "recompute")
 # a site shows prefill and decode: no context parallelism (decode has no sequence to
 # split) and nothing that only training reads
 SITE_LAYOUT = ("tp", "sp", "dp", "ep", "pp", "microbatches", "overlap")

@@ -234,7 +234,7 @@ def _compose(times: list[NodeTime], seconds: list[float], par) -> tuple[float, f
     busy = sum(seconds)
     once = sum(x for t, x in pairs if t.costed.node.step)
     comm = sum(x for t, x in pairs if t.costed.node.op.unit is Unit.network)
-    return busy, comm, step_time(busy, once, comm, par.pp, par.microbatches, par.overlap)
+    return busy, comm, step_time(busy, once, comm, par.pp, par.microbatches, par.overlap, par.vpp)
 
 
 def _with_estimate(
@@ -479,7 +479,7 @@ def build_report(
             joined=shape.joined,
             label=shape.label,
             conventions=costed.conventions.value,
-            layout=LayoutInfo.trusted(**asdict(par), devices=par.devices, label=par.label),
+            layout=LayoutInfo.trusted(**_layout_fields(par), devices=par.devices, label=par.label),
         ),
         totals=tot,
         layers=_layers(ops, times, graph, share),
@@ -490,8 +490,22 @@ def build_report(
     )
 
 
+def _layout_fields(par) -> dict:
+    """The layout's fields the report carries; its virtual stages (vpp) are named in its
+    label (`pp 4, vpp 2`), the report's fields as they were before interleaving."""
+    fields = asdict(par)
+    del fields["vpp"]
+    return fields
+
+
 def step_time(
-    busy: float, once: float, comm: float, pp: int, microbatches: int, overlap: str
+    busy: float,
+    once: float,
+    comm: float,
+    pp: int,
+    microbatches: int,
+    overlap: str,
+    vpp: int = 1,
 ) -> tuple[float, float, float]:
     """(step, exposed collective time, pipeline bubble) of one device.
 
@@ -499,13 +513,16 @@ def step_time(
     (optimizer, gradient sync), `comm` the part in collectives. With overlap `full`
     collectives hide behind the step's other work as far as it lasts (an upper bound on
     overlap). A pipeline of pp stages and m microbatches idles pp − 1 microbatch times
-    (1F1B: the bubble is (pp − 1)/(m + pp − 1) of the step, once-per-step work aside).
+    (1F1B: the bubble is (pp − 1)/m of the ideal time, (pp − 1)/(m + pp − 1) of the
+    step, once-per-step work aside). With vpp virtual stages (interleaved 1F1B) a stage
+    idles pp − 1 chunk times, each 1/vpp of a microbatch time: (pp − 1)/(vpp · m) of the
+    ideal time (Narayanan et al. 2021, §2.2.2).
     """
     other = busy - comm
     exposed = comm if overlap == "none" else max(0.0, comm - other)
     spent = other + exposed
     flowing = (busy - once) * (spent / busy) if busy else 0.0  # all microbatches' work
-    bubble = flowing * (pp - 1) / microbatches
+    bubble = flowing * (pp - 1) / (vpp * microbatches)
     return spent + bubble, exposed, bubble
 
 
@@ -571,11 +588,11 @@ def _training_activations(graph: OpGraph) -> float:
     each layer's input plus one layer's outputs, rebuilt during its backward
     (Korthikanti et al. 2022: 2·s·b·h per layer in 16-bit; 1/tp under sequence
     parallelism). Of the microbatches in flight: 1F1B's first stage holds min(m, pp) of
-    them, the most of any stage."""
+    them, the most of any stage; `in_flight` says how many under interleaving."""
     shape, facts = graph.shape, graph.facts
     par = shape.par
     m = par.microbatches
-    in_flight = min(m, par.pp)
+    in_flight = microbatches_in_flight(m, par.pp, par.vpp)
     kept = kept_for_backward(graph)
     if par.recompute != "full":
         return sum(kept.values()) * in_flight / m
@@ -585,6 +602,19 @@ def _training_activations(graph: OpGraph) -> float:
     inputs = layers * shape.T_seq * facts.width * float(bpe(facts.activations))
     one_layer = max((t / m / counts[g] for g, t in kept.items()), default=0.0)
     return (inputs + model_level) * in_flight + one_layer
+
+
+def microbatches_in_flight(m: int, pp: int, vpp: int) -> float:
+    """The microbatches' activations the first pipeline stage holds at its peak, in
+    microbatches of the whole stage. 1F1B: min(m, pp). Interleaved (vpp > 1), Megatron-
+    LM's schedule (forward_backward_pipelining_with_interleaving) runs 2·(pp − 1) +
+    (vpp − 1)·pp warm-up chunk forwards on the first stage, and one more before the
+    first backward, at most all m·vpp of them; a chunk is 1/vpp of the stage's layers:
+    min(m·vpp, vpp·pp + pp − 1)/vpp: pp + (pp − 1)/vpp once m > pp (all m when
+    m = pp, as Megatron-LM runs every forward first then)."""
+    if vpp == 1:
+        return min(m, pp)
+    return min(m * vpp, vpp * pp + pp - 1) / vpp
 
 
 def _only_kinds(costed: CostedGraph, only: frozenset[str]) -> frozenset[str]:

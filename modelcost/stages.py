@@ -63,9 +63,14 @@ def _placed(
     return placed
 
 
-def _last_stage(spec: ir.Spec, plan, pp: int) -> range:
-    """The layers of the last pipeline stage (ceil(L/pp) of them; the report is this
-    device's: it holds the head, the slowest stage when stages are even)."""
+def _last_stage(spec: ir.Spec, plan, pp: int, vpp: int = 1) -> tuple[range | frozenset[int], int]:
+    """(the layers of the last pipeline stage, the model's layer count). Without
+    virtual stages, the last ceil(L/pp) layers (the report is this device's: it holds
+    the head, the slowest stage when stages are even). With vpp virtual stages
+    (Megatron-LM's interleaved schedule), chunk j of L/(pp·vpp) layers sits on stage
+    j mod pp: the last stage holds chunks pp − 1, 2·pp − 1, … (the last with the head);
+    Megatron-LM refuses layers that do not split into pp·vpp equal chunks, so does
+    modelcost."""
     layers = sum(len(ls) for item, ls in plan if isinstance(item, Stack))
     if pp > max(layers, 1):
         raise SpecError(
@@ -73,8 +78,21 @@ def _last_stage(spec: ir.Spec, plan, pp: int) -> range:
             filename="modelcost",
             hint=f"use at most {layers} stages",
         )
+    if vpp > 1:
+        chunks = pp * vpp
+        if layers % chunks:
+            raise SpecError(
+                f"--pp {pp} --vpp {vpp}: the {layers} layers of `{spec.name}` do not split "
+                f"into {chunks} equal chunks (Megatron-LM's interleaved schedule needs them)",
+                filename="modelcost",
+                hint="use --pp and --vpp whose product divides the layers",
+            )
+        size = layers // chunks
+        mine = range(pp - 1, chunks, pp)  # this stage's chunks
+        held = frozenset(i for j in mine for i in range(j * size, (j + 1) * size))
+        return held, layers
     size = -(-layers // pp)
-    return range(layers - size, layers) if pp > 1 else range(0, max(layers, 1))
+    return (range(layers - size, layers) if pp > 1 else range(0, max(layers, 1))), layers
 
 
 class Stage(Record, frozen=True):
@@ -88,20 +106,27 @@ class Stage(Record, frozen=True):
 
 
 @per_object
-def stage(spec: ir.Spec, pp: int, train: bool) -> Stage:
+def stage(spec: ir.Spec, pp: int, train: bool, vpp: int = 1) -> Stage:
     plan = _placed(_layer_plan(spec.body))
-    stage = _last_stage(spec, plan, pp)
+    stage, total = _last_stage(spec, plan, pp, vpp)
+
+    def elsewhere(at: int) -> bool:
+        """A model-level op or stream placed before layer `at` runs on the stage holding
+        that layer (the first stage's when it precedes them all); after the last layer,
+        on the last stage."""
+        return at not in stage and at < total
+
     items: list = []
     held: list[tuple[ir.Op, int]] = []
     for item, layers in plan:
         if isinstance(item, ir.Stream):  # an auxiliary module is loaded to train it
-            if (layers and layers[0] < stage.start) or (item.auxiliary and not train):
+            if (layers and elsewhere(layers[0])) or (item.auxiliary and not train):
                 continue
             items.append((item, layers, ()))
             held.extend(walk(item.body))
             continue
         if not isinstance(item, Stack):
-            if layers and layers[0] < stage.start:  # before the layers: the first stage's
+            if layers and elsewhere(layers[0]):  # before the layers: the first stage's
                 continue
             items.append((item, layers, ((item, 1),)))
             held.append((item, 1))

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .calibration import Calibration
 
 # the layout fields a sweep may vary (sp is a flag: one value for the whole sweep)
-LAYOUT_AXES = ("tp", "cp", "dp", "ep", "zero", "pp", "microbatches", "overlap", "recompute")
+LAYOUT_AXES = ("tp", "cp", "dp", "ep", "zero", "pp", "vpp", "microbatches", "overlap", "recompute")
 ENGINE_AXES = ("prefix", "chunk", "prompt")  # what a serving engine does to a step
 
 
@@ -247,7 +247,7 @@ def sweep(
 ) -> Sweep:
     """Every combination, in the order the values were given (specs outermost). Each of
     specs (Spec objects or `.model` paths), targets (Hardware or names), phases, batch,
-    seq and context is one value or a list; `layout` maps tp, cp, dp, ep, zero, pp,
+    seq and context is one value or a list; `layout` maps tp, cp, dp, ep, zero, pp, vpp,
     microbatches, overlap and recompute to values, `engine` prefix, chunk and prompt
     (what a serving engine does to a step: graph.Workload); `jobs` worker processes share the
     points (the rows come back in the same order); `estimate="kernels"` adds each row's

@@ -24,6 +24,8 @@ def check_layout(spec: ir.Spec, par: Parallel, batch: int) -> None:
             f"{par.microbatches} microbatch{'es' if par.microbatches > 1 else ''}",
             f"use a batch that is a multiple of {par.dp * par.microbatches}",
         )
+    if par.vpp > 1:
+        _check_interleaving(par)
     if par.single:
         return
     has_experts = False
@@ -44,6 +46,28 @@ def check_layout(spec: ir.Spec, par: Parallel, batch: int) -> None:
         raise refuse(
             f"--ep {par.ep}: `{spec.name}` has no experts to split",
             "expert parallelism applies to MoE layers; use --dp for data parallelism",
+        )
+
+
+def _check_interleaving(par: Parallel) -> None:
+    """What Megatron-LM refuses of its interleaved schedule (virtual stages): fewer than
+    3 pipeline stages (megatron/core/parallel_state.py: "pipeline-model-parallel size
+    should be greater than 2 with interleaved schedule"), and microbatches that are not
+    a multiple of the stages (schedules.py: "number of microbatches is not divisible by
+    pipeline-model-parallel-size when using interleaved schedule"). The layers must
+    split into pp·vpp equal chunks too (stages.py, which counts them)."""
+    if par.pp <= 2:
+        raise refuse(
+            f"--vpp {par.vpp} interleaves pipeline stages: it needs --pp greater than 2, "
+            f"got --pp {par.pp}",
+            "Megatron-LM's interleaved schedule runs on 3 or more stages; use --pp 4 "
+            "or leave --vpp at 1",
+        )
+    if par.microbatches % par.pp:
+        raise refuse(
+            f"--vpp {par.vpp}: --microbatches {par.microbatches} is not a multiple of "
+            f"--pp {par.pp} (Megatron-LM's interleaved schedule needs one)",
+            f"use --microbatches a multiple of {par.pp}",
         )
 
 
