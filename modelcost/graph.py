@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from itertools import pairwise
 from typing import Literal
 
 from .dtypes import DType
@@ -329,13 +330,21 @@ class Group(Record, frozen=True):
 
     @property
     def layer_label(self) -> str:
-        """`0-79`, `0, 2, …, 40`, `3` — or empty for model-level groups."""
+        """`0-79`, `0, 2, …, 40`, `3`, `12-15, 28-31` (an interleaved pipeline stage's
+        chunks) — or empty for model-level groups."""
         ls = self.layers
         if not ls:
             return ""
         if len(ls) == 1:
             return str(ls[0])
         step = ls[1] - ls[0]
+        if any(b - a != step for a, b in pairwise(ls)):  # runs
+            starts = [i for i in range(len(ls)) if i == 0 or ls[i] - ls[i - 1] != 1]
+            ends = [*(i - 1 for i in starts[1:]), len(ls) - 1]
+            return ", ".join(
+                str(ls[a]) if a == b else f"{ls[a]}-{ls[b]}"
+                for a, b in zip(starts, ends, strict=True)
+            )
         if step == 1:
             return f"{ls[0]}-{ls[-1]}"
         if len(ls) == 2:

@@ -1,0 +1,193 @@
+"""Training layouts: Megatron-LM's interleaved 1F1B (virtual pipeline stages, --vpp) and
+the advice a training workload that does not fit is given, from the options set."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import MODELS, run_cli
+
+from modelcost import load_spec
+from modelcost.compile import compile_report
+from modelcost.graph import Parallel, Workload
+from modelcost.hardware import load_hardware
+from modelcost.lower import lower
+from modelcost.roofline import footprint, microbatches_in_flight, step_time
+
+LLAMA8 = load_spec(MODELS / "llama3-8b.model")  # 32 layers, d 4096, bf16
+LLAMA70 = load_spec(MODELS / "llama3-70b.model")  # 80 layers, d 8192, bf16
+H100 = load_hardware("h100")  # 85.5 GB: 81559 MiB, as nvidia-smi reports it
+
+
+def test_the_interleaved_bubble_is_the_plain_one_over_the_virtual_stages() -> None:
+    # Narayanan et al. 2021, §2.2.2: p = 4 stages, m = 8 microbatches of ideal time
+    # busy = 16 s in all. 1F1B idles (p − 1)/m = 3/8 of it: 6 s; with V = 2 virtual
+    # stages each idle slot is a chunk of 1/V of the stage: (p − 1)/(V·m) = 3/16: 3 s
+    assert step_time(16.0, 0.0, 0.0, 4, 8, "none") == (22.0, 0.0, 6.0)
+    assert step_time(16.0, 0.0, 0.0, 4, 8, "none", 2) == (19.0, 0.0, 3.0)
+    # once-per-step work (optimizer, gradient sync) does not flow through the pipeline:
+    # 4 s of it leaves 12 s flowing, 12 · 3/16 = 2.25 s idle
+    assert step_time(16.0, 4.0, 0.0, 4, 8, "none", 2) == (18.25, 0.0, 2.25)
+
+
+def interleaved(vpp: int, phase: str = "prefill"):
+    # batch 8 over 8 microbatches: one 2048-token sequence per microbatch
+    par = Parallel(pp=4, vpp=vpp, microbatches=8)
+    return compile_report(LLAMA8, H100, Workload(phase, 8, 2048, parallel=par))
+
+
+def test_a_report_of_an_interleaved_pipeline() -> None:
+    plain, inter = interleaved(1), interleaved(2)
+    for r, vpp in ((plain, 1), (inter, 2)):
+        t = r.totals
+        # a prefill step runs nothing once per step: the whole busy time flows, and
+        # the bubble is busy · (p − 1)/(V·m) = busy · 3/8 or busy · 3/16
+        assert t.bubble_s == pytest.approx(t.busy_s * 3 / (vpp * 8), rel=1e-12)
+        assert t.time_s == pytest.approx(t.busy_s + t.bubble_s, rel=1e-12)
+    # the p2p receive: the 2048 × 4096 residual of a microbatch in bf16, 16,777,216 bytes,
+    # once per microbatch (8) in 1F1B, once per microbatch and chunk (16) interleaved
+    (p1,) = [o for o in plain.ops if o.name == "pipeline.recv"]
+    (p2,) = [o for o in inter.ops if o.name == "pipeline.recv"]
+    assert p1.shape == p2.shape == {"collective": "p2p", "elements": 2048 * 4096, "group": 2,
+                                    "stride": 1}  # fmt: skip
+    assert p1.bytes == p2.bytes == 2048 * 4096 * 2
+    assert (p1.count, p2.count) == (8, 16)
+    assert p2.count * p2.bytes == 2 * p1.count * p1.bytes  # V× the traffic
+    # the last stage: layers 24-31 in 1F1B; interleaved, chunks of 32/(4·2) = 4 layers,
+    # chunk j on stage j mod 4: the last holds chunks 3 and 7, layers 12-15 and 28-31
+    assert [(g.layers, g.count) for g in plain.layers if g.block != "model"] == [("24-31", 8)]
+    assert [(g.layers, g.count) for g in inter.layers if g.block != "model"] == [
+        ("12-15, 28-31", 8)
+    ]
+    assert inter.workload.layout.label == "pp 4, vpp 2, 8 microbatches"
+
+
+def test_the_first_stage_holds_more_microbatches_interleaved() -> None:
+    # Megatron-LM's interleaved schedule runs 2·(p − 1) + (V − 1)·p warm-up chunk
+    # forwards on the first stage and one more before its first backward: p = 4, V = 2:
+    # 6 + 4 + 1 = 11 chunks of half the stage, 5.5 microbatches; all m·V = 8 chunks (4
+    # microbatches) when m = p, as Megatron-LM then runs every forward first
+    assert microbatches_in_flight(8, 4, 2) == 5.5
+    assert microbatches_in_flight(4, 4, 2) == 4.0
+    # 1F1B: min(m, p)
+    assert microbatches_in_flight(8, 4, 1) == 4
+    assert microbatches_in_flight(2, 4, 1) == 2
+    # so a training step's activations (the chunks' received inputs aside) grow 5.5/4
+    plain, inter = interleaved(1, "train"), interleaved(2, "train")
+    recv = 2048 * 4096 * 2  # a received residual, kept for the backward: one per chunk
+    a1 = plain.totals.memory.activations - 8 * recv * 4 / 8
+    a2 = inter.totals.memory.activations - 16 * recv * 5.5 / 8
+    assert a2 == pytest.approx(a1 * 5.5 / 4, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        # parallel_state.py: "pipeline-model-parallel size should be greater than 2
+        # with interleaved schedule"
+        (["--pp", "2", "--vpp", "2"], "--vpp 2 interleaves pipeline stages: it needs --pp "
+                                      "greater than 2, got --pp 2"),
+        (["--vpp", "2"], "--vpp 2 interleaves pipeline stages: it needs --pp greater than 2, "
+                         "got --pp 1"),
+        # schedules.py: "number of microbatches is not divisible by pipeline-parallel
+        # size when using interleaved schedule"
+        (["--pp", "4", "--vpp", "2", "--microbatches", "6", "--batch", "6"],
+         "--vpp 2: --microbatches 6 is not a multiple of --pp 4"),
+        # 32 layers do not split into 4 · 3 = 12 chunks
+        (["--pp", "4", "--vpp", "3", "--microbatches", "4", "--batch", "4"],
+         "--pp 4 --vpp 3: the 32 layers of `llama3_8b` do not split into 12 equal chunks"),
+    ],
+)  # fmt: skip
+def test_what_megatron_refuses_of_interleaving(flags: list[str], message: str) -> None:
+    r = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--phase", "train",
+                *flags)  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"modelcost: error: {message}")
+    assert "Traceback" not in r.stderr
+
+
+def advice(batch: int, **layout) -> str | None:
+    w = Workload("train", batch, 4096, parallel=Parallel(**layout))
+    return compile_report(LLAMA70, H100, w).totals.memory.warning
+
+
+def parts(batch: int, **layout) -> dict[str, float]:
+    return footprint(lower(LLAMA70, Workload("train", batch, 4096, parallel=Parallel(**layout))))
+
+
+# Llama 3 70B trained at tp 8, dp 2, ZeRO 3 on H100s: the weights, gradients and
+# optimizer states take 70.6 GB of a device's 85.5 GB, leaving 14.96 GB for activations
+ZERO3 = {"tp": 8, "dp": 2, "zero": 3}
+ROOM = H100.capacity - sum(v for k, v in parts(8, **ZERO3).items() if k != "activations")
+
+
+def test_the_advice_never_suggests_what_is_set() -> None:
+    assert pytest.approx(14.96e9, abs=0.01e9) == ROOM
+    # ZeRO 3 is on: it is not suggested. With full recomputation a device keeps each
+    # layer's input: 80 layers × (4 sequences × 4096 tokens) × 8192 × 2 bytes = 21.5 GB
+    # already over the room; sequence parallelism alone keeps 63.3 GB; the two together
+    # keep 1/8 of the inputs, 2.7 GB (plus one layer's outputs), and it fits
+    inputs = 80 * 4 * 4096 * 8192 * 2
+    assert parts(8, **ZERO3, recompute="full")["activations"] > inputs > ROOM
+    assert parts(8, **ZERO3, sp=True)["activations"] > ROOM
+    both = parts(8, **ZERO3, sp=True, recompute="full")["activations"]
+    assert inputs / 8 < both < ROOM
+    warning = advice(8, **ZERO3)
+    assert warning is not None and "--zero" not in warning
+    assert warning.endswith(
+        "it does not fit; it fits with --recompute full --sp (tp 8, dp 2, zero 3 as given)"
+    )
+
+
+def test_sequence_parallelism_is_suggested_when_it_helps() -> None:
+    # batch 16 with full recomputation: the inputs alone, 80 × 32768 × 8192 × 2 bytes =
+    # 42.9 GB, are over the room; sequence parallelism splits them over the 8 tp ranks:
+    # 5.4 GB, and it fits
+    inputs = 80 * 8 * 4096 * 8192 * 2
+    assert parts(16, **ZERO3, recompute="full")["activations"] > inputs > ROOM
+    assert inputs / 8 < parts(16, **ZERO3, recompute="full", sp=True)["activations"] < ROOM
+    assert advice(16, **ZERO3, recompute="full") == (
+        "needs 120.0 GB per device but NVIDIA H100 SXM5 80GB has 85.5 GB (driver-reported): "
+        "it does not fit; it fits with --sp (tp 8, dp 2, zero 3, recompute full as given)"
+    )
+
+
+def test_more_microbatches_are_suggested_when_they_help() -> None:
+    # batch 32, every lever but microbatches pulled: 16.2 GB of activations, over the
+    # room; without a pipeline one microbatch is alive at once, so 2 microbatches halve
+    # them (8.1 GB) and it fits
+    set_ = {**ZERO3, "sp": True, "recompute": "full"}
+    one = parts(32, **set_)["activations"]
+    two = parts(32, **set_, microbatches=2)["activations"]
+    assert two == one / 2 and two < ROOM < one
+    warning = advice(32, **set_)
+    assert warning is not None
+    assert warning.endswith(
+        "it fits with --microbatches 2 (tp 8, sp, dp 2, zero 3, recompute full as given)"
+    )
+
+
+def test_zero_is_suggested_over_data_parallel_ranks() -> None:
+    # 8 replicas without ZeRO: Adam's 12 bytes a parameter (fp32 master weights and two
+    # moments) of 1/8 of the model, 105.8 GB a device; ZeRO 1 shards them over the 8
+    # replicas: 13.2 GB, and it fits
+    set_ = {"tp": 8, "sp": True, "dp": 8, "recompute": "full"}
+    plain, zero1 = parts(8, **set_), parts(8, **set_, zero=1)
+    assert zero1["optimizer_states"] == plain["optimizer_states"] / 8
+    assert sum(zero1.values()) < H100.capacity < sum(plain.values())
+    warning = advice(8, **set_)
+    assert warning is not None
+    assert warning.endswith("it fits with --zero 1 (tp 8, sp, dp 8, recompute full as given)")
+
+
+def test_the_levers_together_when_none_alone_is_enough() -> None:
+    # one device, batch 8: the 70B model's weights, gradients and optimizer states
+    # alone (16 bytes a parameter, 1.1 TB) need tp 16; its activations need recomputing
+    # and splitting: the advice adds the levers in order and drops those it fits without
+    warning = advice(8)
+    assert warning is not None
+    assert warning.endswith(
+        "it does not fit on one device; it fits with --recompute full --microbatches 8 --tp 16"
+    )
+    without = {"tp": 16, "microbatches": 8}
+    assert sum(parts(8, **without).values()) > H100.capacity  # recomputing is needed
+    assert sum(parts(8, **without, recompute="full").values()) <= H100.capacity
