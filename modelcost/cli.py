@@ -30,6 +30,7 @@ from .options import (
     ENGINE,
     ESTIMATE,
     LAYOUT,
+    MOE,
     ROOFLINE,
     SITE_LAYOUT,
     WORKLOAD,
@@ -295,7 +296,8 @@ def _compile_all(
 
     layout = _layout(args, LAYOUT, pick)
     estimate, calibration = _estimation(args, hw)
-    how = costing(args.conventions, args.peak, args.bandwidth, estimate, calibration, args.engine)
+    how = costing(args.conventions, args.peak, args.bandwidth, estimate, calibration, args.engine,
+                  args.moe_imbalance)  # fmt: skip
     return [
         compile_report(
             spec,
@@ -698,7 +700,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument(
             "--hw", required=True, help="a shipped target (modelcost hw list) or a .hw file"
         )
-        add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE + ESTIMATE)
+        add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE + ESTIMATE + MOE)
         p.add_argument("--only", type=_kinds, default=None, metavar="KINDS",
                        help="count only these op kinds, e.g. GEMM,SDPA")  # fmt: skip
         p.add_argument("--format", choices=list(FORMATS), default="text")
@@ -786,7 +788,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("b", metavar="B.model")
         p.add_argument("--hw", required=True, help="target of A (and of B unless --hw-b)")
         p.add_argument("--hw-b", help="target of B")
-        add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE + ESTIMATE, sides=True)
+        add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE + ESTIMATE + MOE, sides=True)
         p.add_argument("--charts", choices=CHART_MODES_CLI, help=CHARTS_HELP)
         p.add_argument("--format", choices=DIFF_FORMATS, default="text",
                        help="text, md, gfm (a pull-request summary with the gate's verdict), "

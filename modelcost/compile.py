@@ -95,7 +95,7 @@ def compile_totals(
     times = time_nodes(costed, hw, how.peak, how.bandwidth)
     tot = totals(costed, times, hw, how.peak)
     if how.estimated:
-        tot = estimated(costed, times, tot, hw, how.calibration, how.engine)
+        tot = estimated(costed, times, tot, hw, how.calibration, how.engine, how.moe_imbalance)
     return costed.graph, tot
 
 

@@ -47,7 +47,7 @@ from .hardware import Hardware, hardware_dir, load_hardware
 from .kernels import serve
 from .perfmodel import CollectiveOp, GemmOp, GroupedGemmOp, OpRecord, SdpaOp
 from .perfmodel.attention import keys_read, math_kernels
-from .record import Record
+from .record import Record, replace
 from .resources import entries, kernel_table
 
 LAUNCH_S = 2e-6  # a kernel's fixed cost: launch and the first wave's ramp (CUDA/HIP graphs)
@@ -333,12 +333,19 @@ def _expert_rows(M: int, G: float, imbalance: float) -> tuple[int, ...]:
     return (max(1, hot), *others)
 
 
-def _gemm(op: GemmOp | GroupedGemmOp, flops: float, nbytes: float, hw: Hardware, pass_: str):
+def _gemm(
+    op: GemmOp | GroupedGemmOp,
+    flops: float,
+    nbytes: float,
+    hw: Hardware,
+    pass_: str,
+    imbalance: float | None = None,
+):
     r = matrix_rate("gemm", op, hw, pass_)
     ts = tiles_for(hw, r.kernel)
     moe = ""
     if isinstance(op, GroupedGemmOp):  # each expert hit gets its share of the rows
-        imbalance, _ = moe_imbalance()
+        imbalance = moe_imbalance()[0] if imbalance is None else imbalance
         rows = _expert_rows(op.M, op.G, imbalance)
         N, K = op.N, op.K
         moe = (f"{len(rows)} experts, the hottest {rows[0]:,} rows ({imbalance:g}× the mean: "
@@ -610,16 +617,26 @@ def estimate(
     hw: Hardware,
     pass_: str = "fwd",
     engine: str | None = DEFAULT_ENGINE,
+    imbalance: float | None = None,
 ) -> Estimate:
     """One pass of one op: the larger of its roofline time and what the kernel that
-    would serve it does, plus a launch; a collective as `engine` runs it."""
+    would serve it does, plus a launch; a collective as `engine` runs it. `imbalance`
+    (None: the documented default, `moe_imbalance`) is the hottest expert's routed
+    rows over the mean in a grouped GEMM, and the hottest rank's in an all-to-all
+    (only MoE's token exchange is one): the roofline keeps the mean."""
     if isinstance(op, CollectiveOp):  # as NCCL/RCCL and the engine achieve it, never
+        hot = ""
+        if op.collective == "all_to_all":  # the hottest rank receives imbalance × the mean
+            x = moe_imbalance()[0] if imbalance is None else imbalance
+            op = replace(op, elements=math.ceil(x * op.elements))
+            hot = f"the hottest rank's {x:g}× the mean tokens (routing imbalance); "
         t, why = achieved(op, hw, engine)  # below the bound (collectives_achieved.py)
+        why = hot + why
         if roofline_s >= t:
             t, why = roofline_s, f"{why}; no faster than its roofline"
         return Estimate(t, why)
     if isinstance(op, GemmOp | GroupedGemmOp):
-        t, why = _gemm(op, flops, nbytes, hw, pass_)
+        t, why = _gemm(op, flops, nbytes, hw, pass_, imbalance)
     elif isinstance(op, SdpaOp):
         t, why = _attention(op, flops, nbytes, hw, pass_)
     else:

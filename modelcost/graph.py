@@ -30,7 +30,16 @@ class Parallel(Record, frozen=True):
     parallelism) that all-reduce becomes a reduce-scatter and an all-gather, and norms
     and residuals run on 1/tp of the tokens. `dp` data-parallel replicas each run
     batch/dp sequences; `ep` expert-parallel ranks, taken from the data-parallel ones as
-    in Megatron, each hold experts/ep experts and exchange tokens by all-to-all. `zero`
+    in Megatron (attention data-parallel, each expert's width over the tp ranks), each
+    hold experts/ep experts and exchange tokens by all-to-all. Where ep does not divide
+    dp, or `etp` (the expert tensor-parallel size) is given and differs from tp, the
+    experts are folded onto the tp × dp ranks instead (Megatron-Core's MoE parallel
+    folding; vLLM's `--enable-expert-parallel`, SGLang's `--tp 8 --ep 8`): attention
+    tensor-parallel over tp, the experts over ep × etp ranks, etp innermost (default 1:
+    each expert whole on its rank); ep × etp must divide tp × dp (Megatron-Core's rule,
+    the rest expert-data-parallel copies) and be a multiple of tp (an expert group is
+    whole attention-TP groups: the tokens reach it by all-gather over its dp replicas,
+    kinds/moe.py). `zero`
     shards optimizer states (1), gradients (2) and weights (3, FSDP) over the
     data-parallel ranks. `pp` pipeline stages each hold a run of layers (the embedding
     on the first, the head on the last), passing activations on by point-to-point
@@ -61,6 +70,7 @@ class Parallel(Record, frozen=True):
     vpp: int = 1
     overlap: Literal["none", "full"] = "none"
     recompute: Literal["none", "selective", "full"] = "none"
+    etp: int | None = None  # None: tp (ep taken from dp), or 1 (ep folded onto tp × dp)
 
     def __post_init__(self) -> None:
         if self.overlap not in ("none", "full"):
@@ -79,12 +89,31 @@ class Parallel(Record, frozen=True):
             raise ValueError(
                 "sequence parallelism (sp) splits tokens over the tp ranks: it needs tp > 1"
             )
-        if self.dp % self.ep:
+        etp = self.etp
+        if etp is not None and (not isinstance(etp, int) or isinstance(etp, bool) or etp <= 0):
+            raise ValueError(f"etp must be a positive integer, got {etp!r}")
+        if self.folded:
+            self._check_folded()
+
+    def _check_folded(self) -> None:
+        """Megatron-Core's rule for folded experts: ep × etp divides tp × dp (the rest
+        are expert-data-parallel copies); here also whole tp groups (tokens are
+        replicated over a tp group and gathered over its dp replicas)."""
+        ep, etp, tp, dp = self.ep, self.expert_tp, self.tp, self.dp
+        grid = ep * etp
+        if self.cp > 1:
             raise ValueError(
-                f"ep = {self.ep} must divide dp = {self.dp}: expert-parallel ranks are "
-                "data-parallel ranks for everything but the experts (e.g. --dp "
-                f"{self.ep} --ep {self.ep}: attention data-parallel, experts split, as "
-                "DeepSeek-V3 is served)"
+                f"ep = {ep} does not divide dp = {dp}, which folds the experts onto the "
+                "tp × dp ranks, and folding is not modelled with context parallelism "
+                f"(cp = {self.cp}): use an ep that divides dp"
+            )
+        if (tp * dp) % grid or grid % tp:
+            raise ValueError(
+                f"ep × etp = {ep} × {etp} = {grid} must divide tp × dp = {tp} × {dp} = "
+                f"{tp * dp} and be a multiple of tp = {tp}: the experts fold onto whole "
+                f"tensor-parallel groups (Megatron-Core's MoE parallel folding), e.g. "
+                f"--tp {tp} --ep {tp} (--etp 1, each expert whole on its rank), or an ep "
+                f"that divides dp (attention data-parallel, each expert split over tp)"
             )
 
     @property
@@ -99,8 +128,31 @@ class Parallel(Record, frozen=True):
         return self.dp * self.cp
 
     @property
+    def expert_tp(self) -> int:
+        """Ranks one expert's width splits over: `etp`, or by default tp where ep is
+        taken from dp (Megatron-Core's default) and 1 where ep folds onto tp × dp
+        (vLLM's and SGLang's expert parallelism: each expert whole on its rank)."""
+        if self.etp is not None:
+            return self.etp
+        return self.tp if self.dp % self.ep == 0 else 1
+
+    @property
+    def folded(self) -> bool:
+        """Whether the experts fold onto the tp × dp ranks (Megatron-Core's MoE
+        parallel folding) rather than taking ep from dp with each expert over tp."""
+        return self.dp % self.ep != 0 or self.expert_tp != self.tp
+
+    @property
+    def expert_gather(self) -> int:
+        """Folded: the dp replicas one expert group spans, (ep × etp) / tp, whose
+        tokens it gathers; 1 otherwise."""
+        return self.ep * self.expert_tp // self.tp if self.folded else 1
+
+    @property
     def expert_copies(self) -> int:
         """Ranks holding the same experts."""
+        if self.folded:  # expert-data-parallel: tp × dp over the ep × etp grid
+            return self.tp * self.dp // (self.ep * self.expert_tp)
         return self.dp // self.ep * self.cp
 
     @property
@@ -111,10 +163,14 @@ class Parallel(Record, frozen=True):
     def expert_copies_stride(self) -> int:
         """Ranks with the same experts skip the other ep ranks (with cp, the nearest of
         them are the cp ranks, tp apart)."""
+        if self.folded:  # expert ranks run etp, then ep, innermost (Megatron-Core)
+            return self.ep * self.expert_tp
         return self.tp if self.cp > 1 else self.tp * self.ep
 
     @property
     def ep_stride(self) -> int:
+        if self.folded:
+            return self.expert_tp  # each expert's etp ranks sit between
         return self.tp * self.cp  # expert-parallel ranks are data-parallel ranks
 
     @property
@@ -132,6 +188,7 @@ class Parallel(Record, frozen=True):
         parts += ["sp"] if self.sp else []
         parts += [f"dp {self.dp}"] if self.dp > 1 else []
         parts += [f"ep {self.ep}"] if self.ep > 1 else []
+        parts += [f"etp {self.expert_tp}"] if self.folded else []
         parts += [f"cp {self.cp}"] if self.cp > 1 else []
         parts += [f"pp {self.pp}"] if self.pp > 1 else []
         parts += [f"vpp {self.vpp}"] if self.vpp > 1 else []

@@ -112,7 +112,7 @@ def _held(held: Held, par: Parallel, train: bool) -> tuple[int, int, float, floa
     weights = grads = states = 0.0
     dense = experts = 0
     for op, times in held.ops:
-        d, x = device_params(op, par.tp, par.ep)
+        d, x = device_params(op, par.tp, par.ep, par.expert_tp)
         dense, experts = dense + d * times, experts + x * times
         stored = bpe(op.dtypes.weights) + RECIPES[op.dtypes.recipe].scale_bytes_per_weight
         for n, copies in ((d * times, par.weight_copies), (x * times, par.expert_copies)):

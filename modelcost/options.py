@@ -160,6 +160,17 @@ def zero_stage(text: str) -> int:
     return int(text)
 
 
+def imbalance(text: str) -> float:
+    """A routed load over the mean: a finite number at least 1 (`2.56`)."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        value = math.nan
+    if not 1 <= value < math.inf:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a load over the mean, at least 1, got {text!r}")
+    return value
+
+
 OPTIONS: dict[str, Option] = {
     o.name: o
     for o in (
@@ -200,6 +211,11 @@ OPTIONS: dict[str, Option] = {
                "collectives run as in the estimate (a training step's run as NCCL/RCCL's); "
                "under serve also its per-step overhead, the memory it keeps back and its "
                "batching defaults", ENGINES),
+        Option("moe-imbalance", imbalance, None,
+               "the kernel-aware estimate's routed load on the hottest expert and expert "
+               "rank over the mean (default: the documented figure, specs/kernels/"
+               "library.json `moe`: DeepSeek-R1 without EPLB, TensorRT-LLM); the "
+               "roofline, a bound, keeps the mean"),
         Option("tp", positive, ONE_DEVICE.tp, "tensor-parallel ranks (Megatron)", sided=True),
         Option("sp", None, ONE_DEVICE.sp,
                "sequence parallelism with tp: reduce-scatter/all-gather instead of "
@@ -207,7 +223,13 @@ OPTIONS: dict[str, Option] = {
         Option("dp", positive, ONE_DEVICE.dp,
                "data-parallel replicas (the batch is the whole job's)", sided=True),
         Option("ep", positive, ONE_DEVICE.ep,
-               "expert-parallel ranks, taken from the dp ranks", sided=True),
+               "expert-parallel ranks, taken from the dp ranks where ep divides dp, else "
+               "folded onto the tp × dp ranks (vLLM's --enable-expert-parallel, SGLang's "
+               "--ep)", sided=True),
+        Option("etp", positive, ONE_DEVICE.etp,
+               "expert tensor-parallel ranks: each expert's width split over them (default: "
+               "tp where ep is taken from dp, 1 where ep folds onto tp × dp); ep × etp "
+               "must divide tp × dp (Megatron-Core's MoE parallel folding)", sided=True),
         Option("zero", zero_stage, ONE_DEVICE.zero,
                "training: ZeRO stage over the dp ranks (3 = FSDP)", sided=True),
         Option("pp", positive, ONE_DEVICE.pp,
@@ -273,12 +295,14 @@ def add_options(
 
 WORKLOAD = ("phase", "batch", "seq", "context", "stream", "logits")
 ENGINE = ("prefix", "chunk", "prompt")  # what serving engines do to a step
-LAYOUT = ("tp", "sp", "cp", "dp", "ep", "zero", "pp", "vpp", "microbatches", "overlap", "recompute")
+LAYOUT = ("tp", "sp", "cp", "dp", "ep", "etp", "zero", "pp", "vpp", "microbatches", "overlap",
+          "recompute")  # fmt: skip
 # a site shows prefill and decode: no context parallelism (decode has no sequence to
 # split) and nothing that only training reads
-SITE_LAYOUT = ("tp", "sp", "dp", "ep", "pp", "microbatches", "overlap")
+SITE_LAYOUT = ("tp", "sp", "dp", "ep", "etp", "pp", "microbatches", "overlap")
 ROOFLINE = ("conventions", "peak", "bandwidth")
 ESTIMATE = ("estimate", "calibrate", "engine")
+MOE = ("moe-imbalance",)  # compile and diff: the estimate's routing imbalance
 
 
 # ---- `serve --rate`: requests arriving over time (arrivals.py)

@@ -28,12 +28,17 @@ class ParamCount(Frozen):
     apart: dict[str, int] = Field(default_factory=dict)
 
 
-def device_params(op: ir.Op, tp: int = 1, ep: int = 1) -> tuple[int, int]:
+def device_params(op: ir.Op, tp: int = 1, ep: int = 1, etp: int | None = None) -> tuple[int, int]:
     """(dense, expert) parameters of one op instance on one device of a layout with `tp`
-    tensor-parallel and `ep` expert-parallel ranks (its room says how it splits); on one
-    device, every parameter of the op. Counts every weight, bias and norm scale the
-    reference implementation allocates."""
-    return room(op).params(op, tp, ep)
+    tensor-parallel and `ep` expert-parallel ranks, each expert's width over `etp` of
+    them (default tp) (its room says how it splits); on one device, every parameter of
+    the op. Counts every weight, bias and norm scale the reference implementation
+    allocates."""
+    r = room(op)
+    dense, experts = r.params(op, tp, ep)
+    if etp is not None and etp != tp:  # the experts split as a tp of etp would split them
+        experts = r.params(op, etp, ep)[1]
+    return dense, experts
 
 
 def op_params(op: ir.Op) -> tuple[Component, int, int]:

@@ -18,7 +18,7 @@ from .costing import DEFAULT_COSTING, Costing
 from .dtypes import DTYPES
 from .engines import DEFAULT_ENGINE
 from .errors import SpecError
-from .graph import OpGraph
+from .graph import OpGraph, Parallel
 from .hardware import Hardware
 from .kernels import serve
 from .network import collective_time, link
@@ -261,11 +261,14 @@ def estimated(
     hw: Hardware,
     calibration: Calibration | None = None,
     engine: str = DEFAULT_ENGINE,
+    imbalance: float | None = None,
 ) -> Totals:
     """`tot` with the step as the kernels run it (a calibration on top, collectives as
-    `engine` runs them): what a sweep row or a serving figure reads, the same figure
-    `build_report` puts in its totals."""
-    estimates = estimate_nodes(times, hw, calibration, collectives_engine(costed.graph, engine))
+    `engine` runs them, MoE's routed load at `imbalance`): what a sweep row or a serving
+    figure reads, the same figure `build_report` puts in its totals."""
+    estimates = estimate_nodes(
+        times, hw, calibration, collectives_engine(costed.graph, engine), imbalance
+    )
     return _with_estimate(tot, costed.graph, times, estimates)
 
 
@@ -283,6 +286,14 @@ def matrix_peak(graph: OpGraph, hw: Hardware, peak: PeakMode) -> tuple[float, st
     return flops, precision
 
 
+def _layout_info(par: Parallel) -> LayoutInfo:
+    """The report's layout. Its expert tensor-parallel size (where the experts fold:
+    `etp 1`) and its virtual stages (`pp 4, vpp 2`) show in the label alone: the
+    report's fields are those they were before either existed."""
+    fields = {k: v for k, v in asdict(par).items() if k not in ("etp", "vpp")}
+    return LayoutInfo.trusted(**fields, devices=par.devices, label=par.label)
+
+
 class NodeEstimate(Record, frozen=True):
     """A node's kernel-aware estimate (estimate.py): each pass, and all copies."""
 
@@ -296,9 +307,11 @@ def estimate_nodes(
     hw: Hardware,
     calibration: Calibration | None = None,
     engine: str | None = DEFAULT_ENGINE,
+    imbalance: float | None = None,
 ) -> list[NodeEstimate]:
     """Every node's estimate, pass by pass, never below its roofline time (collectives
-    as `engine` runs them); a calibration's measured factors or times on top
+    as `engine` runs them, MoE's routed load at `imbalance` × the mean: None, the
+    documented default); a calibration's measured factors or times on top
     (calibration.py)."""
     from .estimate import estimate  # only `--estimate kernels` reads it: loaded then
 
@@ -306,12 +319,12 @@ def estimate_nodes(
     for t in times:
         cn = t.costed
         op, f, b = cn.node.op, cn.fwd, cn.bwd
-        fwd = estimate(op, f.flops, f.bytes, t.time_s, hw, "fwd", engine)
+        fwd = estimate(op, f.flops, f.bytes, t.time_s, hw, "fwd", engine, imbalance)
         if calibration is not None:
             fwd = calibration.apply(op, fwd, t.time_s)
         bwd = None
         if t.back is not None and b is not None:
-            bwd = estimate(op, b.flops, b.bytes, t.back[2], hw, "bwd", engine)
+            bwd = estimate(op, b.flops, b.bytes, t.back[2], hw, "bwd", engine, imbalance)
         both = fwd.time_s + (bwd.time_s if bwd is not None else 0.0)
         out.append(NodeEstimate(fwd, bwd, cn.node.count * both))
     return out
@@ -433,7 +446,7 @@ def build_report(
 
     if how.estimated:
         engine = collectives_engine(graph, how.engine)
-        estimates = estimate_nodes(times, hw, how.calibration, engine)
+        estimates = estimate_nodes(times, hw, how.calibration, engine, how.moe_imbalance)
         tot = _with_estimate(tot, graph, times, estimates)
         ops = [
             _op_entry(t, groups, hw, busy, e, shared) for t, e in zip(times, estimates, strict=True)
@@ -479,7 +492,7 @@ def build_report(
             joined=shape.joined,
             label=shape.label,
             conventions=costed.conventions.value,
-            layout=LayoutInfo.trusted(**_layout_fields(par), devices=par.devices, label=par.label),
+            layout=_layout_info(par),
         ),
         totals=tot,
         layers=_layers(ops, times, graph, share),
@@ -488,14 +501,6 @@ def build_report(
         ops=tuple(ops),
         notes=graph.notes,
     )
-
-
-def _layout_fields(par) -> dict:
-    """The layout's fields the report carries; its virtual stages (vpp) are named in its
-    label (`pp 4, vpp 2`), the report's fields as they were before interleaving."""
-    fields = asdict(par)
-    del fields["vpp"]
-    return fields
 
 
 def step_time(

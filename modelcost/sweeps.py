@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from .calibration import Calibration
 
 # the layout fields a sweep may vary (sp is a flag: one value for the whole sweep)
-LAYOUT_AXES = ("tp", "cp", "dp", "ep", "zero", "pp", "vpp", "microbatches", "overlap", "recompute")
+LAYOUT_AXES = ("tp", "cp", "dp", "ep", "etp", "zero", "pp", "vpp", "microbatches", "overlap",
+               "recompute")  # fmt: skip
 ENGINE_AXES = ("prefix", "chunk", "prompt")  # what a serving engine does to a step
 
 

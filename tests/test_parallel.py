@@ -200,7 +200,7 @@ def test_cli_layout_errors_exit_2_without_a_traceback() -> None:
     for args, message in (
         (["--tp", "3"], "does not divide the 32 heads"),
         (["--sp"], "needs tp > 1"),
-        (["--dp", "2", "--ep", "4"], "ep = 4 must divide dp = 2"),
+        (["--dp", "2", "--ep", "4"], "ep × etp = 4 × 1 = 4 must divide tp × dp = 1 × 2 = 2"),
         (["--zero", "5"], "expected 0, 1, 2 or 3"),
     ):
         r = run_cli("compile", spec, "--hw", "h100", *args)

@@ -126,12 +126,14 @@ class Lowerer:
         elements: int,
         a: DType,
         x: str | tuple[str, ...],
-        over: Literal["tp", "cp", "ep"] = "tp",
+        over: Literal["tp", "cp", "ep", "gather"] = "tp",
     ) -> str:
         """A collective over this rank's tp group (adjacent ranks), its context-parallel
-        group (tp apart) or its expert-parallel group."""
+        group (tp apart), its expert-parallel group, or (folded experts) the dp replicas
+        its expert group gathers tokens from (tp apart)."""
         par = self.par
-        groups = {"tp": (par.tp, 1), "cp": (par.cp, par.tp), "ep": (par.ep, par.ep_stride)}
+        groups = {"tp": (par.tp, 1), "cp": (par.cp, par.tp), "ep": (par.ep, par.ep_stride),
+                  "gather": (par.expert_gather, par.tp)}  # fmt: skip
         group, stride = groups[over]
         rec = CollectiveOp(kind, elements, group, a, stride)
         out = elements * bpe(a) / (group if kind == "reduce_scatter" else 1)

@@ -1,11 +1,26 @@
-"""Mixture of experts: a router, top_k of `experts` routed experts per token (split
-over the expert-parallel ranks, each expert's width over the tensor-parallel ones,
-tokens exchanged by all-to-all), and shared experts run as one MLP."""
+"""Mixture of experts: a router, top_k of `experts` routed experts per token, and shared
+experts run as one MLP. Two layouts (graph.Parallel):
+
+- ep taken from dp (attention data-parallel, Megatron's default): each rank's tokens
+  travel to their experts' ranks by all-to-all and back, each expert's width over tp;
+- folded onto tp × dp (Megatron-Core's MoE parallel folding, `par.folded`): the tokens
+  are replicated over the tp ranks after attention, so no rank sends them; an expert
+  group spanning g = ep·etp/tp dp replicas all-gathers their tokens first and
+  reduce-scatters its partial outputs after, and the layer's tp all-reduce sums the
+  expert ranks' partial outputs. This is vLLM's default: `FusedMoEParallelConfig.
+  use_all2all_kernels` is `dp_size > 1 and use_ep` (vllm/model_executor/layers/
+  fused_moe/config.py), so TP with EP alone runs no all-to-all, and with dp > 1 the
+  default `VLLM_ALL2ALL_BACKEND` is `allgather_reducescatter` (vllm/envs.py); SGLang's
+  default `--moe-a2a-backend none` likewise keeps the tokens on the tp ranks (DeepEP's
+  all-to-all is its opt-in). Each rank computes its E/ep experts (1/etp of each) on the
+  rows routed to them: g·T·k/ep of them on the mean (whole rows, rounded up: some rank
+  takes at least that many), the mean being the bound's (docs/conventions.md).
+"""
 
 from __future__ import annotations
 
 from .. import spec as ir
-from ..parallel import refuse
+from ..parallel import ceil_div, refuse
 from ..perfmodel import BinaryOp, MoECommOp, MoERoutingOp, UnaryOp, bpe, expected_experts_hit
 from ..perfmodel.moe import ROUTER_INDEX_BYTES, ROUTER_PROB_BYTES
 from .emit import ACT_FN, Emit, Lowerer, gemm
@@ -15,10 +30,11 @@ ROUTE_BYTES = ROUTER_PROB_BYTES + ROUTER_INDEX_BYTES  # a routing decision: weig
 
 
 def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
-    s, d = lw.s, op.dtypes
+    s, d, par = lw.s, op.dtypes, lw.par
     a = d.activations
     T, E, k = s.T, op.experts, op.top_k
-    ep, d_ff = lw.par.ep, op.d_ff // lw.tp
+    ep, d_ff = par.ep, op.d_ff // par.expert_tp
+    reps = par.expert_gather  # folded: the dp replicas whose tokens the expert group takes
     x = lw.enter(e, name, op.dim, a)
     # routers are kept in the activation dtype even when experts are quantized
     router = lw.gemm_node(e, f"{name}.router", gemm(T, E, op.dim, op.router_bias, d, a), (x,))
@@ -26,19 +42,27 @@ def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
         T, E, k, op.router.value, a, op.groups, op.groups_kept, op.correction_bias
     )
     route = e.add(f"{name}.routing", routing, (router,), out=T * k * ROUTE_BYTES)
-    rows = T * k
+    src = x
+    if reps > 1:  # the group's other dp replicas' tokens (vLLM's allgather_reducescatter)
+        src = lw.collective(
+            e, f"{name}.dispatch.all_gather", "all_gather", reps * T * op.dim, a, x, "gather"
+        )
+    # the rows this rank's experts take: each token copy once (folded: the group's
+    # reps·T·k copies over its ep ranks, at least the mean, in whole rows)
+    rows = ceil_div(reps * T * k, ep) if par.folded else T * k
     disp = e.add(
         f"{name}.dispatch",
         MoECommOp(rows, op.dim, "dispatch", a),
-        (x, route),
+        (src, route),
         out=rows * op.dim * bpe(a),
     )
-    if ep > 1:  # each token copy travels to its expert's rank (balanced load)
+    if ep > 1 and not par.folded:  # each token copy travels to its expert's rank (mean)
         disp = lw.collective(
             e, f"{name}.dispatch.all_to_all", "all_to_all", rows * op.dim, a, disp, "ep"
         )
-    # the experts this rank holds that any token of the ep ranks reaches
-    hit = expected_experts_hit(E, k, T * ep) / ep
+    # the experts this rank holds that any token of the ep ranks (folded: of the reps
+    # replicas) reaches
+    hit = expected_experts_hit(E, k, T * reps if par.folded else T * ep) / ep
     hit = int(hit) if float(hit).is_integer() else hit
     up_n = (2 if op.act.gated else 1) * d_ff
     gu = lw.experts(e, f"{name}.experts.gate_up", rows, op.dim, up_n, hit, d, disp)
@@ -57,7 +81,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
             out=h_bytes,
         )
     dn = lw.experts(e, f"{name}.experts.down", rows, d_ff, op.dim, hit, d, h)
-    if ep > 1:  # and back to the token's own rank
+    if ep > 1 and not par.folded:  # and back to the token's own rank
         dn = lw.collective(
             e, f"{name}.combine.all_to_all", "all_to_all", rows * op.dim, a, dn, "ep"
         )
@@ -65,8 +89,18 @@ def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
         f"{name}.combine",
         MoECommOp(rows, op.dim, "combine", a),
         (dn, route),
-        out=T * op.dim * bpe(a),
+        out=reps * T * op.dim * bpe(a),
     )
+    if reps > 1:  # each replica's tokens back, summed over the group's dp ranks
+        out = lw.collective(
+            e,
+            f"{name}.combine.reduce_scatter",
+            "reduce_scatter",
+            reps * T * op.dim,
+            a,
+            out,
+            "gather",
+        )
     if op.shared_experts:  # run as one MLP of the shared experts' summed width
         width = op.shared_experts * op.shared_d_ff // lw.tp
         sh = lw.ffn(e, f"{name}.shared", op.dim, width, op.act, op.bias, d, x)
@@ -103,13 +137,19 @@ def _active(op: ir.MoE, dense: int, experts: int) -> int:
 
 
 def _sharding(op: ir.MoE, par, where: str):
-    tp, ep = par.tp, par.ep
+    tp, ep, etp = par.tp, par.ep, par.expert_tp
     if op.experts % ep:
         return refuse(
             f"--ep {ep} does not divide the {op.experts} experts of {where}",
             f"use a divisor of {op.experts}",
         )
-    if op.d_ff % tp or (op.shared_experts and op.shared_d_ff % tp):
+    if etp != tp and op.d_ff % etp:
+        return refuse(
+            f"--etp {etp} does not divide the expert width d_ff = {op.d_ff} of {where}",
+            "each expert's width is split over the etp ranks: use a divisor of "
+            f"{op.d_ff} (--etp 1: each expert whole on its rank)",
+        )
+    if (op.d_ff % tp and etp == tp) or (op.shared_experts and op.shared_d_ff % tp):
         return refuse(
             f"--tp {tp} does not divide the expert width d_ff = {op.d_ff} "
             f"(or the shared experts') of {where}",
