@@ -65,6 +65,12 @@ def source(kind: DraftKind) -> str:
     return said
 
 
+def cite(kind: DraftKind) -> str:
+    """The source of a kind's published lengths, in a few words."""
+    said: str = _data()["drafts"][kind]["cite"]
+    return said
+
+
 def kind_label(kind: DraftKind) -> str:
     said: str = _data()["drafts"][kind]["label"]
     return said
@@ -107,7 +113,7 @@ def settle(s: Speculation) -> Settled:
     (SpecError where there is none)."""
     k = s.tokens
     if s.acceptance is not None:
-        said = "given (--acceptance); E by Leviathan et al. 2023, eq. 1"
+        said = "a as given (--acceptance), E by Leviathan et al. 2023, eq. 1"
         return Settled(k, float(s.acceptance), expected_tokens(s.acceptance, k), said)
     length = published(s.kind, k)
     if length is None:
@@ -117,7 +123,7 @@ def settle(s: Speculation) -> Settled:
             filename="modelcost",
             hint="give --acceptance A, the chance each proposed token is accepted, in (0, 1]",
         )
-    said = f"the published acceptance length at k {k}: {source(s.kind)}"
+    said = f"E as published at k {k}: {cite(s.kind)} (specs/kernels/speculative.json)"
     return Settled(k, implied_acceptance(length, k), length, said)
 
 

@@ -240,3 +240,16 @@ def test_the_published_mtp_runs_stay_under_the_bound_as_the_docs_say(tmp_path) -
                   speculation=Speculation(k) if k else None)  # fmt: skip
         assert (round(1 / s.tpot_s), round(1 / s.bound.tpot_s)) == (estimate, bound)
         assert 1 / s.bound.tpot_s >= published
+
+
+def test_search_and_mixes_serve_each_layout_speculatively() -> None:
+    from modelcost.serving import RequestClass, search, serve_mix
+
+    spec = Speculation(2, 0.5, LLAMA8)  # E = 1 + 0.5 + 0.25 = 1.75
+    found = search(LLAMA8, H200, 128, 128, estimate="roofline", speculation=spec)
+    assert found.tried and all(s.speculative is not None for s in found.tried)
+    assert all(s.speculative.accepted_per_step == 1.75 for s in found.tried if s.speculative)
+    mix = serve_mix(LLAMA8, H200, [RequestClass(128, 128, 1.0)], estimate="roofline",
+                    speculation=spec)  # fmt: skip
+    one = serve(LLAMA8, H200, 128, 128, estimate="roofline", speculation=spec)
+    assert mix.classes[0] == one

@@ -82,7 +82,7 @@ def _facts(s: Serving) -> list[tuple[str, str]]:
                 f"{fixed(sp.acceptance, 3)}: {fixed(sp.accepted_per_step, 2)} tokens a "
                 f"step of {both(duration(sp.step_s), duration(sp.bound_step_s))}; the "
                 f"draft holds {si(sp.draft_weights, 'B')} per device and "
-                f"{si(sp.draft_kv_per_sequence, 'B')} a sequence ({sp.source})",
+                f"{si(sp.draft_kv_per_sequence, 'B')} a sequence; {sp.source}",
             ),
         )
     if s.why:
