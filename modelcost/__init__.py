@@ -4,7 +4,8 @@ Public API: `load_spec`, `load_specs`, `parse_spec`, `SpecError`, the `Spec` IR,
 `count_params`; and for reports `load_hardware`, `Workload`, `Phase`, `Parallel` (a
 device layout), `compile_report`, `render` (a report as text, md, html or json), `sweep`
 (rows over lists of values), `serve`, `search` and `serve_mix` (serving figures, with
-an `Engine`'s scheduling), `simulate` (requests arriving over time).
+an `Engine`'s scheduling and a `Speculation`: speculative decoding), `simulate`
+(requests arriving over time).
 """
 
 from . import hooks
@@ -32,6 +33,7 @@ _LAZY = {
     "search": ("serving", "search"),
     "serve_mix": ("serving", "serve_mix"),
     "Engine": ("serving", "Engine"),
+    "Speculation": ("speculative", "Speculation"),
     "simulate": ("arrivals", "simulate"),
 }
 
@@ -77,6 +79,7 @@ __all__ = [
     "Report",
     "Spec",
     "SpecError",
+    "Speculation",
     "Sweep",
     "Workload",
     "compile_report",

@@ -386,6 +386,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         args.memory_fraction)  # fmt: skip
         layout = _layout(args, SITE_LAYOUT)
         estimate, calibration = _estimation(args, hw)
+        speculation = _speculation(args)
         if args.rate is not None or args.requests is not None or args.seed is not None:
             return _serve_arrivals(args, spec, hw, engine, layout, estimate, calibration)
         if args.mix is not None:
@@ -393,7 +394,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 raise SpecError("--mix gives the requests: leave out --isl, --osl, "
                                 "--concurrency and --search", filename="modelcost")  # fmt: skip
             mix = serve_mix(spec, hw, load_mix(args.mix), layout, args.tpot, args.ttft, engine,
-                            estimate, calibration)  # fmt: skip
+                            estimate, calibration, speculation)  # fmt: skip
             met, why = mix.meets_targets, "a request class misses them"
             text = render_mix(mix, args.format)
         else:
@@ -404,12 +405,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     raise SpecError("--search chooses the concurrency too: leave out "
                                     "--concurrency", filename="modelcost")  # fmt: skip
                 found = search(spec, hw, args.isl, args.osl, args.tpot, args.ttft, engine, layout,
-                               estimate, calibration)  # fmt: skip
+                               estimate, calibration, speculation)  # fmt: skip
                 met, why = found.chosen is not None, found.why
                 text = render_search(found, args.format)
             else:
                 one = serve(spec, hw, args.isl, args.osl, layout, args.concurrency, args.tpot,
-                            args.ttft, engine, estimate, calibration)  # fmt: skip
+                            args.ttft, engine, estimate, calibration, speculation)  # fmt: skip
                 met, why, text = one.meets_targets, one.why, render_serving(one, args.format)
     except SpecError as err:
         _report(err)
@@ -419,6 +420,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"modelcost: the targets are not met: {clean(why)}", file=sys.stderr)
         return EXIT_CHECK_FAILED
     return status
+
+
+def _speculation(args: argparse.Namespace):
+    """serve's speculative decoding (speculative.Speculation), or None; SpecError for
+    its options given without --speculative."""
+    from .resolve import load_spec
+    from .speculative import Speculation
+
+    if not args.speculative:
+        given = [f for f, v in (("--draft", args.draft), ("--draft-tokens", args.draft_tokens),
+                                ("--acceptance", args.acceptance)) if v is not None]  # fmt: skip
+        if given:
+            raise SpecError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with "
+                            "--speculative", filename="modelcost",
+                            hint="add --speculative")  # fmt: skip
+        return None
+    draft = load_spec(args.draft, args.draft_model) if args.draft is not None else None
+    tokens = args.draft_tokens if args.draft_tokens is not None else Speculation().tokens
+    return Speculation(tokens, args.acceptance, draft)
 
 
 def _serve_arrivals(args: argparse.Namespace, spec, hw, engine, layout, estimate,
@@ -432,7 +452,8 @@ def _serve_arrivals(args: argparse.Namespace, spec, hw, engine, layout, estimate
         raise SpecError("--requests and --seed go with --rate", filename="modelcost",
                         hint="add --rate R, the requests arriving per second")  # fmt: skip
     given = (("--mix", args.mix is not None), ("--search", args.search),
-             ("--tpot", args.tpot), ("--ttft", args.ttft))  # fmt: skip
+             ("--tpot", args.tpot), ("--ttft", args.ttft),
+             ("--speculative", args.speculative))  # fmt: skip
     others = [flag for flag, on in given if on]
     if others:
         raise SpecError(f"--rate simulates one request class: leave out {', '.join(others)}",
@@ -739,6 +760,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("-o", "--output", metavar="FILE", help="write the calibration here")
 
     if p := add("serve", cmd_serve, "serving a request mix: concurrency, TTFT, TPOT, throughput"):
+        from .speculative import DEFAULT_DRAFT_TOKENS
+
         p.add_argument("spec", metavar="SPEC")
         p.add_argument("--model", help="which model, when a file defines several")
         p.add_argument("--hw", required=True, help="a shipped target or a .hw file")
@@ -776,6 +799,24 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        f"{MAX_REQUESTS:,})")  # fmt: skip
         p.add_argument("--seed", type=seed, metavar="S", help="with --rate: the arrivals' "
                        "random seed (default 0)")  # fmt: skip
+        p.add_argument("--speculative", action="store_true", help="speculative decoding: a "
+                       "draft proposes tokens, one decode step of the target verifies them "
+                       "(static batches); the draft is the model's own multi-token-prediction "
+                       "module unless --draft")  # fmt: skip
+        p.add_argument("--draft", metavar="FILE.model", help="with --speculative: a draft "
+                       "model (the target's vocabulary)")  # fmt: skip
+        p.add_argument("--draft-model", metavar="NAME", help="which model of --draft, when it "
+                       "defines several")  # fmt: skip
+        p.add_argument("--draft-tokens", type=positive, metavar="K", help="with --speculative: "
+                       f"tokens proposed a step (default {DEFAULT_DRAFT_TOKENS})")  # fmt: skip
+        p.add_argument(
+            "--acceptance",
+            type=_fraction,
+            metavar="A",
+            help="with --speculative: "
+            "the chance each proposed token is accepted, in (0, 1] (default: the "
+            "published acceptance length at K, specs/kernels/speculative.json)",
+        )
         add_options(p, SITE_LAYOUT)
         add_options(p, ESTIMATE, defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
         p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")

@@ -221,7 +221,9 @@ class Workload(Record, frozen=True):
     carry a prefill `chunk` (chunked prefill, as vLLM and TensorRT-LLM schedule): that
     many prompt tokens per replica, from prompts of `prompt` new tokens (default: one
     whole prompt of `chunk`) after their `prefix`, through the same GEMMs as the
-    decode tokens.
+    decode tokens. A decode step may also take `queries` new tokens per sequence (a
+    speculative decoding verify: the k proposed tokens and the one before them, k + 1),
+    each attending to the whole cache and, in the head, giving logits.
     """
 
     phase: Phase
@@ -234,6 +236,7 @@ class Workload(Record, frozen=True):
     chunk: int = 0
     prompt: int = 0
     streams: tuple[tuple[str, int], ...] = ()
+    queries: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.streams, dict):
@@ -260,6 +263,9 @@ class Workload(Record, frozen=True):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be a whole number, got {value!r}")
+        q = self.queries
+        if not isinstance(q, int) or isinstance(q, bool) or q <= 0:
+            raise ValueError(f"queries must be a positive integer, got {q!r}")
 
 
 class Shape(Record, frozen=True):
@@ -332,7 +338,8 @@ class Shape(Record, frozen=True):
 
     @property
     def decode(self) -> bool:
-        """One new query per sequence over a cache that is read, not written in full."""
+        """New queries (S per sequence: one, or a speculative verify's k + 1) over a cache
+        that is read, not written in full."""
         return self.phase is Phase.decode
 
     @property
@@ -344,7 +351,7 @@ class Shape(Record, frozen=True):
     def label(self) -> str:
         """`context 2048` for decode, `seq 197` otherwise; then the layout, if any."""
         if self.decode:
-            length = f"context {self.n_kv}"
+            length = f"context {self.n_kv}" + (f", {self.S} queries" if self.S > 1 else "")
         else:
             length = f"seq {self.S * self.par.cp}" + (
                 f" after {self.prefix}" if self.prefix else ""

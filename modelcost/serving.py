@@ -31,6 +31,15 @@ does (which sets the concurrency) and caps the sequences an instance runs. The b
 the roofline at the same concurrency: no host time, no extra step, one request's
 prefill as its TTFT and the batch's prefill in one step.
 
+Speculative decoding (`speculation`, speculative.py): each step a draft proposes k
+tokens per sequence in k decode passes (a draft model, or the target's own
+multi-token-prediction module) and the target verifies them in one decode step of
+k + 1 tokens per sequence; a step yields E tokens (the acceptance's), so TPOT = (the
+verify + k draft passes) / E, with the engine's host share taken once over the step.
+The draft prefills the prompt beside the target (in TTFT); its weights and KV cache
+join the memory the concurrency must fit, and the larger of the two steps'
+activations. Static batches only: a verify beside a prefill chunk is not modelled.
+
 Every figure is read off `compile_totals` (the totals `compile_report` reports);
 targets (`tpot`, `ttft`) pick the largest concurrency meeting them, or say that none
 does; `search` tries tensor-parallel sizes and picks the fewest devices that meet them.
@@ -64,6 +73,7 @@ from .settings import (
     count,
     estimate_mode,
 )
+from .speculative import Settled, Speculation, draft_spec, settle
 from .tabular import Tabular
 
 if TYPE_CHECKING:
@@ -153,6 +163,23 @@ class Bound(Frozen):
     output_tokens_per_s_device: float
 
 
+class Speculative(Frozen):
+    """Speculative decoding as served: the draft, k, the acceptance a and the tokens E
+    a step yields (where they came from), the step (k draft passes and the verify) as
+    the headline and as the bound read it, and what the draft holds per device."""
+
+    draft: str  # the draft model's name, or the target's module's (`deepseek_v3.mtp`)
+    draft_kind: str  # `mtp` (the target's own module) or `model`
+    tokens: int  # k, proposed a step
+    acceptance: float  # a, per proposed token
+    accepted_per_step: float  # E = (1 − a^(k+1)) / (1 − a), or the published length at k
+    source: str  # where a (or E) came from
+    step_s: float  # one step of the headline: the verify and k draft passes
+    bound_step_s: float
+    draft_weights: float  # bytes per device
+    draft_kv_per_sequence: float  # bytes per device at isl + osl
+
+
 class Serving(Tabular, Frozen):
     """The serving figures of one request class on one layout: the headline, as
     `estimate` reads step times (`kernels`: what the kernels that would serve each op
@@ -192,14 +219,19 @@ class Serving(Tabular, Frozen):
     tpot_target_s: float | None = None
     ttft_target_s: float | None = None
     curve: tuple[CurvePoint, ...] = ()
+    speculative: Speculative | None = None  # speculative decoding, when on
 
     def records(self) -> list[dict]:
         return [self.row()]
 
     def row(self) -> dict:
-        """The figures as one flat row: the bound's as `bound_<figure>`."""
+        """The figures as one flat row: the bound's as `bound_<figure>`, speculative
+        decoding's (when on) as `speculative_<figure>`."""
         bound = {f"bound_{k}": v for k, v in self.bound.model_dump().items()}
-        return self.model_dump(exclude={"curve", "bound"}) | bound
+        row = self.model_dump(exclude={"curve", "bound", "speculative"}) | bound
+        if self.speculative is not None:
+            row |= {f"speculative_{k}": v for k, v in self.speculative.model_dump().items()}
+        return row
 
     def _repr_html_(self) -> str:
         return shown(self, "html")
@@ -219,6 +251,7 @@ class _Scenario:
         engine: Engine,
         estimate: EstimateMode = "roofline",
         calibration: Calibration | None = None,
+        speculation: Speculation | None = None,
     ) -> None:
         self.spec, self.hw, self.par, self.isl, self.osl = spec, hw, par, isl, osl
         self.engine = engine
@@ -230,25 +263,47 @@ class _Scenario:
         self.cached = math.floor(isl * engine.prefix_hit)
         self.new = isl - self.cached  # prompt tokens each request prefills
         self.mean = isl + osl // 2
-        self._totals: dict[tuple[Workload, bool], Totals] = {}
+        self._totals: dict[tuple[Workload, bool, bool], Totals] = {}
+        # speculative decoding: the draft's spec and layout (a draft model keeps no
+        # experts to split; the target's module follows its layout), k, a and E
+        self.speculation: Settled | None = None
+        self.draft: ir.Spec | None = None
+        self.draft_par = par
+        self.draft_kind = ""  # speculative.DraftKind, when on
+        self.queries = 1  # new tokens per sequence in a decode step
+        if speculation is not None:
+            self.speculation = settle(speculation)
+            self.draft = draft_spec(spec, speculation)
+            self.draft_par = par if speculation.draft is None else replace(par, ep=1)
+            self.draft_kind = speculation.kind
+            self.queries = speculation.tokens + 1
 
-    def totals(self, w: Workload, timed: bool = False) -> Totals:
-        """A workload's totals; `timed` (a figure's step time, not a memory probe) adds
-        the kernels' estimate when the scenario plans with it, its collectives as the
-        engine runs them (its custom all-reduce)."""
-        key = (w, timed and self.kernels)
+    def totals(self, w: Workload, timed: bool = False, draft: bool = False) -> Totals:
+        """A workload's totals (of the draft, with `draft`); `timed` (a figure's step
+        time, not a memory probe) adds the kernels' estimate when the scenario plans with
+        it, its collectives as the engine runs them (its custom all-reduce)."""
+        key = (w, timed and self.kernels, draft)
         t = self._totals.get(key)
         if t is None:
             how = self.how if key[1] else DEFAULT_COSTING
-            t = self._totals[key] = compile_totals(self.spec, self.hw, w, how)[1]
+            spec = self.draft if draft and self.draft is not None else self.spec
+            t = self._totals[key] = compile_totals(spec, self.hw, w, how)[1]
         return t
 
     def seconds(self, t: Totals, bound: bool, phase: Phase = Phase.decode) -> float:
         """A step's time: the roofline's (the bound), or the kernels' estimate with the
         engine's host time for the step's `phase` (engines.Profile.step)."""
-        if bound or not self.kernels or t.estimate_s is None:
-            return t.time_s
-        return self.profile.step(t.estimate_s, "prefill" if phase == Phase.prefill else "decode")
+        return self.steps(((t, 1),), bound, phase)
+
+    def steps(self, parts: tuple[tuple[Totals, int], ...], bound: bool,
+              phase: Phase = Phase.decode) -> float:  # fmt: skip
+        """One engine step made of `parts` (each run its count of times, one after
+        another): the roofline's times summed (the bound), or the kernels' estimates
+        summed with the engine's host time for the step's `phase` taken once."""
+        if bound or not self.kernels or any(t.estimate_s is None for t, _ in parts):
+            return sum(t.time_s * times for t, times in parts)
+        kernels = sum((t.estimate_s or 0.0) * times for t, times in parts)
+        return self.profile.step(kernels, "prefill" if phase == Phase.prefill else "decode")
 
     def extra_steps(self, bound: bool = False) -> int:
         """Decode steps a request stays beyond its output tokens (the engine's; the
@@ -256,15 +311,26 @@ class _Scenario:
         return 0 if bound or not self.kernels else self.profile.extra_decode_steps
 
     def decode(self, n: int, context: int, chunk: int = 0, timed: bool = False) -> Totals:
+        """A decode step of n sequences per replica (speculative: the verify, k + 1
+        new tokens per sequence)."""
         w = Workload(Phase.decode, n * self.par.dp, context=context, parallel=self.par,
                      chunk=chunk, prompt=self.new if chunk else 0,
-                     prefix=self.cached if chunk else 0)  # fmt: skip
+                     prefix=self.cached if chunk else 0, queries=self.queries)  # fmt: skip
         return self.totals(w, timed)
 
+    def draft_decode(self, n: int, context: int, timed: bool = False) -> Totals:
+        """One draft pass: a decode step of the draft, one token per sequence."""
+        w = Workload(Phase.decode, n * self.par.dp, context=context, parallel=self.draft_par)
+        return self.totals(w, timed, draft=True)
+
     def prefill(self, n: int, bound: bool = False) -> float:
+        """The prefill of n prompts per replica (and the draft's of them)."""
         w = Workload(Phase.prefill, n * self.par.dp, self.new, parallel=self.par,
                      prefix=self.cached)  # fmt: skip
-        return self.seconds(self.totals(w, timed=True), bound, Phase.prefill)
+        parts: tuple[tuple[Totals, int], ...] = ((self.totals(w, timed=True), 1),)
+        if self.draft is not None:
+            parts += ((self.totals(replace(w, parallel=self.draft_par), True, True), 1),)
+        return self.steps(parts, bound, Phase.prefill)
 
     def prefill_steps(self, n: int, bound: bool = False) -> list[tuple[int, float]]:
         """A static batch of n requests prefilled as the engine does it: (prompts, seconds)
@@ -288,8 +354,33 @@ class _Scenario:
         """Prompt tokens per step that start requests as fast as n decodes finish them."""
         return -(-n * self.new // self.osl) if self.engine.budget else 0
 
+    def step(self, n: int, bound: bool = False) -> float:
+        """One decode step at the mean context (speculative: the verify and k draft
+        passes)."""
+        parts: tuple[tuple[Totals, int], ...] = (
+            (self.decode(n, self.mean, self.chunk(n), timed=True), 1),
+        )
+        if self.speculation is not None:
+            parts += ((self.draft_decode(n, self.mean, timed=True), self.speculation.tokens),)
+        return self.steps(parts, bound)
+
     def tpot(self, n: int, bound: bool = False) -> float:
-        return self.seconds(self.decode(n, self.mean, self.chunk(n), timed=True), bound)
+        """A step over the tokens it yields (one; speculative: E)."""
+        per_step = self.speculation.accepted_per_step if self.speculation else 1.0
+        return self.step(n, bound) / per_step
+
+    def memory(self, n: int) -> tuple[float, float, float, float]:
+        """(bytes held beside the KV cache, the KV cache, the activations, the capacity)
+        per device for n sequences per replica at isl + osl: the target's and the
+        draft's weights and caches; the larger of the verify's and a draft pass's
+        activations (they run one after the other)."""
+        full = self.isl + self.osl
+        m = self.decode(n, full).memory
+        held, kv, act = m.weights + m.gradients + m.optimizer_states, m.kv_cache, m.activations
+        if self.draft is not None:
+            d = self.draft_decode(n, full).memory
+            held, kv, act = held + d.weights, kv + d.kv_cache, max(act, d.activations)
+        return held, kv, act, m.capacity
 
     def ttft(self, n: int, bound: bool = False, worst: bool = False) -> float:
         """Time to first token at concurrency n. Static batches: the headline is the mean
@@ -314,16 +405,14 @@ class _Scenario:
 
     def most(self) -> tuple[int, float]:
         """(the most sequences per replica that fit, the KV bytes of one per device)."""
-        full = self.isl + self.osl
-        per_seq = self.decode(1, full).memory.kv_cache  # one sequence per replica
+        per_seq = self.memory(1)[1]  # one sequence per replica
 
         def kv_room(n: int) -> float:  # bytes the engine gives the KV cache beside n's
-            m = self.decode(n, full).memory
-            held = m.weights + m.gradients + m.optimizer_states
-            return self.profile.memory.kv_room(m.capacity, held, m.activations)
+            held, _, activations, capacity = self.memory(n)
+            return self.profile.memory.kv_room(capacity, held, activations)
 
         def fits(n: int) -> bool:
-            return self.decode(n, full).memory.kv_cache <= kv_room(n)
+            return self.memory(n)[1] <= kv_room(n)
 
         def room(n: int) -> int:  # the sequences the memory beside n's activations holds
             return max(int(kv_room(n) // per_seq), 0) if per_seq else 0
@@ -377,15 +466,19 @@ def serve(
     engine: Engine = STATIC,
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
+    speculation: Speculation | None = None,
 ) -> Serving:
     """The serving figures of `isl`/`osl` requests; `concurrency` fixes the batch (else
     the largest that fits and meets `tpot`, `ttft` in seconds). `spec` and `hw` may be
     paths or a target's name, as for `compile_report`. The figures read step times as
     `estimate` says (`kernels`, the default: the kernel-aware estimate, with a
-    `calibration` on top; `roofline`: the bound), and carry the bound beside them."""
+    `calibration` on top; `roofline`: the bound), and carry the bound beside them.
+    `speculation` turns speculative decoding on (speculative.Speculation)."""
     _check_request(isl, osl, concurrency, tpot, ttft)
     spec, hw = as_spec(spec), as_hardware(hw)
-    sc = _Scenario(spec, hw, parallel, isl, osl, engine, estimate_mode(estimate), calibration)
+    _check_speculation(speculation, engine, parallel)
+    sc = _Scenario(spec, hw, parallel, isl, osl, engine, estimate_mode(estimate), calibration,
+                   speculation)  # fmt: skip
     most, per_seq = fitting(sc)
 
     def ok(n: int) -> bool:
@@ -402,6 +495,19 @@ def serve(
         if best is None:
             why = _why(sc, 1, tpot, ttft)
     return _figures(sc, most, n, per_seq, met, why, tpot, ttft)
+
+
+def _check_speculation(s: Speculation | None, engine: Engine, par: Parallel) -> None:
+    """What speculative decoding is not modelled with."""
+    if s is None:
+        return
+    if engine.budget:
+        raise SpecError("speculative decoding is modelled with static batches: a verify "
+                        "beside a prefill chunk is not", filename="modelcost",
+                        hint="leave out --budget")  # fmt: skip
+    if par.pp > 1:
+        raise SpecError("speculative decoding is modelled without pipeline stages",
+                        filename="modelcost", hint="leave out --pp")  # fmt: skip
 
 
 def _why(sc: _Scenario, n: int, tpot: float | None, ttft: float | None) -> str:
@@ -480,6 +586,10 @@ def _figures(
         output_tokens_per_s_device=b_out / par.devices,
     )
     at_full = sc.decode(n, isl + osl).memory
+    memory = at_full.total
+    if sc.draft is not None:  # the draft's weights and cache, and any larger activations
+        d = sc.draft_decode(n, isl + osl).memory
+        memory += d.weights + d.kv_cache + max(d.activations - at_full.activations, 0.0)
     return Serving.trusted(
         model=sc.spec.name,
         hardware=sc.hw.name,
@@ -504,15 +614,35 @@ def _figures(
         output_tokens_per_s_device=out / par.devices,
         estimate="kernels" if sc.kernels else "roofline",
         bound=bound,
-        memory=at_full.total,
+        memory=memory,
         capacity=at_full.capacity,
-        fits=at_full.fits,
+        fits=memory <= at_full.capacity,
         kv_per_sequence=per_seq,
         meets_targets=met,
         why=why,
         tpot_target_s=tpot_target,
         ttft_target_s=ttft_target,
         curve=_curve(sc, most),
+        speculative=_speculative(sc, n),
+    )
+
+
+def _speculative(sc: _Scenario, n: int) -> Speculative | None:
+    """Speculative decoding's figures at concurrency n, when on."""
+    if sc.speculation is None or sc.draft is None:
+        return None
+    s, full = sc.speculation, sc.isl + sc.osl
+    return Speculative.trusted(
+        draft=sc.draft.name,
+        draft_kind=sc.draft_kind,
+        tokens=s.tokens,
+        acceptance=s.acceptance,
+        accepted_per_step=s.accepted_per_step,
+        source=s.source,
+        step_s=sc.step(n),
+        bound_step_s=sc.step(n, bound=True),
+        draft_weights=sc.draft_decode(n, full).memory.weights,
+        draft_kv_per_sequence=sc.draft_decode(1, full).memory.kv_cache,
     )
 
 
@@ -564,6 +694,7 @@ def search(
     base: Parallel = ONE_DEVICE,
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
+    speculation: Speculation | None = None,
 ) -> Search:
     """Serve on tp = 1, 2, 4, … (the rest of `base` as given) and choose: up to the
     scale-up domain, and beyond it only until a layout meets the targets. Pipeline
@@ -580,7 +711,7 @@ def search(
         par = replace(base, tp=tp, sp=False)
         try:
             tried.append(serve(spec, hw, isl, osl, par, None, tpot, ttft, engine, estimate,
-                               calibration))  # fmt: skip
+                               calibration, speculation))  # fmt: skip
         except SpecError as err:
             refused.append(f"tp {tp}: {err.message}")
         tp *= 2
@@ -650,6 +781,7 @@ def serve_mix(
     engine: Engine = STATIC,
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
+    speculation: Speculation | None = None,
 ) -> MixServing:
     """Each class of `mix` served on its own, and the mix (MixServing): at most
     MAX_MIX_CLASSES classes, each share from SHARES[0] to SHARES[1] (SpecError)."""
@@ -658,7 +790,7 @@ def serve_mix(
     total = sum(c.share for c in mix)  # at most MAX_MIX_CLASSES × SHARES[1]: finite
     shares = tuple(c.share / total for c in mix)  # each ≥ SHARES[0] / that: above zero
     classes = tuple(serve(spec, hw, c.isl, c.osl, parallel, None, tpot, ttft, engine,
-                          estimate, calibration) for c in mix)  # fmt: skip
+                          estimate, calibration, speculation) for c in mix)  # fmt: skip
     rate = _mix_rate(shares, [s.output_tokens_per_s for s in classes], classes)
     bound = _mix_rate(shares, [s.bound.output_tokens_per_s for s in classes], classes)
     return MixServing.trusted(

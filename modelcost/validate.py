@@ -148,7 +148,7 @@ def workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     streams, joins = _stream_lengths(spec, w)
     S += sum(n for _, n in joins)  # image tokens join the text
     context += sum(n for _, n in joins)
-    tokens = B * (1 if w.phase is Phase.decode else S // par.cp) + w.chunk
+    tokens = B * (w.queries if w.phase is Phase.decode else S // par.cp) + w.chunk
     if par.sp and tokens % par.tp:
         raise SpecError(
             f"sequence parallelism splits {tokens} tokens over tp = {par.tp} ranks unevenly",
@@ -156,7 +156,7 @@ def workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             hint=f"use a batch and length whose tokens per replica divide by {par.tp}",
         )
     if w.phase is Phase.decode:
-        shape = Shape(w.phase, B, 1, context, False, par, w.chunk, prompt, w.prefix,
+        shape = Shape(w.phase, B, w.queries, context, False, par, w.chunk, prompt, w.prefix,
                       streams, joins)  # fmt: skip
         return shape, notes
     shape = Shape(w.phase, B, S // par.cp, S + w.prefix, settled(w).logits == "all", par,
@@ -267,6 +267,8 @@ def _serving_extras(spec: ir.Spec, w: Workload) -> int:
             filename="modelcost",
             hint="give --chunk too, or use --phase prefill",
         )
+    if w.queries > 1:
+        _check_queries(spec, w)
     if w.prompt and not w.chunk:
         raise SpecError("--prompt is the length of a chunk's prompts: give --chunk",
                         filename="modelcost")  # fmt: skip
@@ -293,3 +295,24 @@ def _serving_extras(spec: ir.Spec, w: Workload) -> int:
                     hint="leave out --chunk and --prefix for this model",
                 )
     return w.prompt or w.chunk
+
+
+def _check_queries(spec: ir.Spec, w: Workload) -> None:
+    """Several new tokens per sequence (a speculative verify) ride on a decode step of
+    attention layers alone, without a prefill chunk."""
+    if w.phase is not Phase.decode or w.chunk:
+        raise SpecError(
+            f"{w.queries} queries per sequence are a decode step's (a speculative verify), "
+            "without a prefill chunk",
+            filename="modelcost",
+            hint="use phase decode without a chunk",
+        )
+    for op, _ in walk(spec.body):
+        refusal = room(op).refusal(Feature.queries)
+        if refusal is not None:
+            raise SpecError(
+                f"a decode step of {w.queries} tokens per sequence is modelled for attention "
+                f"layers; `{spec.name}` has a {type(op).__name__} layer ({refusal.why})",
+                filename="modelcost",
+                hint="speculative decoding is modelled for attention models",
+            )

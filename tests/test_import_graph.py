@@ -47,7 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("cost, roofline, estimate, engine", (
         "cost", "costing", "roofs", "roofline", "report", "kernels", "estimate", "engines",
-        "network", "collectives_achieved", "measured", "calibration", "compile",
+        "network", "collectives_achieved", "measured", "calibration", "compile", "speculative",
     )),
     ("analyses", ("diff", "sweeps", "serving", "arrivals")),
     ("render", (

@@ -73,11 +73,13 @@ def test_the_kinds_that_keep_something_across_decode_steps() -> None:
 
 def test_the_refusals_by_kind() -> None:
     """MLA refuses a prefill chunk and a prefix cache (it up-projects cached latents);
-    Mamba-2 and Gated DeltaNet those and context parallelism (a scan carries its state
-    along the whole sequence); every other kind refuses nothing."""
+    Mamba-2 and Gated DeltaNet those, context parallelism (a scan carries its state
+    along the whole sequence) and a speculative verify's several tokens per sequence in
+    a decode step (the state steps one token at a time); every other kind refuses
+    nothing."""
     refusing = {k: {r.feature for r in room.refuses} for k, room in registry.ROOMS.items()
                 if room.refuses}  # fmt: skip
-    every = {Feature.chunk, Feature.prefix, Feature.cp}
+    every = {Feature.chunk, Feature.prefix, Feature.cp, Feature.queries}
     assert refusing == {
         ir.MLA: {Feature.chunk, Feature.prefix},
         ir.Mamba2: every,

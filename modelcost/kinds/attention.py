@@ -74,7 +74,8 @@ def lower(lw: Lowerer, e: Emit, op: ir.Attention, name: str) -> None:
         KV,
         hd,
         hd,
-        causal=op.causal and not s.decode,  # one new query sees every cached key
+        # a decode step's new queries (one, or a verify's k + 1) each see every cached key
+        causal=op.causal and not s.decode,
         window=op.window,
         act=qa,
         kv=cache_dtype,

@@ -21,7 +21,9 @@ from .room import (
 def lower_lm_head(lw: Lowerer, e: Emit, op: ir.LMHead, name: str) -> None:
     s, d = lw.s, op.dtypes
     a = d.activations
-    rows = s.T if (s.train or s.logits_all) else s.B
+    # logits for every position, or each sequence's last; a decode step's every new
+    # token (S: one, or a speculative verify's k + 1, each checked against the draft)
+    rows = s.T if (s.train or s.logits_all) else s.B * (s.S if s.decode else 1)
     vocab = vocab_shard(op.vocab, lw.tp)  # vocabulary-parallel
     x = lw.enter(e, name, op.dim, a)
     rec = gemm(rows, vocab, op.dim, op.bias, d)

@@ -57,7 +57,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.MLA, name: str) -> None:
             gemm(s.T, r, nope, False, d, batch=H, quantized=False),
             (q,),
         )
-        sdpa = SdpaOp(s.B, 1, H, s.n_kv, 1, r + rope, r, causal=False, act=a, kv=kv,
+        sdpa = SdpaOp(s.B, s.S, H, s.n_kv, 1, r + rope, r, causal=False, act=a, kv=kv,
                       flash_impl=flash)  # fmt: skip
         att = e.add(f"{name}.sdpa", sdpa, (ql, c), out=s.T * H * r * bpe(a))
         att = lw.gemm_node(

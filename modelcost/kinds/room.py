@@ -39,6 +39,7 @@ class Feature(StrEnum):
     chunk = "chunk"  # a decode step's prefill chunk (--chunk)
     prefix = "prefix"  # a prefix cache before a prefill (--prefix)
     cp = "cp"  # context parallelism (--cp)
+    queries = "queries"  # several new tokens per sequence in a decode step (a verify)
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,8 @@ def recurrent_room(
     an SSM's, a state of `state_bytes` per sequence kept instead of a KV cache. Its
     `carrier` ("an SSM") carries that state through a prefill chunk or a prefix, and its
     `scan` runs along the whole sequence: neither is costed as attention's, so it refuses
-    --chunk, --prefix and --cp, the reasons naming them."""
+    --chunk, --prefix and --cp, and a decode step of several new tokens per sequence (a
+    speculative verify, stepping its state k + 1 times), the reasons naming them."""
     return Room(
         kind=kind,
         lower=lower,
@@ -177,6 +179,7 @@ def recurrent_room(
             Refusal(Feature.chunk, f"{carrier} carries its state through a chunk"),
             Refusal(Feature.prefix, f"{carrier} carries its state through a prefix"),
             Refusal(Feature.cp, scan),
+            Refusal(Feature.queries, f"{carrier} steps its state one token at a time"),
         ),
     )
 

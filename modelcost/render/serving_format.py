@@ -72,6 +72,19 @@ def _facts(s: Serving) -> list[tuple[str, str]]:
                           + ("" if s.fits else " (does NOT fit)")),
         ("KV per sequence", f"{si(s.kv_per_sequence, 'B')} per device"),
     ]  # fmt: skip
+    if (sp := s.speculative) is not None:
+        rows.insert(
+            6,
+            (
+                "speculative",
+                f"{sp.draft} proposes {sp.tokens} token"
+                f"{'s' if sp.tokens > 1 else ''} a step, each accepted with "
+                f"{fixed(sp.acceptance, 3)}: {fixed(sp.accepted_per_step, 2)} tokens a "
+                f"step of {both(duration(sp.step_s), duration(sp.bound_step_s))}; the "
+                f"draft holds {si(sp.draft_weights, 'B')} per device and "
+                f"{si(sp.draft_kv_per_sequence, 'B')} a sequence; {sp.source}",
+            ),
+        )
     if s.why:
         rows.append(("targets", f"not met: {s.why}"))
     return rows
