@@ -387,6 +387,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         layout = _layout(args, SITE_LAYOUT)
         estimate, calibration = _estimation(args, hw)
         speculation = _speculation(args)
+        if args.disagg is not None or args.devices is not None:
+            met, why, text = _serve_disagg(args, spec, hw, engine, layout, estimate, calibration)
+            return _serve_out(text, args.output, met, why, args)
         if args.rate is not None or args.requests is not None or args.seed is not None:
             return _serve_arrivals(args, spec, hw, engine, layout, estimate, calibration)
         if args.mix is not None:
@@ -415,11 +418,60 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
-    status = _emit(text, args.output)
+    return _serve_out(text, args.output, met, why, args)
+
+
+def _serve_out(text: str, output, met: bool, why: str, args: argparse.Namespace) -> int:
+    """Write serve's answer; exit 1 when targets were given and are not met."""
+    status = _emit(text, output)
     if status == EXIT_OK and not met and (args.tpot or args.ttft):
         print(f"modelcost: the targets are not met: {clean(why)}", file=sys.stderr)
         return EXIT_CHECK_FAILED
     return status
+
+
+def _serve_disagg(args: argparse.Namespace, spec, hw, engine, layout, estimate,
+                  calibration) -> tuple[bool, str, str]:  # fmt: skip
+    """`serve --disagg`: a prefill pool and a decode pool (disagg.py), or `--search`
+    choosing them within `--devices`; (targets met, why not, the answer). SpecError
+    for flags that do not go with it."""
+    from .disagg import parse_pools, search_disagg, serve_disagg
+    from .graph import Parallel
+    from .render.disagg_format import render_disagg, render_disagg_search
+
+    if args.disagg is None:
+        raise SpecError("--devices goes with --disagg --search", filename="modelcost",
+                        hint="add --disagg --search")  # fmt: skip
+    given = (("--mix", args.mix is not None), ("--rate", args.rate is not None),
+             ("--speculative", args.speculative),
+             ("the layout flags (--disagg gives the pools')", layout != Parallel()))  # fmt: skip
+    others = [flag for flag, on in given if on]
+    if others:
+        raise SpecError(f"--disagg: leave out {', '.join(others)}", filename="modelcost",
+                        hint="e.g. --disagg 2xtp4:1xtp8")  # fmt: skip
+    if not (args.isl and args.osl):
+        raise SpecError("give --isl and --osl", filename="modelcost")
+    if args.search:
+        if args.disagg or args.concurrency:
+            raise SpecError("--search chooses the pools and the concurrency: give --disagg "
+                            "without a value and leave out --concurrency",
+                            filename="modelcost")  # fmt: skip
+        if args.devices is None:
+            raise SpecError("--disagg --search needs a device budget", filename="modelcost",
+                            hint="--devices N, e.g. --devices 16")  # fmt: skip
+        found = search_disagg(spec, hw, args.isl, args.osl, args.devices, args.tpot, args.ttft,
+                              engine, estimate, calibration)  # fmt: skip
+        return found.chosen is not None, found.why, render_disagg_search(found, args.format)
+    if args.devices is not None:
+        raise SpecError("--devices is --disagg --search's budget: the pools give the "
+                        "devices", filename="modelcost", hint="leave out --devices")  # fmt: skip
+    if not args.disagg:
+        raise SpecError("--disagg needs the pools (or --search to choose them)",
+                        filename="modelcost", hint="e.g. --disagg 2xtp4:1xtp8")  # fmt: skip
+    one = serve_disagg(spec, hw, args.isl, args.osl, parse_pools(args.disagg),
+                       args.concurrency, args.tpot, args.ttft, engine, estimate,
+                       calibration)  # fmt: skip
+    return one.meets_targets, one.why, render_disagg(one, args.format)
 
 
 def _speculation(args: argparse.Namespace):
@@ -817,6 +869,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "the chance each proposed token is accepted, in (0, 1] (default: the "
             "published acceptance length at K, specs/kernels/speculative.json)",
         )
+        p.add_argument("--disagg", nargs="?", const="", metavar="P:D", help="prefill and "
+                       "decode on separate pools, each [COUNTx]LAYOUT with the layout's axes "
+                       "(tp, dp, ep, etp, pp) written together: `2xtp4:1xtp8` is two prefill "
+                       "instances of tp 4 and one decode instance of tp 8; with --search, no "
+                       "value: the pools are chosen")  # fmt: skip
+        p.add_argument("--devices", type=positive, metavar="N", help="with --disagg --search: "
+                       "the device budget both pools share")  # fmt: skip
         add_options(p, SITE_LAYOUT)
         add_options(p, ESTIMATE, defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
         p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")

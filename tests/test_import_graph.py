@@ -49,9 +49,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "cost", "costing", "roofs", "roofline", "report", "kernels", "estimate", "engines",
         "network", "collectives_achieved", "measured", "calibration", "compile", "speculative",
     )),
-    ("analyses", ("diff", "sweeps", "serving", "arrivals")),
+    ("analyses", ("diff", "sweeps", "serving", "arrivals", "disagg")),
     ("render", (
         "render", "render.bars", "render.charts", "render.chart_modes", "render.diff_text",
+        "render.disagg_format",
         "render.diff_view", "render.env", "render.escape", "render.formats",
         "render.json_format", "render.notebook", "render.palette", "render.serving_format",
         "render.serving_view", "render.sweep_format", "render.sweep_view", "render.table",
