@@ -210,3 +210,22 @@ def test_serve_disagg_refuses_what_it_cannot_run(flags: list[str], message: str)
     r = run_cli(*args)
     assert r.returncode == 2, r.stdout
     assert message in r.stderr and "Traceback" not in r.stderr
+
+
+# docs/serving.md's disaggregated rows, as the table gives them (tokens/s per device of
+# the estimate and of the bound, one decimal)
+@pytest.mark.parametrize(("args", "device", "bound", "limited_by"), [
+    (["specs/models/llama3-70b-fp8.model", "--hw", "h200", "--isl", "4096", "--osl", "1024",
+      "--disagg", "2xtp4:1xtp8"], 701.0, 1043.8, "prefill"),
+    (["specs/models/deepseek-v3.model", "--hw", "gb200", "--isl", "4400", "--osl", "1200",
+      "--engine", "trtllm", "--tpot", "20ms", "--disagg", "tp4ep4:2xdp8ep8"],
+     482.4, 719.9, "decode"),
+])  # fmt: skip
+def test_the_documented_commands(args: list[str], device: float, bound: float,
+                                 limited_by: str) -> None:  # fmt: skip
+    r = run_cli("serve", *args, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert round(got["output_tokens_per_s_device"], 1) == device
+    assert round(got["bound"]["output_tokens_per_s_device"], 1) == bound
+    assert got["limited_by"] == limited_by
