@@ -389,6 +389,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         layout = _layout(args, SITE_LAYOUT)
         estimate, calibration = _estimation(args, hw)
         speculation = _speculation(args)
+        if args.objective is not None and not args.search:
+            raise SpecError("--objective goes with --search", filename="modelcost",
+                            hint="add --search, or leave out --objective")  # fmt: skip
         if args.rate is not None or args.requests is not None or args.seed is not None:
             return _serve_arrivals(args, spec, hw, engine, layout, estimate, calibration)
         if args.mix is not None:
@@ -407,7 +410,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     raise SpecError("--search chooses the concurrency too: leave out "
                                     "--concurrency", filename="modelcost")  # fmt: skip
                 found = search(spec, hw, args.isl, args.osl, args.tpot, args.ttft, engine, layout,
-                               estimate, calibration, speculation, args.objective)  # fmt: skip
+                               estimate, calibration, speculation,
+                               args.objective or DEFAULT_OBJECTIVE)  # fmt: skip
                 met, why = found.chosen is not None, found.why
                 text = render_search(found, args.format)
             else:
@@ -792,7 +796,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--search", action="store_true", help="try tp = 1, 2, 4, … (for MoE "
                        "models also the experts over tp × dp) and choose by --objective among "
                        "the layouts meeting the targets")  # fmt: skip
-        p.add_argument("--objective", choices=OBJECTIVES, default=DEFAULT_OBJECTIVE,
+        p.add_argument("--objective", choices=OBJECTIVES,
                        help="with --search: what to optimise over the layouts meeting the "
                        "targets: the most output tokens/s per device (NVIDIA AIConfigurator's "
                        "objective), the fewest devices, or the lowest TPOT (default "

@@ -145,6 +145,14 @@ def test_an_unknown_objective_is_refused() -> None:
         search(LLAMA70, H200, 128, 128, objective="cheapest")  # type: ignore[arg-type]
 
 
+def test_an_objective_without_a_search_is_refused() -> None:
+    r = run_cli("serve", str(MODELS / "llama3-8b.model"), "--hw", "h200", "--isl", "128",
+                "--osl", "128", "--objective", "devices")  # fmt: skip
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("modelcost: error: --objective goes with --search")
+    assert "Traceback" not in r.stderr
+
+
 def test_the_objective_on_the_command_line() -> None:
     r = run_cli("serve", str(MODELS / "llama3-70b.model"), "--hw", "h200", "--search",
                 "--isl", "2048", "--osl", "256", "--tpot", "15ms", "--estimate", "roofline",
