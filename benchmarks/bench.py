@@ -100,6 +100,9 @@ def main() -> None:
     commands["serve llama3.1-405b-fp8 --search --tpot 50ms"] = [sys.executable, "-m",
         "modelcost", "serve", str(specs_dir() / "models" / "llama3.1-405b-fp8.model"), "--hw",
         "h200", "--isl", "2048", "--osl", "256", "--search", "--tpot", "50ms"]  # fmt: skip
+    commands["serve deepseek-v3 --search --tpot 50ms"] = [sys.executable, "-m",
+        "modelcost", "serve", str(specs_dir() / "models" / "deepseek-v3.model"), "--hw",
+        "h200", "--isl", "2048", "--osl", "256", "--search", "--tpot", "50ms"]  # fmt: skip
     commands["serve llama3-70b --budget 8192 --tpot 30ms"] = [sys.executable, "-m",
         "modelcost", "serve", str(specs_dir() / "models" / "llama3-70b.model"), "--hw",
         "h200", "--tp", "4", "--isl", "2048", "--osl", "256", "--budget", "8192",

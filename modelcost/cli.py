@@ -46,6 +46,7 @@ from .render.chart_modes import CHART_MODES
 from .render.escape import clean, terminal
 from .render.units import count, fixed
 from .settings import (
+    DEFAULT_OBJECTIVE,
     DEFAULT_REQUESTS,
     DEFAULT_SERVE_ESTIMATE,
     MAX_MIX_CLASSES,
@@ -53,6 +54,7 @@ from .settings import (
     MAX_POINTS,
     MAX_REQUESTS,
     MAX_STEPS,
+    OBJECTIVES,
     RATES,
     SHARES,
     estimate_mode,
@@ -387,6 +389,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         layout = _layout(args, SITE_LAYOUT)
         estimate, calibration = _estimation(args, hw)
         speculation = _speculation(args)
+        if args.objective is not None and not args.search:
+            raise SpecError("--objective goes with --search", filename="modelcost",
+                            hint="add --search, or leave out --objective")  # fmt: skip
         if args.disagg is not None or args.devices is not None:
             met, why, text = _serve_disagg(args, spec, hw, engine, layout, estimate, calibration)
             return _serve_out(text, args.output, met, why, args)
@@ -408,7 +413,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     raise SpecError("--search chooses the concurrency too: leave out "
                                     "--concurrency", filename="modelcost")  # fmt: skip
                 found = search(spec, hw, args.isl, args.osl, args.tpot, args.ttft, engine, layout,
-                               estimate, calibration, speculation)  # fmt: skip
+                               estimate, calibration, speculation,
+                               args.objective or DEFAULT_OBJECTIVE)  # fmt: skip
                 met, why = found.chosen is not None, found.why
                 text = render_search(found, args.format)
             else:
@@ -839,8 +845,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        help="the share of memory the engine's rule gives (vLLM: of the device; "
                        "TensorRT-LLM: of what weights and activations leave; SGLang: of the "
                        "device for weights and KV cache); default: the engine's own")  # fmt: skip
-        p.add_argument("--search", action="store_true", help="try tp = 1, 2, 4, … and choose the "
-                       "fewest devices meeting the targets")  # fmt: skip
+        p.add_argument("--search", action="store_true", help="try tp = 1, 2, 4, … (for MoE "
+                       "models also the experts over tp × dp) and choose by --objective among "
+                       "the layouts meeting the targets")  # fmt: skip
+        p.add_argument("--objective", choices=OBJECTIVES,
+                       help="with --search: what to optimise over the layouts meeting the "
+                       "targets: the most output tokens/s per device (NVIDIA AIConfigurator's "
+                       "objective), the fewest devices, or the lowest TPOT (default "
+                       f"{DEFAULT_OBJECTIVE})")  # fmt: skip
         p.add_argument("--rate", type=rate, metavar="R", help="requests arriving per second "
                        f"(Poisson, {RATES[0]:g} to {RATES[1]:g}): TTFT, TPOT and latency "
                        "percentiles of in-flight batching, simulated step by step (at most "

@@ -63,23 +63,29 @@ from .frozen import Frozen
 from .graph import ONE_DEVICE, Parallel, Phase, Workload
 from .hardware import Hardware
 from .hooks import shown
+from .kinds.registry import room
+from .kinds.room import Component
 from .record import Record, replace
 from .report import Totals
 from .settings import (
+    DEFAULT_OBJECTIVE,
     DEFAULT_SERVE_ESTIMATE,
     MAX_MIX_CLASSES,
+    OBJECTIVES,
     SHARES,
     EstimateMode,
+    Objective,
     count,
     estimate_mode,
 )
+from .spec import walk
 from .speculative import Settled, Speculation, draft_spec, settle
 from .tabular import Tabular
 
 if TYPE_CHECKING:
     from .calibration import Calibration
 
-MAX_SEARCH_TP = 64  # tensor-parallel sizes `search` tries: powers of two up to this
+MAX_SEARCH_TP = 64  # ranks a replica set `search` tries (tp × dp): powers of two up to this
 
 
 class Engine(Record, frozen=True):
@@ -663,9 +669,28 @@ def _reason(sc: _Scenario) -> str:
 # ---- choosing the layout
 
 
+class FrontPoint(Frozen):
+    """One layout at one concurrency as the search's front reads it: output tokens/s
+    per user (1/TPOT) against output tokens/s per device, the chart serving benchmarks
+    publish."""
+
+    layout: str
+    devices: int
+    concurrency: int
+    ttft_s: float
+    tpot_s: float
+    output_tokens_per_s_user: float  # 1 / TPOT
+    output_tokens_per_s_device: float
+    meets_targets: bool
+    front: bool  # on the Pareto front of every point tried
+    chosen: bool
+
+
 class Search(Tabular, Frozen):
-    """The layouts tried for a request class, and the one chosen: the fewest devices
-    meeting the targets, then the most output tokens/s per device."""
+    """The layouts tried for a request class, the one `objective` chose among those
+    meeting the targets, and every point tried (each layout along its curve and at the
+    concurrency serve chose for it) with the Pareto front of output tokens/s per user
+    against output tokens/s per device flagged. As rows: one per point."""
 
     model: str
     hardware: str
@@ -675,12 +700,45 @@ class Search(Tabular, Frozen):
     refused: tuple[str, ...]  # layouts that cannot run the model or hold one sequence
     chosen: Serving | None
     why: str = ""
+    objective: Objective = DEFAULT_OBJECTIVE
+    points: tuple[FrontPoint, ...] = ()
 
     def records(self) -> list[dict]:
-        return [s.row() | {"chosen": s == self.chosen} for s in self.tried]
+        return [p.model_dump() for p in self.points]
 
     def _repr_html_(self) -> str:
         return shown(self, "html")
+
+
+def pareto_front(points: list[tuple[float, float]]) -> tuple[bool, ...]:
+    """Which (x, y) points no other point dominates, both maximised: none other is at
+    least as large in both and larger in one (equal points stay on the front together).
+    Quadratic: the search's points are bounded (its layouts × their curves)."""
+    return tuple(
+        not any(a >= x and b >= y and (a > x or b > y) for a, b in points) for x, y in points
+    )
+
+
+def _has_experts(spec: ir.Spec) -> bool:
+    return any(room(op).component is Component.experts for op, _ in walk(spec.body))
+
+
+def _layouts(base: Parallel, ranks: int, experts: bool) -> list[Parallel]:
+    """The layouts of `ranks` = tp × dp ranks a pipeline stage tried: tp = ranks (the
+    rest of `base` as given), and for a MoE model the experts over all the ranks, each
+    whole (ep = ranks; Megatron-Core's folding, vLLM's --enable-expert-parallel), with
+    attention over tp = ranks/dp in dp = 1, 2, 4, … ranks replicas (SGLang's DP
+    attention at dp > 1)."""
+    out = [replace(base, tp=ranks, sp=False)]
+    if experts and ranks > 1:
+        dps = [2**k for k in range(ranks.bit_length()) if 2**k <= ranks]
+        out += [replace(base, tp=ranks // dp, dp=dp, ep=ranks, etp=None, sp=False)
+                for dp in dps]  # fmt: skip
+    return out
+
+
+def _named(par: Parallel) -> str:
+    return par.label or "tp 1"
 
 
 def search(
@@ -695,50 +753,143 @@ def search(
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
     speculation: Speculation | None = None,
+    objective: Objective = DEFAULT_OBJECTIVE,
 ) -> Search:
-    """Serve on tp = 1, 2, 4, … (the rest of `base` as given) and choose: up to the
-    scale-up domain, and beyond it only until a layout meets the targets. Pipeline
-    stages are not tried: a decode pipeline is costed as a training step's fill and
-    drain, which overstates its TPOT."""
+    """Serve on 1, 2, 4, … ranks (tp × dp, up to MAX_SEARCH_TP; up to the scale-up
+    domain, and beyond it only until a layout meets the targets): on each, tp alone
+    and, for a MoE model, the experts over all the ranks with attention over tp × dp
+    (`_layouts`): at most 1 + log2(r) + 1 layouts on r ranks. Of the layouts meeting
+    the targets, `objective` chooses: `throughput-per-device` the most output tokens/s
+    per device, then the fewest devices; `devices` the fewest devices, then the most
+    per device; `latency` the lowest TPOT of any point tried (a layout at a concurrency
+    on its curve), then the fewest devices. Pipeline stages are not tried: a decode
+    pipeline is costed as a training step's fill and drain, which overstates its TPOT.
+    Data-parallel replicas of a layout without experts across them are not tried:
+    their figures per device and per user are the layout's own."""
     _check_request(isl, osl, None, tpot, ttft)
+    if objective not in OBJECTIVES:
+        raise SpecError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}",
+                        filename="modelcost")  # fmt: skip
     spec, hw = as_spec(spec), as_hardware(hw)
-    tried: list[Serving] = []
+    experts = _has_experts(spec)
+    tried: list[tuple[Parallel, Serving]] = []
     refused: list[str] = []
-    tp = 1
-    while tp <= MAX_SEARCH_TP:
-        if tp > hw.scaleup_domain and any(s.meets_targets for s in tried):
+    ranks = 1
+    while ranks <= MAX_SEARCH_TP:
+        if ranks > hw.scaleup_domain and any(s.meets_targets for _, s in tried):
             break
-        par = replace(base, tp=tp, sp=False)
-        try:
-            tried.append(serve(spec, hw, isl, osl, par, None, tpot, ttft, engine, estimate,
-                               calibration, speculation))  # fmt: skip
-        except SpecError as err:
-            refused.append(f"tp {tp}: {err.message}")
-        tp *= 2
+        for par in _layouts(base, ranks, experts):
+            try:
+                tried.append((par, serve(spec, hw, isl, osl, par, None, tpot, ttft, engine,
+                                         estimate, calibration, speculation)))  # fmt: skip
+            except SpecError as err:
+                refused.append(f"{_named(par)}: {err.message}")
+        ranks *= 2
+    what = "layout" if experts else "tensor-parallel size"
     if not tried:  # nothing to compare: an error, as `serve` on one layout says it
         raise SpecError(
-            f"no tensor-parallel size up to {MAX_SEARCH_TP} runs {spec.name} on {hw.title} "
+            f"no {what} up to {MAX_SEARCH_TP} runs {spec.name} on {hw.title} "
             f"with {isl:,} + {osl:,}-token requests",
             filename="modelcost",
             hint=_grouped(refused),
         )
     found = {"model": spec.name, "hardware": hw.name, "isl": isl, "osl": osl,
-             "tried": tuple(tried), "refused": tuple(refused)}  # fmt: skip
-    meeting = [s for s in tried if s.meets_targets]
+             "tried": tuple(s for _, s in tried), "refused": tuple(refused),
+             "objective": objective}  # fmt: skip
+    pick: Serving | None = None
+    if (chosen := _choose(tried, objective, tpot, ttft)) is not None:
+        (par, served), n = chosen
+        pick = (
+            served
+            if n == served.concurrency
+            else serve(  # latency: another concurrency
+                spec, hw, isl, osl, par, n, tpot, ttft, engine, estimate, calibration, speculation
+            )
+        )
+    points = _points([s for _, s in tried], pick, tpot, ttft)
+    if pick is None:
+        why = f"no {what} up to {MAX_SEARCH_TP} meets the targets"
+        return Search.trusted(**found, chosen=None, why=why, points=points)
+    return Search.trusted(**found, chosen=pick, points=points)
+
+
+def _meets(tpot_s: float, ttft_s: float, tpot: float | None, ttft: float | None) -> bool:
+    return (tpot is None or tpot_s <= tpot) and (ttft is None or ttft_s <= ttft)
+
+
+def _choose(
+    tried: list[tuple[Parallel, Serving]],
+    objective: Objective,
+    tpot: float | None,
+    ttft: float | None,
+) -> tuple[tuple[Parallel, Serving], int] | None:
+    """The layout and concurrency `objective` picks among those meeting the targets."""
+    meeting = [(p, s) for p, s in tried if s.meets_targets]
     if not meeting:
-        why = f"no tensor-parallel size up to {MAX_SEARCH_TP} meets the targets"
-        return Search.trusted(**found, chosen=None, why=why)
-    chosen = min(meeting, key=lambda s: (s.devices, -s.output_tokens_per_s_device))
-    return Search.trusted(**found, chosen=chosen)
+        return None
+    if objective == "devices":
+        t = min(meeting, key=lambda t: (t[1].devices, -t[1].output_tokens_per_s_device))
+        return t, t[1].concurrency
+    if objective == "throughput-per-device":
+        t = min(meeting, key=lambda t: (-t[1].output_tokens_per_s_device, t[1].devices))
+        return t, t[1].concurrency
+    # latency: the lowest TPOT of any point meeting the targets, on any layout's curve
+    at = [(c.tpot_s, t[1].devices, -c.output_tokens_per_s_device, i, c.concurrency)
+          for i, t in enumerate(meeting) for c in _curve_of(t[1])
+          if _meets(c.tpot_s, c.ttft_s, tpot, ttft)]  # fmt: skip
+    best = min(at)  # the served concurrency meets the targets: never empty
+    return meeting[best[3]], best[4]
+
+
+def _curve_of(s: Serving) -> list[CurvePoint]:
+    """A layout's curve with the concurrency serve chose for it among its points."""
+    served = CurvePoint.trusted(
+        concurrency=s.concurrency,
+        ttft_s=s.ttft_s,
+        tpot_s=s.tpot_s,
+        output_tokens_per_s=s.output_tokens_per_s,
+        output_tokens_per_s_device=s.output_tokens_per_s_device,
+    )
+    by_n = {c.concurrency: c for c in s.curve} | {s.concurrency: served}
+    return [by_n[n] for n in sorted(by_n)]
+
+
+def _points(tried: list[Serving], chosen: Serving | None, tpot, ttft) -> tuple[FrontPoint, ...]:
+    """Every point tried, the Pareto front and the chosen one flagged."""
+    rows = [(s, c) for s in tried for c in _curve_of(s)]
+    front = pareto_front([(1 / c.tpot_s, c.output_tokens_per_s_device) for _, c in rows])
+    return tuple(
+        FrontPoint.trusted(
+            layout=s.layout,
+            devices=s.devices,
+            concurrency=c.concurrency,
+            ttft_s=c.ttft_s,
+            tpot_s=c.tpot_s,
+            output_tokens_per_s_user=1 / c.tpot_s,
+            output_tokens_per_s_device=c.output_tokens_per_s_device,
+            meets_targets=_meets(c.tpot_s, c.ttft_s, tpot, ttft),
+            front=on,
+            chosen=chosen is not None
+            and (chosen.layout, chosen.concurrency) == (s.layout, c.concurrency),
+        )
+        for (s, c), on in zip(rows, front, strict=True)
+    )
 
 
 def _grouped(refused: list[str]) -> str:
-    """'tp 1: why; tp 2: why; tp 4: other' said as 'tp 1, 2: why; tp 4: other'."""
+    """'tp 1: why; tp 2: why; tp 4: other' said as 'tp 1, 2: why; tp 4: other'; other
+    layouts listed whole, joined by ' / '."""
     by_why: dict[str, list[str]] = {}
     for line in refused:
         layout, _, why = line.partition(": ")
-        by_why.setdefault(why, []).append(layout.removeprefix("tp "))
-    return "; ".join(f"tp {', '.join(sizes)}: {why}" for why, sizes in by_why.items())
+        by_why.setdefault(why, []).append(layout)
+    out = []
+    for why, layouts in by_why.items():
+        if all(re.fullmatch(r"tp \d+", layout) for layout in layouts):
+            out.append(f"tp {', '.join(layout.removeprefix('tp ') for layout in layouts)}: {why}")
+        else:
+            out.append(f"{' / '.join(layouts)}: {why}")
+    return "; ".join(out)
 
 
 # ---- request mixes

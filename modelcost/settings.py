@@ -19,6 +19,12 @@ EstimateMode = Literal["roofline", "kernels"]
 ESTIMATE_MODES: tuple[EstimateMode, ...] = ("roofline", "kernels")
 DEFAULT_ESTIMATE: EstimateMode = "roofline"  # compile, diff, sweep, site: the bound
 DEFAULT_SERVE_ESTIMATE: EstimateMode = "kernels"  # serve plans with what it will get
+# what `serve --search` optimises over the layouts meeting the targets: the most output
+# tokens/s per device (NVIDIA AIConfigurator's objective), the fewest devices, or the
+# lowest TPOT (the most output tokens/s per user)
+Objective = Literal["throughput-per-device", "devices", "latency"]
+OBJECTIVES: tuple[Objective, ...] = ("throughput-per-device", "devices", "latency")
+DEFAULT_OBJECTIVE: Objective = "throughput-per-device"
 
 
 def estimate_mode(mode: object, calibration: object = None) -> EstimateMode:

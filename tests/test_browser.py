@@ -160,9 +160,13 @@ def test_serving_search_page_charts_each_layouts_curve(browser, tmp_path: Path) 
     page, errors = open_page(browser, path)
     charts = page.locator("svg.line-chart")
     assert [charts.nth(i).get_attribute("data-chart") for i in range(charts.count())] == [
+        "front",
         "tpot",
         "ttft",
     ]
+    # the Pareto front's chart: a point for each point tried, the chosen one again
+    front = page.locator('svg[data-chart="front"]')
+    assert front.locator("circle.pt").count() == len(found.points) + 1
     tpot = page.locator('svg[data-chart="tpot"]')
     # one line per layout tried (tp 4, tp 8), one point per concurrency on its curve
     assert tpot.locator("polyline.series").count() == 2

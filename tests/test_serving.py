@@ -216,5 +216,7 @@ def test_serving_results_are_rows_for_scripts_and_pages_for_notebooks() -> None:
     assert html.count('class="modelcost line-chart"') == 2 and "TPOT target 20 ms" in html
     found = mc.search(load_spec(MODELS / "llama3.1-405b-fp8.model"), H200, 2048, 256,
                       tpot=0.050, estimate="roofline")  # fmt: skip
-    assert [r["chosen"] for r in found.to_records()] == [True, False]
+    # a row a point tried: tp 4 and tp 8 along their curves, one chosen (tp 4 at 128)
+    chosen = [(r["layout"], r["concurrency"]) for r in found.to_records() if r["chosen"]]
+    assert chosen == [("tp 4", found.chosen.concurrency)] and found.chosen.layout == "tp 4"
     assert "Not tried" in found._repr_html_()

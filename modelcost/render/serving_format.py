@@ -114,6 +114,27 @@ def _table(rows: list[tuple[str, ...]], columns, fmt: str) -> str:
     return tabulate(rows, headers=columns, tablefmt="simple", disable_numparse=True) + "\n"
 
 
+OBJECTIVE_SAID = {
+    "throughput-per-device": "the most output tokens/s per device meeting the targets",
+    "devices": "the fewest devices meeting the targets",
+    "latency": "the lowest TPOT meeting the targets",
+}
+_FRONT = ("layout", "concurrency", "TPOT", "tok/s per user", "tok/s per device", "targets",
+          "")  # fmt: skip
+
+
+def _front_rows(found: Search) -> list[tuple[str, ...]]:
+    """The Pareto front's points, the most output tokens/s per user first."""
+    on = sorted(
+        (p for p in found.points if p.front),
+        key=lambda p: (-p.output_tokens_per_s_user, -p.output_tokens_per_s_device),
+    )
+    return [(layout_label(p), f"{p.concurrency:,}", duration(p.tpot_s),
+             fixed(p.output_tokens_per_s_user, 1), fixed(p.output_tokens_per_s_device, 1),
+             "met" if p.meets_targets else "missed", "chosen" if p.chosen else "")
+            for p in on]  # fmt: skip
+
+
 def render_search(found: Search, fmt: str) -> str:
     if fmt == "json":
         return found.model_dump_json(indent=2) + "\n"
@@ -121,27 +142,39 @@ def render_search(found: Search, fmt: str) -> str:
         return found.to_csv()
     request = f"{found.isl:,} in, {found.osl:,} out"
     head = f"{found.model} on {found.hardware}, {request}: the layouts tried"
+    objective = f"objective: {found.objective}, {OBJECTIVE_SAID[found.objective]}"
     if fmt == "html":
         from .serving_view import search_page
 
-        rows = [(*_row(s), "chosen" if s == found.chosen else "") for s in found.tried]
+        rows = [(*_row(s), "chosen" if _is_chosen(found, s) else "") for s in found.tried]
         title = head + (f"; chosen: {layout_label(found.chosen)}" if found.chosen else "")
-        return _html(search_page(found, title, (*_COLUMNS, ""), rows))
+        return _html(search_page(found, title, (*_COLUMNS, ""), rows, objective))
     out = [f"# {md(head)}\n\n" if fmt == "md" else head + "\n\n"]
     out.append(_table([_row(s) for s in found.tried], _COLUMNS, fmt))
     for why in found.refused:
         out.append(f"\n- not tried: {md(why) if fmt == 'md' else why}")
     if found.refused:
         out.append("\n")
+    front = "the Pareto front of output tokens/s per user (1/TPOT) against per device"
+    out.append(f"\n{'## ' + front if fmt == 'md' else front + ':'}\n\n")
+    out.append(_table(_front_rows(found), _FRONT, fmt))
+    out.append(f"\n{objective}\n")
     if found.chosen is not None:
         c = found.chosen
-        out.append(f"\nchosen: {layout_label(c)}, concurrency {c.concurrency:,}: TTFT "
+        out.append(f"chosen: {layout_label(c)}, concurrency {c.concurrency:,}: TTFT "
                    f"{duration(c.ttft_s)}, TPOT {duration(c.tpot_s)}, "
-                   f"{fixed(c.output_tokens_per_s, 1)} output tokens/s\n")  # fmt: skip
+                   f"{fixed(c.output_tokens_per_s, 1)} output tokens/s "
+                   f"({fixed(c.output_tokens_per_s_device, 1)} per device)\n")  # fmt: skip
     else:
-        out.append(f"\nnone chosen: {found.why}\n")
+        out.append(f"none chosen: {found.why}\n")
     text = "".join(out)
     return text if fmt == "md" else terminal(text)
+
+
+def _is_chosen(found: Search, s: Serving) -> bool:
+    """The layout chosen (at the concurrency serve chose, or, for the latency
+    objective, at another on its curve)."""
+    return found.chosen is not None and found.chosen.layout == s.layout
 
 
 def render_mix(mix: MixServing, fmt: str) -> str:

@@ -64,12 +64,51 @@ def serving_page(s: Serving, facts: list[tuple[str, str]]) -> TablePage:
     )
 
 
-def search_page(found: Search, title: str, headers, rows) -> TablePage:
+def front_chart(found: Search) -> str:
+    """Output tokens/s per user (1/TPOT) against output tokens/s per device at every
+    point tried: the Pareto front joined, the other points hollow, the chosen point a
+    series of its own."""
+    front = sorted(
+        (p for p in found.points if p.front),
+        key=lambda p: (p.output_tokens_per_s_device, -p.output_tokens_per_s_user),
+    )
+    rest = [p for p in found.points if not p.front]
+    chosen = [p for p in found.points if p.chosen]
+
+    def xy(ps) -> tuple[tuple[float, float], ...]:
+        return tuple((p.output_tokens_per_s_device, p.output_tokens_per_s_user) for p in ps)
+
+    series = [Series(label="Pareto front", points=xy(front),
+                     marked=tuple(p.meets_targets for p in front))]  # fmt: skip
+    if rest:
+        series.append(Series(label="other points", points=xy(rest),
+                             marked=tuple(False for _ in rest), joined=False))  # fmt: skip
+    for p in chosen:
+        series.append(Series(label=f"chosen: {layout_label(p)} at {p.concurrency:,}",
+                             points=xy([p]), marked=(True,), joined=False))  # fmt: skip
+    target = found.tried[0].tpot_target_s if found.tried else None
+    lines = ((f"TPOT target {target * 1e3:g} ms", 1 / target),) if target else ()
+    return line_svg(series, "output tokens/s per device", "output tokens/s per user", "front",
+                    lines)  # fmt: skip
+
+
+def search_page(found: Search, title: str, headers, rows, objective: str = "") -> TablePage:
+    front = (
+        (
+            (
+                "Pareto front: output tokens/s per user against per device (filled: meets "
+                "the targets; " + objective + ")",
+                front_chart(found),
+            ),
+        )
+        if found.points
+        else ()
+    )
     return TablePage(
         title=title,
         headers=tuple(headers),
         rows=tuple(rows),
-        charts=charts([(layout_label(s), s) for s in found.tried]) if found.tried else (),
+        charts=front + (charts([(layout_label(s), s) for s in found.tried]) if found.tried else ()),
         skipped=found.refused,
         table_heading="Layouts tried",
         skipped_heading="Not tried",
