@@ -392,6 +392,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.objective is not None and not args.search:
             raise SpecError("--objective goes with --search", filename="modelcost",
                             hint="add --search, or leave out --objective")  # fmt: skip
+        if args.objective is not None and args.disagg is not None:
+            raise SpecError("--objective is not taken by --disagg --search, which chooses "
+                            "the most output tokens/s per device meeting the targets",
+                            filename="modelcost", hint="leave out --objective")  # fmt: skip
         if args.disagg is not None or args.devices is not None:
             met, why, text = _serve_disagg(args, spec, hw, engine, layout, estimate, calibration)
             return _serve_out(text, args.output, met, why, args)

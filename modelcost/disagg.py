@@ -525,6 +525,11 @@ def search_disagg(
     tried: list[Disaggregated] = []
     for pre in prefills:
         for dec in decodes:
+            tp_p, tp_d = pre.sc.par.devices, dec.sc.par.devices
+            if tp_p + tp_d > devices:  # one instance of each is already over the budget
+                refused.append(f"tp {tp_p} : tp {tp_d}: {tp_p + tp_d} devices, over the "
+                               f"budget of {devices}")  # fmt: skip
+                continue
             counts = _best_counts(pre, dec, devices, request_bytes, ttft)
             if counts is None:  # no counts meet TTFT: the smallest pair, and why
                 counts = (1, 1)

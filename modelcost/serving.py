@@ -371,8 +371,10 @@ class _Scenario:
         return self.steps(parts, bound)
 
     def tpot(self, n: int, bound: bool = False) -> float:
-        """A step over the tokens it yields (one; speculative: E)."""
-        per_step = self.speculation.accepted_per_step if self.speculation else 1.0
+        """A step over the tokens it yields: one; speculative, E (the acceptance's), and
+        for the bound k + 1, every proposed token accepted, which no acceptance beats."""
+        s = self.speculation
+        per_step = 1.0 if s is None else (s.tokens + 1 if bound else s.accepted_per_step)
         return self.step(n, bound) / per_step
 
     def memory(self, n: int) -> tuple[float, float, float, float]:

@@ -129,6 +129,12 @@ def workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             hint=f"use at most {positions.positions}",
         )
     par = w.parallel
+    if par.vpp > 1 and w.phase is Phase.decode:  # Megatron's schedules run forward-only
+        raise refuse(  # too (prefill, evaluation); no serving engine interleaves a decode
+            f"--vpp {par.vpp} interleaves Megatron-LM's pipeline schedule (training, or a "
+            "forward-only prefill); a serving engine's decode runs no such schedule",
+            "leave --vpp at 1 for decode",
+        )
     check_layout(spec, par, w.batch)
     B = w.batch // par.dp // par.microbatches  # sequences per microbatch of a replica
     if par.cp > 1:

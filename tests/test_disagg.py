@@ -229,3 +229,23 @@ def test_the_documented_commands(args: list[str], device: float, bound: float,
     assert round(got["output_tokens_per_s_device"], 1) == device
     assert round(got["bound"]["output_tokens_per_s_device"], 1) == bound
     assert got["limited_by"] == limited_by
+
+
+def test_the_pool_search_never_goes_over_the_device_budget() -> None:
+    # 6 devices: a tp 4 pool beside a tp 4 pool is 8, over the budget, so it is refused
+    # (said so), never tried; every pair tried fits in 6
+    spec = load_spec(MODELS / "llama3-70b-fp8.model")
+    found = search_disagg(spec, "h200", 1024, 256, devices=6)
+    assert found.tried and all(s.devices <= 6 for s in found.tried)
+    assert "tp 4 : tp 4: 8 devices, over the budget of 6" in found.refused
+    assert found.chosen is None or found.chosen.devices <= 6
+
+
+def test_an_objective_is_refused_with_the_disaggregated_search() -> None:
+    # --disagg --search chooses the most output tokens/s per device: another objective
+    # would be silently ignored, so it is refused (exit 2)
+    r = run_cli("serve", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--isl", "128",
+                "--osl", "128", "--disagg", "--search", "--devices", "4",
+                "--objective", "latency")  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "--objective is not taken by --disagg --search" in r.stderr

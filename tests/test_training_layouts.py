@@ -8,6 +8,7 @@ from conftest import MODELS, run_cli
 
 from modelcost import load_spec
 from modelcost.compile import compile_report
+from modelcost.errors import SpecError
 from modelcost.graph import Parallel, Workload
 from modelcost.hardware import load_hardware
 from modelcost.lower import lower
@@ -191,3 +192,11 @@ def test_the_levers_together_when_none_alone_is_enough() -> None:
     without = {"tp": 16, "microbatches": 8}
     assert sum(parts(8, **without).values()) > H100.capacity  # recomputing is needed
     assert sum(parts(8, **without, recompute="full").values()) <= H100.capacity
+
+
+def test_a_decode_step_refuses_virtual_stages() -> None:
+    # Megatron-LM interleaves training and forward-only (prefill, evaluation) pipelines;
+    # no serving engine interleaves a decode step's stages
+    par = Parallel(pp=4, vpp=2, microbatches=4)
+    with pytest.raises(SpecError, match="a serving engine's decode runs no such schedule"):
+        compile_report(LLAMA8, H100, Workload("decode", 4, context=1024, parallel=par))
