@@ -112,8 +112,9 @@ class Parallel(Record, frozen=True):
                 f"ep × etp = {ep} × {etp} = {grid} must divide tp × dp = {tp} × {dp} = "
                 f"{tp * dp} and be a multiple of tp = {tp}: the experts fold onto whole "
                 f"tensor-parallel groups (Megatron-Core's MoE parallel folding), e.g. "
-                f"--tp {tp} --ep {tp} (--etp 1, each expert whole on its rank), or an ep "
-                f"that divides dp (attention data-parallel, each expert split over tp)"
+                f"--tp {grid} --ep {ep}{f' --etp {etp}' if etp > 1 else ''} (attention "
+                f"tensor-parallel over the experts' ranks), or --dp {ep} --ep {ep} "
+                f"(attention data-parallel, each expert split over tp)"
             )
 
     @property
