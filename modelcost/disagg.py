@@ -376,10 +376,13 @@ def _check_engine(engine: Engine) -> None:
 
 
 def _scenarios(spec, hw, pools: Pools, isl: int, osl: int, engine: Engine, mode: EstimateMode,
-               calibration) -> tuple[_Scenario, _Scenario]:  # fmt: skip
+               calibration, moe_imbalance: float | None = None,
+               ) -> tuple[_Scenario, _Scenario]:  # fmt: skip
     # the prefill instance holds a prompt and its first token, the decode one isl + osl
-    sc_p = _Scenario(spec, hw, pools.prefill.parallel, isl, 1, engine, mode, calibration)
-    sc_d = _Scenario(spec, hw, pools.decode.parallel, isl, osl, engine, mode, calibration)
+    sc_p = _Scenario(spec, hw, pools.prefill.parallel, isl, 1, engine, mode, calibration,
+                     moe_imbalance=moe_imbalance)  # fmt: skip
+    sc_d = _Scenario(spec, hw, pools.decode.parallel, isl, osl, engine, mode, calibration,
+                     moe_imbalance=moe_imbalance)  # fmt: skip
     return sc_p, sc_d
 
 
@@ -400,6 +403,7 @@ def serve_disagg(
     engine: Engine = STATIC,
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
+    moe_imbalance: float | None = None,
 ) -> Disaggregated:
     """The serving figures of `isl`/`osl` requests on a prefill pool and a decode pool
     (`concurrency`: sequences per decode replica, else the most that fit and meet
@@ -408,7 +412,7 @@ def serve_disagg(
     _check_engine(engine)
     spec, hw = as_spec(spec), as_hardware(hw)
     sc_p, sc_d = _scenarios(spec, hw, pools, isl, osl, engine, estimate_mode(estimate),
-                            calibration)  # fmt: skip
+                            calibration, moe_imbalance)  # fmt: skip
     try:
         pre = _Prefill(sc_p)
     except SpecError as err:
@@ -489,6 +493,7 @@ def search_disagg(
     engine: Engine = STATIC,
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
+    moe_imbalance: float | None = None,
 ) -> DisaggSearch:
     """Choose the pools: each pool's tp in `candidate_tps`, counts xP, yD ≥ 1 with
     xP·tpP + yD·tpD ≤ `devices` (at most MAX_DEVICES); for each pair of layouts its
@@ -511,7 +516,8 @@ def search_disagg(
             break
         pools = Pools(prefill=Pool(count=1, parallel=Parallel(tp=tp)),
                       decode=Pool(count=1, parallel=Parallel(tp=tp)))  # fmt: skip
-        sc_p, sc_d = _scenarios(spec, hw, pools, isl, osl, engine, mode, calibration)
+        sc_p, sc_d = _scenarios(spec, hw, pools, isl, osl, engine, mode, calibration,
+                                moe_imbalance)  # fmt: skip
         try:
             prefills.append(_Prefill(sc_p))
             request_bytes = request_cache(sc_p)

@@ -258,11 +258,13 @@ class _Scenario:
         estimate: EstimateMode = "roofline",
         calibration: Calibration | None = None,
         speculation: Speculation | None = None,
+        moe_imbalance: float | None = None,
     ) -> None:
         self.spec, self.hw, self.par, self.isl, self.osl = spec, hw, par, isl, osl
         self.engine = engine
         # a figure's step as the scenario plans it; a memory probe reads the roofline alone
-        self.how = costing(estimate=estimate, calibration=calibration, engine=engine.name)
+        self.how = costing(estimate=estimate, calibration=calibration, engine=engine.name,
+                           moe_imbalance=moe_imbalance)  # fmt: skip
         self.kernels = self.how.estimated
         self.profile: Profile = profile(engine.name, hw.name, hw.capacity, par.tp,
                                         engine.memory_fraction)  # fmt: skip
@@ -473,18 +475,21 @@ def serve(
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
     speculation: Speculation | None = None,
+    moe_imbalance: float | None = None,
 ) -> Serving:
     """The serving figures of `isl`/`osl` requests; `concurrency` fixes the batch (else
     the largest that fits and meets `tpot`, `ttft` in seconds). `spec` and `hw` may be
     paths or a target's name, as for `compile_report`. The figures read step times as
     `estimate` says (`kernels`, the default: the kernel-aware estimate, with a
     `calibration` on top; `roofline`: the bound), and carry the bound beside them.
-    `speculation` turns speculative decoding on (speculative.Speculation)."""
+    `speculation` turns speculative decoding on (speculative.Speculation);
+    `moe_imbalance` the estimate's routed load on the hottest expert over the mean
+    (costing.Costing; the bound keeps the mean)."""
     _check_request(isl, osl, concurrency, tpot, ttft)
     spec, hw = as_spec(spec), as_hardware(hw)
     _check_speculation(speculation, engine, parallel)
     sc = _Scenario(spec, hw, parallel, isl, osl, engine, estimate_mode(estimate), calibration,
-                   speculation)  # fmt: skip
+                   speculation, moe_imbalance)  # fmt: skip
     most, per_seq = fitting(sc)
 
     def ok(n: int) -> bool:
@@ -754,6 +759,7 @@ def search(
     calibration: Calibration | None = None,
     speculation: Speculation | None = None,
     objective: Objective = DEFAULT_OBJECTIVE,
+    moe_imbalance: float | None = None,
 ) -> Search:
     """Serve on 1, 2, 4, … ranks (tp × dp, up to MAX_SEARCH_TP; up to the scale-up
     domain, and beyond it only until a layout meets the targets): on each, tp alone
@@ -781,7 +787,8 @@ def search(
         for par in _layouts(base, ranks, experts):
             try:
                 tried.append((par, serve(spec, hw, isl, osl, par, None, tpot, ttft, engine,
-                                         estimate, calibration, speculation)))  # fmt: skip
+                                         estimate, calibration, speculation,
+                                         moe_imbalance)))  # fmt: skip
             except SpecError as err:
                 refused.append(f"{_named(par)}: {err.message}")
         ranks *= 2
@@ -799,13 +806,10 @@ def search(
     pick: Serving | None = None
     if (chosen := _choose(tried, objective, tpot, ttft)) is not None:
         (par, served), n = chosen
-        pick = (
-            served
-            if n == served.concurrency
-            else serve(  # latency: another concurrency
-                spec, hw, isl, osl, par, n, tpot, ttft, engine, estimate, calibration, speculation
-            )
-        )
+        pick = served
+        if n != served.concurrency:  # latency: another concurrency
+            pick = serve(spec, hw, isl, osl, par, n, tpot, ttft, engine, estimate, calibration,
+                         speculation, moe_imbalance)  # fmt: skip
     points = _points([s for _, s in tried], pick, tpot, ttft)
     if pick is None:
         why = f"no {what} up to {MAX_SEARCH_TP} meets the targets"
@@ -933,6 +937,7 @@ def serve_mix(
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
     speculation: Speculation | None = None,
+    moe_imbalance: float | None = None,
 ) -> MixServing:
     """Each class of `mix` served on its own, and the mix (MixServing): at most
     MAX_MIX_CLASSES classes, each share from SHARES[0] to SHARES[1] (SpecError)."""
@@ -941,7 +946,8 @@ def serve_mix(
     total = sum(c.share for c in mix)  # at most MAX_MIX_CLASSES × SHARES[1]: finite
     shares = tuple(c.share / total for c in mix)  # each ≥ SHARES[0] / that: above zero
     classes = tuple(serve(spec, hw, c.isl, c.osl, parallel, None, tpot, ttft, engine,
-                          estimate, calibration, speculation) for c in mix)  # fmt: skip
+                          estimate, calibration, speculation, moe_imbalance)
+                    for c in mix)  # fmt: skip
     rate = _mix_rate(shares, [s.output_tokens_per_s for s in classes], classes)
     bound = _mix_rate(shares, [s.bound.output_tokens_per_s for s in classes], classes)
     return MixServing.trusted(
