@@ -22,7 +22,8 @@ engine profile, the same bound and estimate):
   link, said so.
 - decode pool: serve's decode step at the mean context, at the concurrency chosen as
   `serve` chooses it (the most that fit and meet the TPOT target); its requests/s =
-  yD × dp × n / ((osl + the engine's extra steps) × TPOT).
+  yD × dp × n / ((osl + the engine's extra steps) × TPOT) (× pp with pipeline stages:
+  pp batches of n in flight, serving._Scenario.pipelined_step).
 - TTFT = the prefill + the transfer (a request joining the running decode batch waits
   at most one step more, not counted); output tokens/s = min(the two pools'
   requests/s) × osl, per device over the devices of both pools.
@@ -276,12 +277,14 @@ class _Decode:
         self.sc, self.n, self.most = sc, n, most
         self.tpot = sc.tpot(n)
         self.bound_tpot = sc.tpot(n, bound=True)
-        per = sc.par.dp * n
+        per = sc.in_flight * sc.par.dp * n  # pipeline stages: pp batches of n in flight
         self.rate = per / ((sc.osl + sc.extra_steps()) * self.tpot)
         self.bound_rate = per / (sc.osl * self.bound_tpot)
         self.shard = sc.decode(1, sc.isl).memory.kv_cache
         at = sc.decode(n, sc.isl + sc.osl).memory
-        self.memory, self.capacity = at.total, at.capacity
+        # the other batches' caches in flight beside this one's (pipeline stages)
+        others = sc.memory(n)[1] - at.kv_cache if sc.in_flight > 1 else 0.0
+        self.memory, self.capacity = at.total + others, at.capacity
 
 
 def _transfer(pre: _Prefill, dec: _Decode, request_bytes: float, devices: int,
