@@ -365,6 +365,7 @@ def simulate(
     concurrency: int | None = None,
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
+    moe_imbalance: float | None = None,
 ) -> Arrivals:
     """`requests` requests of `isl`/`osl` tokens arriving at `rate` requests/s (Poisson,
     `seed`), served by in-flight batching with `engine`'s token budget (none: whole
@@ -384,7 +385,8 @@ def simulate(
     most = concurrency or fit
     if engine.budget:  # a step decodes every running sequence: the budget must hold them
         most = min(most, engine.budget)
-    sc = _Scenario(spec, hw, parallel, isl, osl, engine, mode, calibration)
+    sc = _Scenario(spec, hw, parallel, isl, osl, engine, mode, calibration,
+                   moe_imbalance=moe_imbalance)  # fmt: skip
     try:  # a step carries prompts beside its decodes: the model must have such a step
         sc.decode(1, isl + osl, sc.new, timed=True)
     except SpecError as err:

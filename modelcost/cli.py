@@ -406,7 +406,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 raise SpecError("--mix gives the requests: leave out --isl, --osl, "
                                 "--concurrency and --search", filename="modelcost")  # fmt: skip
             mix = serve_mix(spec, hw, load_mix(args.mix), layout, args.tpot, args.ttft, engine,
-                            estimate, calibration, speculation)  # fmt: skip
+                            estimate, calibration, speculation, args.moe_imbalance)  # fmt: skip
             met, why = mix.meets_targets, "a request class misses them"
             text = render_mix(mix, args.format)
         else:
@@ -418,12 +418,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                     "--concurrency", filename="modelcost")  # fmt: skip
                 found = search(spec, hw, args.isl, args.osl, args.tpot, args.ttft, engine, layout,
                                estimate, calibration, speculation,
-                               args.objective or DEFAULT_OBJECTIVE)  # fmt: skip
+                               args.objective or DEFAULT_OBJECTIVE,
+                               args.moe_imbalance)  # fmt: skip
                 met, why = found.chosen is not None, found.why
                 text = render_search(found, args.format)
             else:
                 one = serve(spec, hw, args.isl, args.osl, layout, args.concurrency, args.tpot,
-                            args.ttft, engine, estimate, calibration, speculation)  # fmt: skip
+                            args.ttft, engine, estimate, calibration, speculation,
+                            args.moe_imbalance)  # fmt: skip
                 met, why, text = one.meets_targets, one.why, render_serving(one, args.format)
     except SpecError as err:
         _report(err)
@@ -470,7 +472,7 @@ def _serve_disagg(args: argparse.Namespace, spec, hw, engine, layout, estimate,
             raise SpecError("--disagg --search needs a device budget", filename="modelcost",
                             hint="--devices N, e.g. --devices 16")  # fmt: skip
         found = search_disagg(spec, hw, args.isl, args.osl, args.devices, args.tpot, args.ttft,
-                              engine, estimate, calibration)  # fmt: skip
+                              engine, estimate, calibration, args.moe_imbalance)  # fmt: skip
         return found.chosen is not None, found.why, render_disagg_search(found, args.format)
     if args.devices is not None:
         raise SpecError("--devices is --disagg --search's budget: the pools give the "
@@ -480,7 +482,7 @@ def _serve_disagg(args: argparse.Namespace, spec, hw, engine, layout, estimate,
                         filename="modelcost", hint="e.g. --disagg 2xtp4:1xtp8")  # fmt: skip
     one = serve_disagg(spec, hw, args.isl, args.osl, parse_pools(args.disagg),
                        args.concurrency, args.tpot, args.ttft, engine, estimate,
-                       calibration)  # fmt: skip
+                       calibration, args.moe_imbalance)  # fmt: skip
     return one.meets_targets, one.why, render_disagg(one, args.format)
 
 
@@ -527,7 +529,8 @@ def _serve_arrivals(args: argparse.Namespace, spec, hw, engine, layout, estimate
         raise SpecError("give --isl and --osl", filename="modelcost")
     n = DEFAULT_REQUESTS if args.requests is None else args.requests
     run = simulate(spec, hw, args.isl, args.osl, args.rate, n, args.seed or 0, layout,
-                   engine, args.concurrency, estimate, calibration)  # fmt: skip
+                   engine, args.concurrency, estimate, calibration,
+                   args.moe_imbalance)  # fmt: skip
     return _emit(render_arrivals(run, args.format), args.output)
 
 
@@ -893,7 +896,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--devices", type=positive, metavar="N", help="with --disagg --search: "
                        "the device budget both pools share")  # fmt: skip
         add_options(p, SITE_LAYOUT)
-        add_options(p, ESTIMATE, defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
+        add_options(p, ESTIMATE + MOE, defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
         p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")
         p.add_argument(
             "-o", "--output", metavar="FILE", help="write here instead of stdout (- too)"

@@ -19,7 +19,7 @@ from .perfmodel import Conventions
 from .record import Record, replace
 from .report import Report, Totals
 from .resolve import load_spec
-from .roofline import build_report, estimated, fits, time_nodes, totals
+from .roofline import StageStep, build_report, estimated, fits, served_stage, time_nodes, totals
 from .settings import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode, PeakMode
 
 if TYPE_CHECKING:
@@ -97,6 +97,17 @@ def compile_totals(
     if how.estimated:
         tot = estimated(costed, times, tot, hw, how.calibration, how.engine, how.moe_imbalance)
     return costed.graph, tot
+
+
+def compile_stage(
+    spec: ir.Spec, hw: Hardware, workload: Workload, how: Costing = DEFAULT_COSTING
+) -> StageStep:
+    """The same pipeline as `compile_totals`, stopping at the report's pipeline stage
+    split into its own work and its p2p receive (roofline.served_stage): what a served
+    decode pipeline's TPOT is composed from."""
+    costed = cost(lower(spec, settled(workload, how.conventions)), how.conventions)
+    times = time_nodes(costed, hw, how.peak, how.bandwidth)
+    return served_stage(costed, times, hw, how)
 
 
 MAX_TP = 64

@@ -22,7 +22,8 @@ engine profile, the same bound and estimate):
   link, said so.
 - decode pool: serve's decode step at the mean context, at the concurrency chosen as
   `serve` chooses it (the most that fit and meet the TPOT target); its requests/s =
-  yD × dp × n / ((osl + the engine's extra steps) × TPOT).
+  yD × dp × n / ((osl + the engine's extra steps) × TPOT) (× pp with pipeline stages:
+  pp batches of n in flight, serving._Scenario.pipelined_step).
 - TTFT = the prefill + the transfer (a request joining the running decode batch waits
   at most one step more, not counted); output tokens/s = min(the two pools'
   requests/s) × osl, per device over the devices of both pools.
@@ -276,12 +277,14 @@ class _Decode:
         self.sc, self.n, self.most = sc, n, most
         self.tpot = sc.tpot(n)
         self.bound_tpot = sc.tpot(n, bound=True)
-        per = sc.par.dp * n
+        per = sc.in_flight * sc.par.dp * n  # pipeline stages: pp batches of n in flight
         self.rate = per / ((sc.osl + sc.extra_steps()) * self.tpot)
         self.bound_rate = per / (sc.osl * self.bound_tpot)
         self.shard = sc.decode(1, sc.isl).memory.kv_cache
         at = sc.decode(n, sc.isl + sc.osl).memory
-        self.memory, self.capacity = at.total, at.capacity
+        # the other batches' caches in flight beside this one's (pipeline stages)
+        others = sc.memory(n)[1] - at.kv_cache if sc.in_flight > 1 else 0.0
+        self.memory, self.capacity = at.total + others, at.capacity
 
 
 def _transfer(pre: _Prefill, dec: _Decode, request_bytes: float, devices: int,
@@ -376,10 +379,13 @@ def _check_engine(engine: Engine) -> None:
 
 
 def _scenarios(spec, hw, pools: Pools, isl: int, osl: int, engine: Engine, mode: EstimateMode,
-               calibration) -> tuple[_Scenario, _Scenario]:  # fmt: skip
+               calibration, moe_imbalance: float | None = None,
+               ) -> tuple[_Scenario, _Scenario]:  # fmt: skip
     # the prefill instance holds a prompt and its first token, the decode one isl + osl
-    sc_p = _Scenario(spec, hw, pools.prefill.parallel, isl, 1, engine, mode, calibration)
-    sc_d = _Scenario(spec, hw, pools.decode.parallel, isl, osl, engine, mode, calibration)
+    sc_p = _Scenario(spec, hw, pools.prefill.parallel, isl, 1, engine, mode, calibration,
+                     moe_imbalance=moe_imbalance)  # fmt: skip
+    sc_d = _Scenario(spec, hw, pools.decode.parallel, isl, osl, engine, mode, calibration,
+                     moe_imbalance=moe_imbalance)  # fmt: skip
     return sc_p, sc_d
 
 
@@ -400,6 +406,7 @@ def serve_disagg(
     engine: Engine = STATIC,
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
+    moe_imbalance: float | None = None,
 ) -> Disaggregated:
     """The serving figures of `isl`/`osl` requests on a prefill pool and a decode pool
     (`concurrency`: sequences per decode replica, else the most that fit and meet
@@ -408,7 +415,7 @@ def serve_disagg(
     _check_engine(engine)
     spec, hw = as_spec(spec), as_hardware(hw)
     sc_p, sc_d = _scenarios(spec, hw, pools, isl, osl, engine, estimate_mode(estimate),
-                            calibration)  # fmt: skip
+                            calibration, moe_imbalance)  # fmt: skip
     try:
         pre = _Prefill(sc_p)
     except SpecError as err:
@@ -489,6 +496,7 @@ def search_disagg(
     engine: Engine = STATIC,
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
+    moe_imbalance: float | None = None,
 ) -> DisaggSearch:
     """Choose the pools: each pool's tp in `candidate_tps`, counts xP, yD ≥ 1 with
     xP·tpP + yD·tpD ≤ `devices` (at most MAX_DEVICES); for each pair of layouts its
@@ -511,7 +519,8 @@ def search_disagg(
             break
         pools = Pools(prefill=Pool(count=1, parallel=Parallel(tp=tp)),
                       decode=Pool(count=1, parallel=Parallel(tp=tp)))  # fmt: skip
-        sc_p, sc_d = _scenarios(spec, hw, pools, isl, osl, engine, mode, calibration)
+        sc_p, sc_d = _scenarios(spec, hw, pools, isl, osl, engine, mode, calibration,
+                                moe_imbalance)  # fmt: skip
         try:
             prefills.append(_Prefill(sc_p))
             request_bytes = request_cache(sc_p)

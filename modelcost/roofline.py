@@ -272,6 +272,55 @@ def estimated(
     return _with_estimate(tot, costed.graph, times, estimates)
 
 
+class StageStep(Record, frozen=True):
+    """A pipeline stage's share of a served decode step (`served_stage`): the stage's
+    own work (its layers, and the head on the last, collectives composed as the
+    layout's overlap says) and the p2p receive of the previous stage's activations,
+    each at the roofline and, where the kernels' estimate is asked for, as the kernels
+    run it (None without)."""
+
+    stage_s: float
+    p2p_s: float
+    stage_estimate_s: float | None = None
+    p2p_estimate_s: float | None = None
+
+
+def _is_recv(t: NodeTime) -> bool:
+    op = t.costed.node.op
+    return isinstance(op, CollectiveOp) and op.collective == "p2p"
+
+
+def served_stage(
+    costed: CostedGraph,
+    times: list[NodeTime],
+    hw: Hardware,
+    how: Costing = DEFAULT_COSTING,
+) -> StageStep:
+    """A decode step of the report's pipeline stage split into its own work and its
+    receive, without a training step's fill and drain: what a serving engine's
+    pipeline (one batch in flight per stage) composes into a TPOT (serving.py
+    `_Scenario.pipelined_step`)."""
+    par = costed.graph.shape.par
+
+    def split(seconds: list[float]) -> tuple[float, float]:
+        pairs = list(zip(times, seconds, strict=True))
+        mine = [(t, x) for t, x in pairs if not _is_recv(t)]
+        busy = sum(x for _, x in mine)
+        comm = sum(x for t, x in mine if t.costed.node.op.unit is Unit.network)
+        stage = step_time(busy, 0.0, comm, 1, 1, par.overlap)[0]
+        return stage, sum(x for t, x in pairs if _is_recv(t))
+
+    stage_s, p2p_s = split([t.total_s for t in times])
+    if not how.estimated:
+        return StageStep(stage_s, p2p_s)
+    estimates = estimate_nodes(
+        times, hw, how.calibration, collectives_engine(costed.graph, how.engine),
+        how.moe_imbalance,
+    )  # fmt: skip
+    stage_e, p2p_e = split([e.total_s for e in estimates])
+    return StageStep(stage_s, p2p_s, stage_e, p2p_e)
+
+
 def collectives_engine(graph: OpGraph, engine: str) -> str | None:
     """Whose all-reduce a step's collectives run as: a serving engine's (its custom
     all-reduce) for inference steps; NCCL/RCCL's alone (None) for a training step,

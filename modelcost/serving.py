@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import spec as ir
-from .compile import as_hardware, as_spec, compile_totals
+from .compile import as_hardware, as_spec, compile_stage, compile_totals
 from .costing import DEFAULT_COSTING, costing
 from .engines import DEFAULT_ENGINE, ENGINES, Profile, engine_label, profile
 from .errors import SpecError
@@ -67,6 +67,7 @@ from .kinds.registry import room
 from .kinds.room import Component
 from .record import Record, replace
 from .report import Totals
+from .roofline import StageStep
 from .settings import (
     DEFAULT_OBJECTIVE,
     DEFAULT_SERVE_ESTIMATE,
@@ -86,6 +87,10 @@ if TYPE_CHECKING:
     from .calibration import Calibration
 
 MAX_SEARCH_TP = 64  # ranks a replica set `search` tries (tp × dp): powers of two up to this
+# the pipeline stages `search` tries a tp that fills the scale-up domain in (serving
+# engines' pipeline parallelism across nodes: vLLM's --pipeline-parallel-size,
+# TensorRT-LLM's PP); at most 2 more layouts, 2 × and 4 × the domain's devices
+SEARCH_PIPELINE_STAGES = (2, 4)
 
 
 class Engine(Record, frozen=True):
@@ -258,11 +263,13 @@ class _Scenario:
         estimate: EstimateMode = "roofline",
         calibration: Calibration | None = None,
         speculation: Speculation | None = None,
+        moe_imbalance: float | None = None,
     ) -> None:
         self.spec, self.hw, self.par, self.isl, self.osl = spec, hw, par, isl, osl
         self.engine = engine
         # a figure's step as the scenario plans it; a memory probe reads the roofline alone
-        self.how = costing(estimate=estimate, calibration=calibration, engine=engine.name)
+        self.how = costing(estimate=estimate, calibration=calibration, engine=engine.name,
+                           moe_imbalance=moe_imbalance)  # fmt: skip
         self.kernels = self.how.estimated
         self.profile: Profile = profile(engine.name, hw.name, hw.capacity, par.tp,
                                         engine.memory_fraction)  # fmt: skip
@@ -270,6 +277,9 @@ class _Scenario:
         self.new = isl - self.cached  # prompt tokens each request prefills
         self.mean = isl + osl // 2
         self._totals: dict[tuple[Workload, bool, bool], Totals] = {}
+        self._stages: dict[Workload, StageStep] = {}
+        # a decode pipeline keeps one batch of n sequences in flight per stage
+        self.in_flight = par.pp
         # speculative decoding: the draft's spec and layout (a draft model keeps no
         # experts to split; the target's module follows its layout), k, a and E
         self.speculation: Settled | None = None
@@ -316,13 +326,47 @@ class _Scenario:
         bound: none)."""
         return 0 if bound or not self.kernels else self.profile.extra_decode_steps
 
+    def _decode_workload(self, n: int, context: int, chunk: int = 0) -> Workload:
+        return Workload(Phase.decode, n * self.par.dp, context=context, parallel=self.par,
+                        chunk=chunk, prompt=self.new if chunk else 0,
+                        prefix=self.cached if chunk else 0, queries=self.queries)  # fmt: skip
+
     def decode(self, n: int, context: int, chunk: int = 0, timed: bool = False) -> Totals:
         """A decode step of n sequences per replica (speculative: the verify, k + 1
         new tokens per sequence)."""
-        w = Workload(Phase.decode, n * self.par.dp, context=context, parallel=self.par,
-                     chunk=chunk, prompt=self.new if chunk else 0,
-                     prefix=self.cached if chunk else 0, queries=self.queries)  # fmt: skip
-        return self.totals(w, timed)
+        return self.totals(self._decode_workload(n, context, chunk), timed)
+
+    def stage(self, n: int, context: int, chunk: int = 0) -> StageStep:
+        """The report's pipeline stage in a decode step of a batch of n sequences: its
+        own work and its receive of the previous stage's activations (compile_stage)."""
+        w = self._decode_workload(n, context, chunk)
+        st = self._stages.get(w)
+        if st is None:
+            st = self._stages[w] = compile_stage(self.spec, self.hw, w, self.how)
+        return st
+
+    def pipelined_step(self, n: int, bound: bool = False) -> float:
+        """A decode step of one batch of n sequences across pp pipeline stages, as
+        serving engines run a pipeline (vLLM's virtual engines, vllm-project/vllm issue
+        11945; TensorRT-LLM's pipeline-parallel in-flight batching): each stage holds
+        1/pp of the layers, one batch is in flight per stage, and a batch's step passes
+        every stage once, so
+
+            TPOT = pp × s + (pp − 1) × p
+
+        with s the stage's time for the batch (every stage taken as the report's, the
+        last: ⌈L/pp⌉ layers and the head, the slowest) and p the p2p send of the
+        batch's activations, n × d_model × bytes, over each of the pp − 1 stage
+        boundaries (on the link between the stages, network.py's: scale-up inside the
+        domain, scale-out across it). No fill and drain: the pp batches keep every
+        stage busy, so a replica yields pp × n tokens a TPOT (`output_rate`). The
+        estimate adds the engine's host time once a step, as for any decode step."""
+        pp = self.par.pp
+        st = self.stage(n, self.mean, self.chunk(n))
+        if bound or not self.kernels or st.stage_estimate_s is None:
+            return pp * st.stage_s + (pp - 1) * st.p2p_s
+        kernels = pp * st.stage_estimate_s + (pp - 1) * (st.p2p_estimate_s or 0.0)
+        return self.profile.step(kernels, "decode")
 
     def draft_decode(self, n: int, context: int, timed: bool = False) -> Totals:
         """One draft pass: a decode step of the draft, one token per sequence."""
@@ -362,7 +406,9 @@ class _Scenario:
 
     def step(self, n: int, bound: bool = False) -> float:
         """One decode step at the mean context (speculative: the verify and k draft
-        passes)."""
+        passes; pipeline stages: `pipelined_step`)."""
+        if self.par.pp > 1:
+            return self.pipelined_step(n, bound)
         parts: tuple[tuple[Totals, int], ...] = (
             (self.decode(n, self.mean, self.chunk(n), timed=True), 1),
         )
@@ -381,10 +427,14 @@ class _Scenario:
         """(bytes held beside the KV cache, the KV cache, the activations, the capacity)
         per device for n sequences per replica at isl + osl: the target's and the
         draft's weights and caches; the larger of the verify's and a draft pass's
-        activations (they run one after the other)."""
+        activations (they run one after the other). With pp pipeline stages n is one
+        batch in flight: a device holds the KV cache of its layers for all pp × n
+        sequences, and one batch's activations."""
         full = self.isl + self.osl
         m = self.decode(n, full).memory
         held, kv, act = m.weights + m.gradients + m.optimizer_states, m.kv_cache, m.activations
+        if self.in_flight > 1:
+            kv = self.decode(self.in_flight * n, full).memory.kv_cache
         if self.draft is not None:
             d = self.draft_decode(n, full).memory
             held, kv, act = held + d.weights, kv + d.kv_cache, max(act, d.activations)
@@ -401,19 +451,22 @@ class _Scenario:
         return -(-self.new // self.chunk(n)) * self.tpot(n, bound)
 
     def output_rate(self, n: int, bound: bool = False) -> float:
-        """Output tokens/s of the whole job."""
+        """Output tokens/s of the whole job (pipeline stages: pp batches of n in flight,
+        their prefills pipelined as their decodes are)."""
         steps = self.osl + self.extra_steps(bound)
+        running = self.in_flight * n * self.par.dp
         if self.engine.budget:
-            return n * self.par.dp * self.osl / (steps * self.tpot(n, bound))
+            return running * self.osl / (steps * self.tpot(n, bound))
         if bound or not self.kernels:
             first = self.prefill(n, bound)
         else:
             first = sum(t for _, t in self.prefill_steps(n))
-        return n * self.par.dp * self.osl / (first + steps * self.tpot(n, bound))
+        return running * self.osl / (first + steps * self.tpot(n, bound))
 
     def most(self) -> tuple[int, float]:
-        """(the most sequences per replica that fit, the KV bytes of one per device)."""
-        per_seq = self.memory(1)[1]  # one sequence per replica
+        """(the most sequences per replica that fit, the KV bytes of one per device);
+        with pipeline stages, the most in one batch in flight."""
+        per_seq = self.memory(1)[1]  # one sequence per replica (a batch of one a stage)
 
         def kv_room(n: int) -> float:  # bytes the engine gives the KV cache beside n's
             held, _, activations, capacity = self.memory(n)
@@ -437,7 +490,7 @@ class _Scenario:
             while most and (most + self.chunk(most) > self.engine.budget
                             or most + -(-self.chunk(most) // self.new) > fitting):  # fmt: skip
                 most -= 1
-        return most, per_seq
+        return most, per_seq / self.in_flight
 
 
 def fitting(sc: _Scenario) -> tuple[int, float]:
@@ -475,18 +528,23 @@ def serve(
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
     speculation: Speculation | None = None,
+    moe_imbalance: float | None = None,
 ) -> Serving:
     """The serving figures of `isl`/`osl` requests; `concurrency` fixes the batch (else
     the largest that fits and meets `tpot`, `ttft` in seconds). `spec` and `hw` may be
     paths or a target's name, as for `compile_report`. The figures read step times as
     `estimate` says (`kernels`, the default: the kernel-aware estimate, with a
     `calibration` on top; `roofline`: the bound), and carry the bound beside them.
-    `speculation` turns speculative decoding on (speculative.Speculation)."""
+    `speculation` turns speculative decoding on (speculative.Speculation). With
+    pipeline stages `concurrency` is one batch in flight, pp of them a replica
+    (`_Scenario.pipelined_step`);
+    `moe_imbalance` the estimate's routed load on the hottest expert over the mean
+    (costing.Costing; the bound keeps the mean)."""
     _check_request(isl, osl, concurrency, tpot, ttft)
     spec, hw = as_spec(spec), as_hardware(hw)
     _check_speculation(speculation, engine, parallel)
     sc = _Scenario(spec, hw, parallel, isl, osl, engine, estimate_mode(estimate), calibration,
-                   speculation)  # fmt: skip
+                   speculation, moe_imbalance)  # fmt: skip
     most, per_seq = fitting(sc)
 
     def ok(n: int) -> bool:
@@ -725,13 +783,16 @@ def _has_experts(spec: ir.Spec) -> bool:
     return any(room(op).component is Component.experts for op, _ in walk(spec.body))
 
 
-def _layouts(base: Parallel, ranks: int, experts: bool) -> list[Parallel]:
+def _layouts(base: Parallel, ranks: int, experts: bool, pipelines: bool = False) -> list[Parallel]:
     """The layouts of `ranks` = tp × dp ranks a pipeline stage tried: tp = ranks (the
-    rest of `base` as given), and for a MoE model the experts over all the ranks, each
-    whole (ep = ranks; Megatron-Core's folding, vLLM's --enable-expert-parallel), with
-    attention over tp = ranks/dp in dp = 1, 2, 4, … ranks replicas (SGLang's DP
-    attention at dp > 1)."""
+    rest of `base` as given), with `pipelines` (tp alone at the scale-up domain) that
+    tp in each of SEARCH_PIPELINE_STAGES stages too (`_Scenario.pipelined_step`), and
+    for a MoE model the experts over all the ranks, each whole (ep = ranks;
+    Megatron-Core's folding, vLLM's --enable-expert-parallel), with attention over
+    tp = ranks/dp in dp = 1, 2, 4, … ranks replicas (SGLang's DP attention at dp > 1)."""
     out = [replace(base, tp=ranks, sp=False)]
+    if pipelines:
+        out += [replace(base, tp=ranks, sp=False, pp=pp) for pp in SEARCH_PIPELINE_STAGES]
     if experts and ranks > 1:
         dps = [2**k for k in range(ranks.bit_length()) if 2**k <= ranks]
         out += [replace(base, tp=ranks // dp, dp=dp, ep=ranks, etp=None, sp=False)
@@ -756,6 +817,7 @@ def search(
     calibration: Calibration | None = None,
     speculation: Speculation | None = None,
     objective: Objective = DEFAULT_OBJECTIVE,
+    moe_imbalance: float | None = None,
 ) -> Search:
     """Serve on 1, 2, 4, … ranks (tp × dp, up to MAX_SEARCH_TP; up to the scale-up
     domain, and beyond it only until a layout meets the targets): on each, tp alone
@@ -764,8 +826,9 @@ def search(
     the targets, `objective` chooses: `throughput-per-device` the most output tokens/s
     per device, then the fewest devices; `devices` the fewest devices, then the most
     per device; `latency` the lowest TPOT of any point tried (a layout at a concurrency
-    on its curve), then the fewest devices. Pipeline stages are not tried: a decode
-    pipeline is costed as a training step's fill and drain, which overstates its TPOT.
+    on its curve), then the fewest devices. Where tp alone fills the scale-up domain,
+    that tp in 2 and 4 pipeline stages is tried too (SEARCH_PIPELINE_STAGES; a decode
+    pipeline as serving engines run it, `_Scenario.pipelined_step`).
     Data-parallel replicas of a layout without experts across them are not tried:
     their figures per device and per user are the layout's own."""
     _check_request(isl, osl, None, tpot, ttft)
@@ -776,14 +839,18 @@ def search(
     experts = _has_experts(spec)
     tried: list[tuple[Parallel, Serving]] = []
     refused: list[str] = []
+    # pipelines where tp alone fills the scale-up domain (not beside a --pp given, nor
+    # with speculative decoding, which is modelled without them)
+    piped = base.pp == 1 and speculation is None
     ranks = 1
     while ranks <= MAX_SEARCH_TP:
         if ranks > hw.scaleup_domain and any(s.meets_targets for _, s in tried):
             break
-        for par in _layouts(base, ranks, experts):
+        for par in _layouts(base, ranks, experts, piped and ranks == hw.scaleup_domain):
             try:
                 tried.append((par, serve(spec, hw, isl, osl, par, None, tpot, ttft, engine,
-                                         estimate, calibration, speculation)))  # fmt: skip
+                                         estimate, calibration, speculation,
+                                         moe_imbalance)))  # fmt: skip
             except SpecError as err:
                 refused.append(f"{_named(par)}: {err.message}")
         ranks *= 2
@@ -801,13 +868,10 @@ def search(
     pick: Serving | None = None
     if (chosen := _choose(tried, objective, tpot, ttft)) is not None:
         (par, served), n = chosen
-        pick = (
-            served
-            if n == served.concurrency
-            else serve(  # latency: another concurrency
-                spec, hw, isl, osl, par, n, tpot, ttft, engine, estimate, calibration, speculation
-            )
-        )
+        pick = served
+        if n != served.concurrency:  # latency: another concurrency
+            pick = serve(spec, hw, isl, osl, par, n, tpot, ttft, engine, estimate, calibration,
+                         speculation, moe_imbalance)  # fmt: skip
     points = _points([s for _, s in tried], pick, tpot, ttft)
     if pick is None:
         why = f"no {what} up to {MAX_SEARCH_TP} meets the targets"
@@ -880,17 +944,18 @@ def _points(tried: list[Serving], chosen: Serving | None, tpot, ttft) -> tuple[F
 
 def _grouped(refused: list[str]) -> str:
     """'tp 1: why; tp 2: why; tp 4: other' said as 'tp 1, 2: why; tp 4: other'; other
-    layouts listed whole, joined by ' / '."""
+    layouts listed whole, joined by ' / ', the pipelines after the rest."""
     by_why: dict[str, list[str]] = {}
     for line in refused:
         layout, _, why = line.partition(": ")
         by_why.setdefault(why, []).append(layout)
     out = []
     for why, layouts in by_why.items():
-        if all(re.fullmatch(r"tp \d+", layout) for layout in layouts):
-            out.append(f"tp {', '.join(layout.removeprefix('tp ') for layout in layouts)}: {why}")
-        else:
-            out.append(f"{' / '.join(layouts)}: {why}")
+        piped = [layout for layout in layouts if ", pp " in layout]
+        rest = [layout for layout in layouts if ", pp " not in layout]
+        if rest and all(re.fullmatch(r"tp \d+", layout) for layout in rest):
+            rest = [f"tp {', '.join(layout.removeprefix('tp ') for layout in rest)}"]
+        out.append(f"{' / '.join(rest + piped)}: {why}")
     return "; ".join(out)
 
 
@@ -935,6 +1000,7 @@ def serve_mix(
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
     speculation: Speculation | None = None,
+    moe_imbalance: float | None = None,
 ) -> MixServing:
     """Each class of `mix` served on its own, and the mix (MixServing): at most
     MAX_MIX_CLASSES classes, each share from SHARES[0] to SHARES[1] (SpecError)."""
@@ -943,7 +1009,8 @@ def serve_mix(
     total = sum(c.share for c in mix)  # at most MAX_MIX_CLASSES × SHARES[1]: finite
     shares = tuple(c.share / total for c in mix)  # each ≥ SHARES[0] / that: above zero
     classes = tuple(serve(spec, hw, c.isl, c.osl, parallel, None, tpot, ttft, engine,
-                          estimate, calibration, speculation) for c in mix)  # fmt: skip
+                          estimate, calibration, speculation, moe_imbalance)
+                    for c in mix)  # fmt: skip
     rate = _mix_rate(shares, [s.output_tokens_per_s for s in classes], classes)
     bound = _mix_rate(shares, [s.bound.output_tokens_per_s for s in classes], classes)
     return MixServing.trusted(

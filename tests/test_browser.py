@@ -168,13 +168,14 @@ def test_serving_search_page_charts_each_layouts_curve(browser, tmp_path: Path) 
     front = page.locator('svg[data-chart="front"]')
     assert front.locator("circle.pt").count() == len(found.points) + 1
     tpot = page.locator('svg[data-chart="tpot"]')
-    # one line per layout tried (tp 4, tp 8), one point per concurrency on its curve
-    assert tpot.locator("polyline.series").count() == 2
+    # one line per layout tried (tp 4, tp 8, and tp 8 filling H200's scale-up domain
+    # in 2 and 4 pipeline stages), one point per concurrency on its curve
+    assert tpot.locator("polyline.series").count() == len(found.tried) == 4
     points = sum(len(s.curve) for s in found.tried)
     assert tpot.locator("circle.pt").count() == points
     assert tpot.locator("text.x-axis").text_content() == "output tokens/s per device"
     assert tpot.locator("text.roof-label").text_content() == "TPOT target 50 ms"
-    assert page.locator("table.sweep tbody tr").count() == 2
+    assert page.locator("table.sweep tbody tr").count() == 4
     assert "chosen" in page.locator("table.sweep tbody tr").first.text_content()
     assert errors == []
 

@@ -205,3 +205,34 @@ def test_serve_takes_the_folded_layouts() -> None:
         assert r.returncode == 0, r.stderr
         out = json.loads(r.stdout)
         assert (out["devices"], out["layout"].endswith("etp 1")) == (devices, True)
+
+
+def test_serve_takes_the_moe_imbalance() -> None:
+    # DeepSeek-V3 attention-DP 8 + EP 8 on 8 H200, 64 sequences a replica: the
+    # estimate's TPOT reads the hottest expert rank's load (the default 2.56,
+    # specs/kernels/library.json `moe`), the bound keeps the mean (docs/conventions.md)
+    from modelcost.disagg import Pool, Pools, serve_disagg
+    from modelcost.serving import serve
+
+    par = Parallel(dp=8, ep=8)
+    flat = serve(DSV3, H200, 1024, 1024, par, 64, moe_imbalance=1.0)
+    default = serve(DSV3, H200, 1024, 1024, par, 64)
+    same = serve(DSV3, H200, 1024, 1024, par, 64, moe_imbalance=2.56)
+    assert flat.bound.tpot_s == default.bound.tpot_s
+    assert flat.tpot_s < default.tpot_s == same.tpot_s
+    # the decode pool of a disaggregated run builds its scenario with it too
+    pools = Pools(prefill=Pool(count=1, parallel=par), decode=Pool(count=1, parallel=par))
+    d_flat = serve_disagg(DSV3, H200, 1024, 1024, pools, 64, moe_imbalance=1.0)
+    d_default = serve_disagg(DSV3, H200, 1024, 1024, pools, 64)
+    assert d_flat.tpot_s == flat.tpot_s and d_default.tpot_s == default.tpot_s
+
+    base = ("serve", str(MODELS / "deepseek-v3.model"), "--hw", "h200", "--isl", "1024",
+            "--osl", "1024", "--dp", "8", "--ep", "8", "--concurrency", "64",
+            "--format", "json")  # fmt: skip
+    r1, r0 = run_cli(*base, "--moe-imbalance", "1"), run_cli(*base)
+    assert r1.returncode == 0 and r0.returncode == 0, r1.stderr + r0.stderr
+    one, dflt = json.loads(r1.stdout), json.loads(r0.stdout)
+    assert one["tpot_s"] == flat.tpot_s and dflt["tpot_s"] == default.tpot_s
+    assert one["bound"]["tpot_s"] == dflt["bound"]["tpot_s"]
+    r = run_cli(*base, "--moe-imbalance", "0.5")
+    assert r.returncode == 2 and "at least 1" in r.stderr and "Traceback" not in r.stderr

@@ -72,12 +72,13 @@ def test_the_objectives_pick_differently_where_the_fewest_devices_is_not_the_bes
 def test_a_moe_search_tries_the_experts_over_tp_and_dp() -> None:
     # DeepSeek-V3 (FP8, 671 B parameters) on 8 H200: 1, 2 and 4 devices hold no
     # sequence beside the weights; on 8: tp 8, and the 256 experts over the 8 ranks,
-    # each whole, with attention over tp 8, tp 4 × dp 2, tp 2 × dp 4 and dp 8
+    # each whole, with attention over tp 8, tp 4 × dp 2, tp 2 × dp 4 and dp 8; tp 8
+    # fills H200's scale-up domain, so tp 8 in 2 and 4 pipeline stages too
     found = search(MODELS / "deepseek-v3.model", H200, 2048, 256, tpot=0.050,
                    estimate="roofline")  # fmt: skip
     assert [s.layout for s in found.tried] == [
-        "tp 8", "tp 8, ep 8, etp 1", "tp 4, dp 2, ep 8, etp 1", "tp 2, dp 4, ep 8, etp 1",
-        "dp 8, ep 8"]  # fmt: skip
+        "tp 8", "tp 8, pp 2", "tp 8, pp 4", "tp 8, ep 8, etp 1", "tp 4, dp 2, ep 8, etp 1",
+        "tp 2, dp 4, ep 8, etp 1", "dp 8, ep 8"]  # fmt: skip
     # r ranks: tp r, and ep r with dp = 1, 2, …, r (1 + log2 r + 1 layouts): on 1, 2
     # and 4 ranks 1 + 3 + 4 = 8 refused
     assert len(found.refused) == 8

@@ -134,7 +134,8 @@ def test_search_picks_the_fewest_devices_meeting_the_targets() -> None:
     found = search(spec, H200, 2048, 256, tpot=0.050, estimate="roofline")
     assert found.chosen is not None and found.chosen.layout == "tp 4"
     assert found.chosen.tpot_s <= 0.050
-    assert [s.layout for s in found.tried] == ["tp 4", "tp 8"]  # up to the NVLink domain
+    # up to the NVLink domain, and tp 8 (filling it) in 2 and 4 pipeline stages
+    assert [s.layout for s in found.tried] == ["tp 4", "tp 8", "tp 8, pp 2", "tp 8, pp 4"]
     assert [r.split(":")[0] for r in found.refused] == ["tp 1", "tp 2"]
 
 
