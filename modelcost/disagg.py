@@ -49,7 +49,17 @@ from .hardware import Hardware
 from .hooks import shown
 from .record import Record
 from .resources import kernel_table
-from .serving import STATIC, Bound, Engine, _check_request, _largest, _Scenario, fitting
+from .serving import (
+    STATIC,
+    Bound,
+    Engine,
+    _check_request,
+    _has_experts,
+    _largest,
+    _layouts,
+    _Scenario,
+    fitting,
+)
 from .settings import DEFAULT_SERVE_ESTIMATE, EstimateMode, estimate_mode
 from .tabular import Tabular
 
@@ -455,12 +465,21 @@ class DisaggSearch(Tabular, Frozen):
 
 
 def candidate_tps(hw: Hardware) -> list[int]:
-    """Each pool's tensor-parallel sizes: 1, 2, 4, … up to the scale-up domain."""
+    """Each pool's rank counts: 1, 2, 4, … up to the scale-up domain."""
     out, tp = [], 1
     while tp <= hw.scaleup_domain:
         out.append(tp)
         tp *= 2
     return out
+
+
+def candidate_layouts(spec: ir.Spec, hw: Hardware) -> list[Parallel]:
+    """Each pool's layouts, as `serve --search` tries them on 1, 2, 4, … ranks of one
+    scale-up domain: tp = ranks, and for a MoE model the experts over all the ranks with
+    attention over tp × dp (serving._layouts: TensorRT-LLM's TEP and DEP pools among
+    them); no pipeline stages."""
+    experts = _has_experts(spec)
+    return [par for ranks in candidate_tps(hw) for par in _layouts(ONE_DEVICE, ranks, experts)]
 
 
 def _best_counts(pre: _Prefill, dec: _Decode, budget: int, request_bytes: float,
@@ -498,7 +517,7 @@ def search_disagg(
     calibration: Calibration | None = None,
     moe_imbalance: float | None = None,
 ) -> DisaggSearch:
-    """Choose the pools: each pool's tp in `candidate_tps`, counts xP, yD ≥ 1 with
+    """Choose the pools: each pool's layout in `candidate_layouts`, counts xP, yD ≥ 1 with
     xP·tpP + yD·tpD ≤ `devices` (at most MAX_DEVICES); for each pair of layouts its
     best counts (the most output tokens/s per device meeting the targets, then the
     fewest devices), and the best pair."""
@@ -514,35 +533,39 @@ def search_disagg(
     prefills: list[_Prefill] = []
     decodes: list[_Decode] = []
     request_bytes = 0.0
-    for tp in candidate_tps(hw):
-        if tp > devices - 1:
+    for par in candidate_layouts(spec, hw):
+        if par.devices > devices - 1:
             break
-        pools = Pools(prefill=Pool(count=1, parallel=Parallel(tp=tp)),
-                      decode=Pool(count=1, parallel=Parallel(tp=tp)))  # fmt: skip
+        pools = Pools(prefill=Pool(count=1, parallel=par), decode=Pool(count=1, parallel=par))
         sc_p, sc_d = _scenarios(spec, hw, pools, isl, osl, engine, mode, calibration,
                                 moe_imbalance)  # fmt: skip
         try:
             prefills.append(_Prefill(sc_p))
             request_bytes = request_cache(sc_p)
         except SpecError as err:
-            refused.append(f"prefill tp {tp}: {err.message}")
+            refused.append(f"prefill {par.label or 'tp 1'}: {err.message}")
         try:
             n, most = _decode_pick(sc_d, None, tpot)
             decodes.append(_Decode(sc_d, n, most))
         except SpecError as err:
-            refused.append(f"decode tp {tp}: {err.message}")
+            refused.append(f"decode {par.label or 'tp 1'}: {err.message}")
     tried: list[Disaggregated] = []
+    over: list[str] = []  # pairs whose one instance each is already over the budget
     for pre in prefills:
         for dec in decodes:
-            tp_p, tp_d = pre.sc.par.devices, dec.sc.par.devices
-            if tp_p + tp_d > devices:  # one instance of each is already over the budget
-                refused.append(f"tp {tp_p} : tp {tp_d}: {tp_p + tp_d} devices, over the "
-                               f"budget of {devices}")  # fmt: skip
+            n_p, n_d = pre.sc.par.devices, dec.sc.par.devices
+            if n_p + n_d > devices:
+                over.append(f"{pre.sc.par.label or 'tp 1'} : {dec.sc.par.label or 'tp 1'}")
                 continue
             counts = _best_counts(pre, dec, devices, request_bytes, ttft)
             if counts is None:  # no counts meet TTFT: the smallest pair, and why
                 counts = (1, 1)
             tried.append(_combine(pre, dec, counts, request_bytes, tpot, ttft))
+    if over:
+        refused.append(
+            f"{len(over):,} pair{'s' if len(over) > 1 else ''} of pool layouts over "
+            f"the budget of {devices} devices (one instance each), e.g. {over[0]}"
+        )
     if not tried:
         raise SpecError(
             f"no pair of pool layouts runs {spec.name} on {hw.title} within {devices} "
