@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from . import spec as ir
+import modelcost.spec as ir
+
 from .compile import as_hardware, as_spec
 from .errors import SpecError
 from .frozen import Frozen

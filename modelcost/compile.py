@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import spec as ir
+import modelcost.spec as ir
+
 from .bulk import in_bulk
 from .cost import cost
 from .costing import DEFAULT_COSTING, Costing, costing

@@ -40,7 +40,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from . import spec as ir
+import modelcost.spec as ir
+
 from .compile import as_hardware, as_spec
 from .errors import SpecError
 from .frozen import Frozen

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 
-from . import syntax as s
+import modelcost.syntax as s
 
 INDENT = "  "
 LINE_WIDTH = 88

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from . import spec as ir
+import modelcost.spec as ir
+
 from .dtypes import DType
 from .errors import SpecError
 from .graph import Group, ModelFacts, Node, OpGraph, Shape, Workload

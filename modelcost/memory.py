@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import spec as ir
+import modelcost.spec as ir
+
 from .kinds.registry import room
 from .memo import per_object
 from .params import count_params, device_params, residual_width

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from . import spec as ir
+import modelcost.spec as ir
+
 from .frozen import Frozen
 from .kinds.registry import room
 from .kinds.room import Component

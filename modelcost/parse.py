@@ -9,7 +9,8 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import PatternStr
 
-from . import syntax as s
+import modelcost.syntax as s
+
 from .bounds import check_bounds
 from .errors import SpecError
 from .grammar_tables import load_parser

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from msgspec import Struct, field
 
-from . import spec as ir
-from . import syntax as s
+import modelcost.spec as ir
+import modelcost.syntax as s
+
 from .bulk import in_bulk
 from .dtypes import DType, dtype_names, lookup_dtype
 from .errors import SpecError, did_you_mean

@@ -53,7 +53,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import spec as ir
+import modelcost.spec as ir
+
 from .compile import as_hardware, as_spec, compile_stage, compile_totals
 from .costing import DEFAULT_COSTING, costing
 from .engines import DEFAULT_ENGINE, ENGINES, Profile, engine_label, profile

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import spec as ir
+import modelcost.spec as ir
+
 from .compile import compile_report
 from .costing import DEFAULT_COSTING, Costing
 from .diff import diff

@@ -19,7 +19,7 @@ from .record import Record
 from .resources import kernel_table
 
 if TYPE_CHECKING:  # the IR (pydantic) is imported where a spec is read: not for --help
-    from . import spec as ir
+    import modelcost.spec as ir
 
 DraftKind = Literal["mtp", "model"]
 
@@ -129,7 +129,7 @@ def settle(s: Speculation) -> Settled:
 
 def vocabulary(spec: ir.Spec) -> int | None:
     """The vocabulary of a spec's output head (its main stream's), if it has one."""
-    from . import spec as ir
+    import modelcost.spec as ir
 
     return next((op.vocab for op, _ in ir.walk(spec.body, streams=False)
                  if isinstance(op, ir.LMHead)), None)  # fmt: skip

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from . import spec as ir
+import modelcost.spec as ir
+
 from .errors import SpecError
 from .memo import per_object
 from .memory import Held

@@ -14,7 +14,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import spec as ir
+import modelcost.spec as ir
+
 from .bulk import in_bulk
 from .compile import compile_totals
 from .costing import costing

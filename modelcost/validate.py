@@ -5,7 +5,8 @@ this module asks them, and checks the lengths, streams and serving extras."""
 
 from __future__ import annotations
 
-from . import spec as ir
+import modelcost.spec as ir
+
 from .errors import SpecError, did_you_mean
 from .graph import DEFAULT_CONTEXT, DEFAULT_SEQ, Parallel, Phase, Shape, Workload, settled
 from .kinds.registry import room

@@ -4,7 +4,8 @@ token of its own sequence, cross-attention per token of its source stream)."""
 
 from __future__ import annotations
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..dtypes import DType
 from ..parallel import heads_refusal, kv_heads
 from ..perfmodel import BinaryOp, NormOp, RopeOp, SdpaOp, UnaryOp, bpe

@@ -5,7 +5,8 @@ split over the tensor-parallel ranks; it keeps a recurrent state per sequence.""
 
 from __future__ import annotations
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..parallel import refuse
 from ..perfmodel import BinaryOp, GatedDeltaNetOp, GatedDeltaStepOp, OpRecord, UnaryOp, bpe
 from ..perfmodel.deltanet import conv_channels

@@ -4,7 +4,8 @@ and T5's relative position bias table. None keeps anything across decode steps."
 
 from __future__ import annotations
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..parallel import vocab_shard
 from ..perfmodel import BinaryOp, ConvOp, EmbeddingOp, UnaryOp, bpe
 from .emit import Emit, Lowerer

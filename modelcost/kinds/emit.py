@@ -11,7 +11,8 @@ from typing import Literal
 
 from msgspec import Struct, field
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..dtypes import DType
 from ..graph import Node, Shape
 from ..perfmodel import (

@@ -5,7 +5,8 @@ decode steps."""
 
 from __future__ import annotations
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..dtypes import DType
 from ..parallel import vocab_shard
 from ..perfmodel import CrossEntropyOp, UnaryOp, bpe

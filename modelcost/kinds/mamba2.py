@@ -4,7 +4,8 @@ tensor-parallel ranks; it keeps a recurrent state per sequence."""
 
 from __future__ import annotations
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..parallel import refuse
 from ..perfmodel import BinaryOp, MambaSsdOp, MambaStepOp, OpRecord, UnaryOp, bpe
 from .emit import Emit, Lowerer, gemm

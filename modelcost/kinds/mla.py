@@ -4,7 +4,8 @@ decode runs the absorbed form over the latent cache."""
 
 from __future__ import annotations
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..parallel import heads_refusal
 from ..perfmodel import RopeOp, SdpaOp, bpe
 from .attention import keys

@@ -3,7 +3,8 @@ width split over the tensor-parallel ranks."""
 
 from __future__ import annotations
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..parallel import refuse
 from .emit import Emit, Lowerer
 from .room import EVERY_PARAM, NOTHING_KEPT, REFUSES_NOTHING, Component, Room, ffn

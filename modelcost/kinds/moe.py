@@ -19,7 +19,8 @@ experts run as one MLP. Two layouts (graph.Parallel):
 
 from __future__ import annotations
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..parallel import ceil_div, refuse
 from ..perfmodel import BinaryOp, MoECommOp, MoERoutingOp, UnaryOp, bpe, expected_experts_hit
 from ..perfmodel.moe import ROUTER_INDEX_BYTES, ROUTER_PROB_BYTES

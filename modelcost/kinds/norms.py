@@ -3,7 +3,8 @@ every tensor-parallel rank, nothing kept across decode steps."""
 
 from __future__ import annotations
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..perfmodel import BinaryOp, NormOp, bpe
 from .emit import Emit, Lowerer
 from .room import (

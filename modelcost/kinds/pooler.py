@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..perfmodel import UnaryOp, bpe
 from .emit import Emit, Lowerer, gemm
 from .room import EVERY_PARAM, NOTHING_KEPT, REFUSES_NOTHING, REPLICATED, Component, Room, linear

@@ -4,7 +4,8 @@ error when this module loads, not a crash at compile time."""
 
 from __future__ import annotations
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from . import (
     attention,
     deltanet,

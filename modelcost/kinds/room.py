@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..dtypes import DType
 from ..errors import SpecError
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-from .. import spec as ir
+import modelcost.spec as ir
+
 from ..perfmodel import ReduceOp, UnaryOp, bpe
 from ..record import replace
 from .emit import Emit, Lowerer
