@@ -1526,14 +1526,23 @@ def _nas_part(block: Any, i: int, part: str) -> dict:
     return value
 
 
+def _nas_replaced(part: dict, field: str, linear: str) -> str | None:
+    """A block's part left out (`no_op`: no call) or replaced by a d × d linear layer
+    (`replace_with_linear`: `linear`), else None: the part as its own kind."""
+    if _nas_flag(part, field, "no_op"):
+        return ""
+    if _nas_flag(part, field, "replace_with_linear"):
+        return linear
+    return None
+
+
 def _nas_attention(block: Any, i: int, heads: int) -> str:
     """One block's attention as a call: `@layer_attn(kv)`, `@layer_attn_linear` or none."""
     field = f"block_configs.{i}.attention"
     a = _nas_part(block, i, "attention")
-    if _nas_flag(a, field, "no_op"):
-        return ""
-    if _nas_flag(a, field, "replace_with_linear"):
-        return "@layer_attn_linear"
+    replaced = _nas_replaced(a, field, "@layer_attn_linear")
+    if replaced is not None:
+        return replaced
     group = a.get("n_heads_in_group")
     where = f"{field}.n_heads_in_group"
     if isinstance(group, bool) or not isinstance(group, int) or group < 1:
@@ -1548,10 +1557,9 @@ def _nas_ffn(block: Any, i: int, hidden: int) -> str:
     """One block's FFN as a call: `@layer_ffn(d_ff)`, `@layer_ffn_linear` or none."""
     field = f"block_configs.{i}.ffn"
     f = _nas_part(block, i, "ffn")
-    if _nas_flag(f, field, "no_op"):
-        return ""
-    if _nas_flag(f, field, "replace_with_linear"):
-        return "@layer_ffn_linear"
+    replaced = _nas_replaced(f, field, "@layer_ffn_linear")
+    if replaced is not None:
+        return replaced
     mult = f.get("ffn_mult")
     where = f"{field}.ffn_mult"
     if (isinstance(mult, bool) or not isinstance(mult, int | float) or not math.isfinite(mult)
