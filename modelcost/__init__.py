@@ -35,6 +35,10 @@ _LAZY = {
     "Engine": ("serving", "Engine"),
     "Speculation": ("speculative", "Speculation"),
     "simulate": ("arrivals", "simulate"),
+    "serve_disagg": ("disagg", "serve_disagg"),
+    "search_disagg": ("disagg", "search_disagg"),
+    "parse_pools": ("disagg", "parse_pools"),
+    "search_deployment": ("deployment", "search_deployment"),
 }
 
 
@@ -87,10 +91,14 @@ __all__ = [
     "load_hardware",
     "load_spec",
     "load_specs",
+    "parse_pools",
     "parse_spec",
     "render",
     "search",
+    "search_deployment",
+    "search_disagg",
     "serve",
+    "serve_disagg",
     "serve_mix",
     "simulate",
     "sweep",

@@ -392,10 +392,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.objective is not None and not args.search:
             raise SpecError("--objective goes with --search", filename="modelcost",
                             hint="add --search, or leave out --objective")  # fmt: skip
-        if args.objective is not None and args.disagg is not None:
-            raise SpecError("--objective is not taken by --disagg --search, which chooses "
-                            "the most output tokens/s per device meeting the targets",
-                            filename="modelcost", hint="leave out --objective")  # fmt: skip
         if args.disagg is not None or args.devices is not None:
             met, why, text = _serve_disagg(args, spec, hw, engine, layout, estimate, calibration)
             return _serve_out(text, args.output, met, why, args)
@@ -445,24 +441,40 @@ def _serve_out(text: str, output, met: bool, why: str, args: argparse.Namespace)
 def _serve_disagg(args: argparse.Namespace, spec, hw, engine, layout, estimate,
                   calibration) -> tuple[bool, str, str]:  # fmt: skip
     """`serve --disagg`: a prefill pool and a decode pool (disagg.py), or `--search`
-    choosing them within `--devices`; (targets met, why not, the answer). SpecError
-    for flags that do not go with it."""
+    choosing them within `--devices`; `serve --search --devices N` without `--disagg`:
+    aggregated layouts and disaggregated pools within N devices, the better of the two
+    (deployment.py); (targets met, why not, the answer). SpecError for flags that do
+    not go with it."""
+    from .deployment import search_deployment
     from .disagg import parse_pools, search_disagg, serve_disagg
     from .graph import Parallel
-    from .render.disagg_format import render_disagg, render_disagg_search
+    from .render.disagg_format import render_deployment, render_disagg, render_disagg_search
 
-    if args.disagg is None:
-        raise SpecError("--devices goes with --disagg --search", filename="modelcost",
-                        hint="add --disagg --search")  # fmt: skip
+    what = "--disagg" if args.disagg is not None else "--search --devices"
+    if args.disagg is None and not args.search:
+        raise SpecError("--devices is a search's budget: it goes with --search (aggregated "
+                        "and disaggregated) or --disagg --search", filename="modelcost",
+                        hint="add --search")  # fmt: skip
     given = (("--mix", args.mix is not None), ("--rate", args.rate is not None),
              ("--speculative", args.speculative),
-             ("the layout flags (--disagg gives the pools')", layout != Parallel()))  # fmt: skip
+             (f"the layout flags ({what} chooses the layouts)" if args.search else
+              "the layout flags (--disagg gives the pools')", layout != Parallel()))  # fmt: skip
     others = [flag for flag, on in given if on]
     if others:
-        raise SpecError(f"--disagg: leave out {', '.join(others)}", filename="modelcost",
-                        hint="e.g. --disagg 2xtp4:1xtp8")  # fmt: skip
+        raise SpecError(f"{what}: leave out {', '.join(others)}", filename="modelcost",
+                        hint="e.g. --disagg 2xtp4:1xtp8" if args.disagg is not None
+                        else "e.g. --search --devices 16")  # fmt: skip
     if not (args.isl and args.osl):
         raise SpecError("give --isl and --osl", filename="modelcost")
+    objective = args.objective or DEFAULT_OBJECTIVE
+    if args.disagg is None:  # both modes within the budget
+        if args.concurrency:
+            raise SpecError("--search chooses the concurrency too: leave out --concurrency",
+                            filename="modelcost")  # fmt: skip
+        both = search_deployment(spec, hw, args.isl, args.osl, args.devices, args.tpot,
+                                 args.ttft, engine, estimate, calibration, objective,
+                                 args.moe_imbalance)  # fmt: skip
+        return both.chosen is not None, both.why, render_deployment(both, args.format)
     if args.search:
         if args.disagg or args.concurrency:
             raise SpecError("--search chooses the pools and the concurrency: give --disagg "
@@ -472,7 +484,8 @@ def _serve_disagg(args: argparse.Namespace, spec, hw, engine, layout, estimate,
             raise SpecError("--disagg --search needs a device budget", filename="modelcost",
                             hint="--devices N, e.g. --devices 16")  # fmt: skip
         found = search_disagg(spec, hw, args.isl, args.osl, args.devices, args.tpot, args.ttft,
-                              engine, estimate, calibration, args.moe_imbalance)  # fmt: skip
+                              engine, estimate, calibration, args.moe_imbalance,
+                              objective)  # fmt: skip
         return found.chosen is not None, found.why, render_disagg_search(found, args.format)
     if args.devices is not None:
         raise SpecError("--devices is --disagg --search's budget: the pools give the "
@@ -853,8 +866,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        "TensorRT-LLM: of what weights and activations leave; SGLang: of the "
                        "device for weights and KV cache); default: the engine's own")  # fmt: skip
         p.add_argument("--search", action="store_true", help="try tp = 1, 2, 4, … (for MoE "
-                       "models also the experts over tp × dp) and choose by --objective among "
-                       "the layouts meeting the targets")  # fmt: skip
+                       "models also the experts over tp × dp; pipelines where tp fills the "
+                       "scale-up domain) and choose by --objective among the layouts meeting "
+                       "the targets; with --devices N, disaggregated pools within N "
+                       "too")  # fmt: skip
         p.add_argument("--objective", choices=OBJECTIVES,
                        help="with --search: what to optimise over the layouts meeting the "
                        "targets: the most output tokens/s per device (NVIDIA AIConfigurator's "
@@ -893,8 +908,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        "(tp, dp, ep, etp, pp) written together: `2xtp4:1xtp8` is two prefill "
                        "instances of tp 4 and one decode instance of tp 8; with --search, no "
                        "value: the pools are chosen")  # fmt: skip
-        p.add_argument("--devices", type=positive, metavar="N", help="with --disagg --search: "
-                       "the device budget both pools share")  # fmt: skip
+        p.add_argument("--devices", type=positive, metavar="N", help="a search's device "
+                       "budget: with --search, aggregated layouts and disaggregated pools "
+                       "within N devices, the better by --objective; with --disagg --search, "
+                       "the pools alone")  # fmt: skip
         add_options(p, SITE_LAYOUT)
         add_options(p, ESTIMATE + MOE, defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
         p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")

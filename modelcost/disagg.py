@@ -59,9 +59,17 @@ from .serving import (
     _largest,
     _layouts,
     _Scenario,
+    choice_key,
     fitting,
 )
-from .settings import DEFAULT_SERVE_ESTIMATE, EstimateMode, estimate_mode
+from .settings import (
+    DEFAULT_OBJECTIVE,
+    DEFAULT_SERVE_ESTIMATE,
+    OBJECTIVES,
+    EstimateMode,
+    Objective,
+    estimate_mode,
+)
 from .tabular import Tabular
 
 if TYPE_CHECKING:
@@ -445,8 +453,7 @@ def serve_disagg(
 
 class DisaggSearch(Tabular, Frozen):
     """The pool layouts tried (each pair's best counts within the device budget) and
-    the one chosen: the most output tokens/s per device meeting the targets, then the
-    fewest devices."""
+    the one `objective` chose among those meeting the targets (`choice_key`)."""
 
     model: str
     hardware: str
@@ -457,6 +464,7 @@ class DisaggSearch(Tabular, Frozen):
     refused: tuple[str, ...]
     chosen: Disaggregated | None
     why: str = ""
+    objective: Objective = DEFAULT_OBJECTIVE
 
     def records(self) -> list[dict]:
         return [s.row() | {"chosen": s == self.chosen} for s in self.tried]
@@ -484,9 +492,10 @@ def candidate_layouts(spec: ir.Spec, hw: Hardware) -> list[Parallel]:
 
 
 def _best_counts(pre: _Prefill, dec: _Decode, budget: int, request_bytes: float,
-                 ttft: float | None) -> tuple[int, int] | None:  # fmt: skip
-    """The counts (xp, yd) within `budget` devices of the most output tokens/s per
-    device whose TTFT meets `ttft`, then the fewest devices; None if none does."""
+                 ttft: float | None, objective: Objective) -> tuple[int, int] | None:  # fmt: skip
+    """The counts (xp, yd) within `budget` devices whose TTFT meets `ttft` with the
+    most output tokens/s per device, then the fewest devices (`devices`: the fewest
+    devices first); None if none does."""
     tp_p, tp_d = pre.sc.par.devices, dec.sc.par.devices
     hw, kernels = pre.sc.hw, dec.sc.kernels
     # TTFT depends on the counts only through the link (one scale-up domain or not)
@@ -500,9 +509,10 @@ def _best_counts(pre: _Prefill, dec: _Decode, budget: int, request_bytes: float,
             if ttft is not None and ttfts[devices <= hw.scaleup_domain] > ttft:
                 continue
             per = min(xp * pre.rate, yd * dec.rate) / devices
-            if best is None or (-per, devices) < best[:2]:
-                best = (-per, devices, xp, yd)
-    return None if best is None else (best[2], best[3])
+            key = (devices, -per) if objective == "devices" else (-per, devices)
+            if best is None or key < best[:2]:
+                best = (*key, xp, yd)
+    return None if best is None else (int(best[2]), int(best[3]))
 
 
 def search_disagg(
@@ -517,13 +527,18 @@ def search_disagg(
     estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     calibration: Calibration | None = None,
     moe_imbalance: float | None = None,
+    objective: Objective = DEFAULT_OBJECTIVE,
 ) -> DisaggSearch:
     """Choose the pools: each pool's layout in `candidate_layouts`, counts xP, yD ≥ 1 with
     xP·tpP + yD·tpD ≤ `devices` (at most MAX_DEVICES); for each pair of layouts its
-    best counts (the most output tokens/s per device meeting the targets, then the
-    fewest devices), and the best pair."""
+    best counts (`_best_counts`), and the pair `objective` chooses (`choice_key`). The
+    decode pool runs the most sequences meeting `tpot`, or one a replica for `latency`
+    (the lowest TPOT it can give)."""
     _check_request(isl, osl, None, tpot, ttft)
     _check_engine(engine)
+    if objective not in OBJECTIVES:
+        raise SpecError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}",
+                        filename="modelcost")  # fmt: skip
     if not 2 <= devices <= MAX_DEVICES:
         raise SpecError(f"the device budget must be 2 to {MAX_DEVICES:,} (a prefill and a "
                         f"decode device at least), got {devices}", filename="modelcost",
@@ -546,7 +561,7 @@ def search_disagg(
         except SpecError as err:
             refused.append(f"prefill {par.label or 'tp 1'}: {err.message}")
         try:
-            n, most = _decode_pick(sc_d, None, tpot)
+            n, most = _decode_pick(sc_d, 1 if objective == "latency" else None, tpot)
             decodes.append(_Decode(sc_d, n, most))
         except SpecError as err:
             refused.append(f"decode {par.label or 'tp 1'}: {err.message}")
@@ -558,7 +573,7 @@ def search_disagg(
             if n_p + n_d > devices:
                 over.append(f"{pre.sc.par.label or 'tp 1'} : {dec.sc.par.label or 'tp 1'}")
                 continue
-            counts = _best_counts(pre, dec, devices, request_bytes, ttft)
+            counts = _best_counts(pre, dec, devices, request_bytes, ttft, objective)
             if counts is None:  # no counts meet TTFT: the smallest pair, and why
                 counts = (1, 1)
             tried.append(_combine(pre, dec, counts, request_bytes, tpot, ttft))
@@ -573,10 +588,11 @@ def search_disagg(
             "devices", filename="modelcost", hint="; ".join(refused) or None,
         )  # fmt: skip
     found = {"model": spec.name, "hardware": hw.name, "isl": isl, "osl": osl,
-             "devices": devices, "tried": tuple(tried), "refused": tuple(refused)}  # fmt: skip
+             "devices": devices, "tried": tuple(tried), "refused": tuple(refused),
+             "objective": objective}  # fmt: skip
     meeting = [s for s in tried if s.meets_targets]
     if not meeting:
         return DisaggSearch.trusted(**found, chosen=None,
                                     why="no pair of pool layouts meets the targets")  # fmt: skip
-    chosen = min(meeting, key=lambda s: (-s.output_tokens_per_s_device, s.devices))
+    chosen = min(meeting, key=lambda s: choice_key(objective, s))
     return DisaggSearch.trusted(**found, chosen=chosen)

@@ -51,7 +51,7 @@ import math
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import modelcost.spec as ir
 
@@ -819,6 +819,7 @@ def search(
     speculation: Speculation | None = None,
     objective: Objective = DEFAULT_OBJECTIVE,
     moe_imbalance: float | None = None,
+    max_devices: int | None = None,
 ) -> Search:
     """Serve on 1, 2, 4, … ranks (tp × dp, up to MAX_SEARCH_TP; up to the scale-up
     domain, and beyond it only until a layout meets the targets): on each, tp alone
@@ -831,7 +832,8 @@ def search(
     that tp in 2 and 4 pipeline stages is tried too (SEARCH_PIPELINE_STAGES; a decode
     pipeline as serving engines run it, `_Scenario.pipelined_step`).
     Data-parallel replicas of a layout without experts across them are not tried:
-    their figures per device and per user are the layout's own."""
+    their figures per device and per user are the layout's own. `max_devices`, a device
+    budget: layouts of more devices are not tried (said in one line)."""
     _check_request(isl, osl, None, tpot, ttft)
     if objective not in OBJECTIVES:
         raise SpecError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}",
@@ -840,14 +842,19 @@ def search(
     experts = _has_experts(spec)
     tried: list[tuple[Parallel, Serving]] = []
     refused: list[str] = []
+    over: list[str] = []  # layouts beyond `max_devices`
     # pipelines where tp alone fills the scale-up domain (not beside a --pp given, nor
     # with speculative decoding, which is modelled without them)
     piped = base.pp == 1 and speculation is None
+    top = MAX_SEARCH_TP if max_devices is None else min(MAX_SEARCH_TP, max_devices)
     ranks = 1
-    while ranks <= MAX_SEARCH_TP:
+    while ranks <= top:
         if ranks > hw.scaleup_domain and any(s.meets_targets for _, s in tried):
             break
         for par in _layouts(base, ranks, experts, piped and ranks == hw.scaleup_domain):
+            if max_devices is not None and par.devices > max_devices:
+                over.append(_named(par))
+                continue
             try:
                 tried.append((par, serve(spec, hw, isl, osl, par, None, tpot, ttft, engine,
                                          estimate, calibration, speculation,
@@ -855,13 +862,15 @@ def search(
             except SpecError as err:
                 refused.append(f"{_named(par)}: {err.message}")
         ranks *= 2
+    if over:
+        refused.append(f"{' / '.join(over)}: over the budget of {max_devices:,} devices")
     what = "layout" if experts else "tensor-parallel size"
     if not tried:  # nothing to compare: an error, as `serve` on one layout says it
         raise SpecError(
-            f"no {what} up to {MAX_SEARCH_TP} runs {spec.name} on {hw.title} "
+            f"no {what} up to {top} runs {spec.name} on {hw.title} "
             f"with {isl:,} + {osl:,}-token requests",
             filename="modelcost",
-            hint=_grouped(refused),
+            hint=group_reasons(refused),
         )
     found = {"model": spec.name, "hardware": hw.name, "isl": isl, "osl": osl,
              "tried": tuple(s for _, s in tried), "refused": tuple(refused),
@@ -875,13 +884,34 @@ def search(
                          speculation, moe_imbalance)  # fmt: skip
     points = _points([s for _, s in tried], pick, tpot, ttft)
     if pick is None:
-        why = f"no {what} up to {MAX_SEARCH_TP} meets the targets"
+        why = f"no {what} up to {top} meets the targets"
         return Search.trusted(**found, chosen=None, why=why, points=points)
     return Search.trusted(**found, chosen=pick, points=points)
 
 
 def _meets(tpot_s: float, ttft_s: float, tpot: float | None, ttft: float | None) -> bool:
     return (tpot is None or tpot_s <= tpot) and (ttft is None or ttft_s <= ttft)
+
+
+class _Figures(Protocol):
+    @property
+    def output_tokens_per_s_device(self) -> float: ...
+    @property
+    def devices(self) -> int: ...
+    @property
+    def tpot_s(self) -> float: ...
+
+
+def choice_key(objective: Objective, s: _Figures) -> tuple[float, ...]:
+    """What `objective` minimises over the answers meeting the targets, aggregated or
+    disaggregated alike (`_choose` and disagg.search_disagg): the most
+    output tokens/s per device, then the fewest devices; the fewest devices, then the
+    most per device; the lowest TPOT, then the fewest devices."""
+    if objective == "devices":
+        return (s.devices, -s.output_tokens_per_s_device)
+    if objective == "latency":
+        return (s.tpot_s, s.devices, -s.output_tokens_per_s_device)
+    return (-s.output_tokens_per_s_device, s.devices)
 
 
 def _choose(
@@ -894,13 +924,11 @@ def _choose(
     meeting = [(p, s) for p, s in tried if s.meets_targets]
     if not meeting:
         return None
-    if objective == "devices":
-        t = min(meeting, key=lambda t: (t[1].devices, -t[1].output_tokens_per_s_device))
-        return t, t[1].concurrency
-    if objective == "throughput-per-device":
-        t = min(meeting, key=lambda t: (-t[1].output_tokens_per_s_device, t[1].devices))
+    if objective != "latency":
+        t = min(meeting, key=lambda t: choice_key(objective, t[1]))
         return t, t[1].concurrency
     # latency: the lowest TPOT of any point meeting the targets, on any layout's curve
+    # (choice_key's order: TPOT, devices, per device)
     at = [(c.tpot_s, t[1].devices, -c.output_tokens_per_s_device, i, c.concurrency)
           for i, t in enumerate(meeting) for c in _curve_of(t[1])
           if _meets(c.tpot_s, c.ttft_s, tpot, ttft)]  # fmt: skip
@@ -943,7 +971,7 @@ def _points(tried: list[Serving], chosen: Serving | None, tpot, ttft) -> tuple[F
     )
 
 
-def _grouped(refused: list[str]) -> str:
+def group_reasons(refused: list[str] | tuple[str, ...]) -> str:
     """'tp 1: why; tp 2: why; tp 4: other' said as 'tp 1, 2: why; tp 4: other'; other
     layouts listed whole, joined by ' / ', the pipelines after the rest."""
     by_why: dict[str, list[str]] = {}

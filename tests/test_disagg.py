@@ -200,7 +200,7 @@ def test_malformed_pools_are_refused_at_their_column(value: str, column: int,
     (["--disagg", "--search"], "needs a device budget"),
     (["--disagg", "--search", "--devices", "1"], "the device budget must be 2 to 512"),
     (["--disagg"], "--disagg needs the pools"),
-    (["--devices", "8"], "--devices goes with --disagg --search"),
+    (["--devices", "8"], "--devices is a search's budget"),
     (["--disagg", "1xtp4:1xtp8", "--devices", "8"], "--devices is --disagg --search's"),
     (["--disagg", "1xtp4:1xtp8", "--speculative"], "leave out --speculative"),
 ])  # fmt: skip
@@ -242,14 +242,28 @@ def test_the_pool_search_never_goes_over_the_device_budget() -> None:
     assert found.chosen is None or found.chosen.devices <= 6
 
 
-def test_an_objective_is_refused_with_the_disaggregated_search() -> None:
-    # --disagg --search chooses the most output tokens/s per device: another objective
-    # would be silently ignored, so it is refused (exit 2)
+def test_the_disaggregated_search_takes_each_objective() -> None:
+    # Llama 3 8B on H100 within 4 devices, 128 + 128 tokens: `devices` takes the smallest
+    # pair, one instance each (1 + 1 devices: 2, the fewest two pools can have);
+    # `latency` decodes one sequence a replica (the lowest TPOT a pool can give); the
+    # default the most output tokens/s per device
+    spec = load_spec(MODELS / "llama3-8b.model")
+    fewest = search_disagg(spec, "h100", 128, 128, devices=4, objective="devices").chosen
+    assert fewest is not None and fewest.devices == 2
+    assert (fewest.prefill.count, fewest.decode.count) == (1, 1)
+    fastest = search_disagg(spec, "h100", 128, 128, devices=4, objective="latency")
+    assert fastest.objective == "latency"
+    assert fastest.chosen is not None and fastest.chosen.decode.batch == 1
+    assert fastest.chosen.tpot_s == min(s.tpot_s for s in fastest.tried)
+    most = search_disagg(spec, "h100", 128, 128, devices=4).chosen
+    assert most is not None and most.output_tokens_per_s_device == max(
+        s.output_tokens_per_s_device for s in search_disagg(spec, "h100", 128, 128, 4).tried
+    )
     r = run_cli("serve", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--isl", "128",
                 "--osl", "128", "--disagg", "--search", "--devices", "4",
-                "--objective", "latency")  # fmt: skip
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "--objective is not taken by --disagg --search" in r.stderr
+                "--objective", "devices", "--format", "json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["chosen"]["devices"] == 2
 
 
 def test_the_pool_search_tries_expert_parallel_pools_for_a_moe_model() -> None:

@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "cost", "costing", "roofs", "roofline", "report", "kernels", "estimate", "engines",
         "network", "collectives_achieved", "measured", "calibration", "compile", "speculative",
     )),
-    ("analyses", ("diff", "sweeps", "serving", "arrivals", "disagg")),
+    ("analyses", ("diff", "sweeps", "serving", "arrivals", "disagg", "deployment")),
     ("render", (
         "render", "render.bars", "render.charts", "render.chart_modes", "render.diff_text",
         "render.disagg_format",

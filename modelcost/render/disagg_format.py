@@ -1,20 +1,23 @@
-"""Disaggregated serving answers (one pair of pools, a pool search) as a terminal table,
-Markdown, JSON, CSV or an HTML page. Formatting only."""
+"""Disaggregated serving answers (one pair of pools, a pool search, the search of both
+modes within a device budget) as a terminal table, Markdown, JSON, CSV or an HTML page.
+Formatting only."""
 
 from __future__ import annotations
 
 from tabulate import tabulate
 
+from ..deployment import Deployment, DeploymentPoint, pools_label
 from ..disagg import Disaggregated, DisaggSearch, PoolFigures
+from ..serving import Serving, group_reasons
 from .escape import md, terminal
-from .serving_format import BASIS
+from .serving_format import BASIS, OBJECTIVE_SAID, rows_table
+from .sweep_view import TablePage
 from .units import duration, fixed, si
 
 
 def _html(head: str, facts: list[tuple[str, str]], columns: tuple[str, ...],
           rows: list[tuple[str, ...]], heading: str) -> str:  # fmt: skip
     from .env import render
-    from .sweep_view import TablePage
 
     page = TablePage(title=head, headers=columns, rows=tuple(rows), charts=(),
                      skipped=tuple(f"{k}: {v}" for k, v in facts), table_heading=heading,
@@ -129,5 +132,113 @@ def render_disagg_search(found: DisaggSearch, fmt: str) -> str:
     for _, why in notes:
         out.append(f"\n- not tried: {md(why) if fmt == 'md' else why}")
     out.append(("\n" if notes else "") + f"\n{said}\n")
+    text = "".join(out)
+    return text if fmt == "md" else terminal(text)
+
+
+_BOTH = ("mode", "layout", "devices", "concurrency", "TTFT", "TPOT", "tok/s per user",
+         "tok/s per device", "bound per device", "targets", "")  # fmt: skip
+_POINTS = ("mode", "layout", "devices", "concurrency", "TTFT", "TPOT", "tok/s per user",
+           "tok/s per device", "targets", "")  # fmt: skip
+
+
+def _best_rows(found: Deployment) -> list[tuple[str, ...]]:
+    """Each mode's best by the objective, side by side."""
+    rows: list[tuple[str, ...]] = []
+    if (a := found.best_aggregated) is not None:
+        rows.append(("aggregated", a.layout or "one device", f"{a.devices:,}",
+                     f"{a.concurrency:,}", duration(a.ttft_s), duration(a.tpot_s),
+                     fixed(1 / a.tpot_s, 1), fixed(a.output_tokens_per_s_device, 1),
+                     fixed(a.bound.output_tokens_per_s_device, 1),
+                     "met" if a.meets_targets else a.why,
+                     "chosen" if found.chosen == "aggregated" else ""))  # fmt: skip
+    if (d := found.best_disaggregated) is not None:
+        rows.append(("disaggregated", pools_label(d), f"{d.devices:,}", f"{d.decode.batch:,}",
+                     duration(d.ttft_s), duration(d.tpot_s), fixed(1 / d.tpot_s, 1),
+                     fixed(d.output_tokens_per_s_device, 1),
+                     fixed(d.bound.output_tokens_per_s_device, 1),
+                     "met" if d.meets_targets else d.why,
+                     "chosen" if found.chosen == "disaggregated" else ""))  # fmt: skip
+    return rows
+
+
+def _point_row(p: DeploymentPoint) -> tuple[str, ...]:
+    return (p.mode, p.layout or "one device", f"{p.devices:,}", f"{p.concurrency:,}",
+            duration(p.ttft_s), duration(p.tpot_s), fixed(p.output_tokens_per_s_user, 1),
+            fixed(p.output_tokens_per_s_device, 1), "met" if p.meets_targets else "missed",
+            "chosen" if p.chosen else "")  # fmt: skip
+
+
+def _name(s: Serving | Disaggregated) -> str:
+    return pools_label(s) if isinstance(s, Disaggregated) else s.layout or "one device"
+
+
+def _said(found: Deployment) -> str:
+    """The chosen mode, with the other mode's best beside it."""
+    if found.chosen is None:
+        return f"none chosen: {found.why}"
+    a, d = found.best_aggregated, found.best_disaggregated
+    won, lost = (a, d) if found.chosen == "aggregated" else (d, a)
+    assert won is not None  # the chosen mode has its best
+
+    def on(s: Serving | Disaggregated) -> str:
+        return f"{_name(s)} on {s.devices:,} device{'s' if s.devices != 1 else ''}"
+
+    out = (f"chosen: {found.chosen}, {on(won)}: TTFT {duration(won.ttft_s)}, TPOT "
+           f"{duration(won.tpot_s)}, {fixed(won.output_tokens_per_s_device, 1)} output "
+           f"tokens/s per device")  # fmt: skip
+    if lost is not None and lost.meets_targets:
+        other = "disaggregated" if found.chosen == "aggregated" else "aggregated"
+        out += (f"; the best {other}, {on(lost)}: TPOT {duration(lost.tpot_s)}, "
+                f"{fixed(lost.output_tokens_per_s_device, 1)} per device")  # fmt: skip
+        if found.objective == "throughput-per-device":
+            ratio = won.output_tokens_per_s_device / lost.output_tokens_per_s_device
+            out += f" (the chosen gives {fixed(ratio, 2)}×)"
+    return out
+
+
+def render_deployment(found: Deployment, fmt: str) -> str:
+    if fmt == "json":
+        return found.model_dump_json(indent=2) + "\n"
+    if fmt == "csv":
+        return found.to_csv()
+    head = (f"{found.model} on {found.hardware}, {found.isl:,} in, {found.osl:,} out: "
+            f"aggregated and disaggregated serving within {found.devices:,} devices")  # fmt: skip
+    objective = f"objective: {found.objective}, {OBJECTIVE_SAID[found.objective]}"
+    said = _said(found)
+    notes = [*found.refused] + [
+        f"{mode}: {group_reasons(search.refused)}"
+        for mode, search in (("aggregated", found.aggregated),
+                             ("disaggregated", found.disaggregated))
+        if search is not None and search.refused
+    ]  # fmt: skip
+    front = sorted(
+        (p for p in found.points if p.front),
+        key=lambda p: (-p.output_tokens_per_s_user, -p.output_tokens_per_s_device),
+    )
+    if fmt == "html":
+        from .env import render
+        from .serving_view import front_chart, front_heading
+
+        target = next((s.tpot_target_s for s in (found.best_aggregated,
+                       found.best_disaggregated) if s is not None), None)  # fmt: skip
+        chart = front_chart(found.points, target, lambda p: f"other {p.mode} points")
+        page = TablePage(title=f"{head}; {said}", headers=_POINTS,
+                         rows=tuple(_point_row(p) for p in found.points),
+                         charts=((front_heading(objective), chart),), skipped=tuple(notes),
+                         table_heading="Points tried", skipped_heading="Not tried")  # fmt: skip
+        return render("table_page.html.j2", view=page)
+    sections = [
+        ("each mode's best", _best_rows(found), _BOTH),
+        ("the Pareto front of output tokens/s per user (1/TPOT) against per device, both "
+         "modes", [_point_row(p) for p in front], _POINTS),
+    ]  # fmt: skip
+    out = [f"# {md(head)}\n" if fmt == "md" else head + "\n"]
+    for title, rows, columns in sections:
+        out.append(f"\n## {md(title)}\n\n" if fmt == "md" else f"\n{title}:\n\n")
+        out.append(rows_table(rows, columns, fmt))
+    for why in notes:
+        out.append(f"\n- not tried: {md(why) if fmt == 'md' else why}")
+    out.append(("\n" if notes else "") + f"\n{objective}\n{said}\n")
     text = "".join(out)
     return text if fmt == "md" else terminal(text)

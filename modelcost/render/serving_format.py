@@ -107,7 +107,7 @@ def _row(s: Serving) -> tuple[str, ...]:
     )
 
 
-def _table(rows: list[tuple[str, ...]], columns, fmt: str) -> str:
+def rows_table(rows: list[tuple[str, ...]], columns, fmt: str) -> str:
     if fmt == "md":
         head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
         return head + "".join("| " + " | ".join(md(c) for c in r) + " |\n" for r in rows)
@@ -150,14 +150,14 @@ def render_search(found: Search, fmt: str) -> str:
         title = head + (f"; chosen: {layout_label(found.chosen)}" if found.chosen else "")
         return _html(search_page(found, title, (*_COLUMNS, ""), rows, objective))
     out = [f"# {md(head)}\n\n" if fmt == "md" else head + "\n\n"]
-    out.append(_table([_row(s) for s in found.tried], _COLUMNS, fmt))
+    out.append(rows_table([_row(s) for s in found.tried], _COLUMNS, fmt))
     for why in found.refused:
         out.append(f"\n- not tried: {md(why) if fmt == 'md' else why}")
     if found.refused:
         out.append("\n")
     front = "the Pareto front of output tokens/s per user (1/TPOT) against per device"
     out.append(f"\n{'## ' + front if fmt == 'md' else front + ':'}\n\n")
-    out.append(_table(_front_rows(found), _FRONT, fmt))
+    out.append(rows_table(_front_rows(found), _FRONT, fmt))
     out.append(f"\n{objective}\n")
     if found.chosen is not None:
         c = found.chosen
@@ -195,7 +195,7 @@ def render_mix(mix: MixServing, fmt: str) -> str:
         from .serving_view import mix_page
 
         return _html(mix_page(mix, f"{head}: {total.strip()}", columns, rows))
-    body = _table(rows, columns, fmt)
+    body = rows_table(rows, columns, fmt)
     if fmt == "md":
         return f"# {md(head)}\n\n{body}{total}"
     return terminal(f"{head}\n\n{body}{total}")
@@ -243,7 +243,7 @@ def render_arrivals(a: Arrivals, fmt: str) -> str:
     if fmt == "md":
         body = "\n".join(f"| {md(k)} | {md(v)} |" for k, v in facts)
         return (f"# {md(head)}\n\n|  | value |\n|---|---|\n{body}\n\n"
-                + _table(rows, columns, fmt))  # fmt: skip
+                + rows_table(rows, columns, fmt))  # fmt: skip
     table = tabulate(rows, headers=columns, tablefmt="simple", disable_numparse=True)
     return terminal(f"{head}\n\n{tabulate(facts, tablefmt='plain')}\n\n{table}\n")
 

@@ -3,7 +3,8 @@ curve and the tables' cells (the template only formats)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 from ..serving import MixServing, Search, Serving
 from .charts import Series, line_svg
@@ -64,41 +65,74 @@ def serving_page(s: Serving, facts: list[tuple[str, str]]) -> TablePage:
     )
 
 
-def front_chart(found: Search) -> str:
+class _Point(Protocol):
+    @property
+    def devices(self) -> int: ...
+    @property
+    def layout(self) -> str: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def output_tokens_per_s_device(self) -> float: ...
+    @property
+    def output_tokens_per_s_user(self) -> float: ...
+    @property
+    def meets_targets(self) -> bool: ...
+    @property
+    def front(self) -> bool: ...
+    @property
+    def chosen(self) -> bool: ...
+
+
+P = TypeVar("P", bound=_Point)
+
+
+def _others(_: object) -> str:
+    return "other points"
+
+
+def front_chart(points: Sequence[P], tpot_target: float | None,
+                group: Callable[[P], str] = _others) -> str:  # fmt: skip
     """Output tokens/s per user (1/TPOT) against output tokens/s per device at every
-    point tried: the Pareto front joined, the other points hollow, the chosen point a
-    series of its own."""
+    point tried: the Pareto front joined, the other points hollow (a series per
+    `group`: "other points", or each mode's), the chosen point a series of its own."""
     front = sorted(
-        (p for p in found.points if p.front),
+        (p for p in points if p.front),
         key=lambda p: (p.output_tokens_per_s_device, -p.output_tokens_per_s_user),
     )
-    rest = [p for p in found.points if not p.front]
-    chosen = [p for p in found.points if p.chosen]
+    chosen = [p for p in points if p.chosen]
 
     def xy(ps) -> tuple[tuple[float, float], ...]:
         return tuple((p.output_tokens_per_s_device, p.output_tokens_per_s_user) for p in ps)
 
     series = [Series(label="Pareto front", points=xy(front),
                      marked=tuple(p.meets_targets for p in front))]  # fmt: skip
-    if rest:
-        series.append(Series(label="other points", points=xy(rest),
+    groups: dict[str, list[P]] = {}
+    for p in points:
+        if not p.front:
+            groups.setdefault(group(p), []).append(p)
+    for label, rest in groups.items():
+        series.append(Series(label=label, points=xy(rest),
                              marked=tuple(False for _ in rest), joined=False))  # fmt: skip
     for p in chosen:
         series.append(Series(label=f"chosen: {layout_label(p)} at {p.concurrency:,}",
                              points=xy([p]), marked=(True,), joined=False))  # fmt: skip
-    target = found.tried[0].tpot_target_s if found.tried else None
-    lines = ((f"TPOT target {target * 1e3:g} ms", 1 / target),) if target else ()
+    lines = ((f"TPOT target {tpot_target * 1e3:g} ms", 1 / tpot_target),) if tpot_target else ()
     return line_svg(series, "output tokens/s per device", "output tokens/s per user", "front",
                     lines)  # fmt: skip
+
+
+def front_heading(objective: str) -> str:
+    return ("Pareto front: output tokens/s per user against per device (filled: meets the "
+            f"targets; {objective})")  # fmt: skip
 
 
 def search_page(found: Search, title: str, headers, rows, objective: str = "") -> TablePage:
     front = (
         (
             (
-                "Pareto front: output tokens/s per user against per device (filled: meets "
-                "the targets; " + objective + ")",
-                front_chart(found),
+                front_heading(objective),
+                front_chart(found.points, found.tried[0].tpot_target_s if found.tried else None),
             ),
         )
         if found.points
