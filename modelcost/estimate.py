@@ -628,7 +628,8 @@ def estimate(
         hot = ""
         if op.collective == "all_to_all":  # the hottest rank receives imbalance × the mean
             x = moe_imbalance()[0] if imbalance is None else imbalance
-            op = replace(op, elements=math.ceil(x * op.elements))
+            # every (token, expert) copy, as NCCL's all-to-all sends them
+            op = replace(op.per_copy(), elements=math.ceil(x * op.elements))
             hot = f"the hottest rank's {x:g}× the mean tokens (routing imbalance); "
         t, why = achieved(op, hw, engine)  # below the bound (collectives_achieved.py)
         why = hot + why

@@ -40,6 +40,18 @@ group spanning both is hierarchical: inside the domain on S (an all-reduce
 reduce-scatters before and all-gathers after, so one-shot does not apply there), across
 domains on S/inner; the phases use different links and pipeline (as NCCL's tree and
 NVLSTree do), so the bound is the slower phase's bytes plus every phase's latency.
+
+A MoE token exchange (an all-to-all with a `Fanout`, perfmodel/collectives.py) moves
+each row once to each rank holding one of its experts, and across scale-up domains once
+to each domain holding one, forwarded inside it (DeepEP's normal kernels: one RDMA copy
+a destination node, then NVLink to its ranks): with rows × d × bytes = R and P_n the
+chance one of n slices of the experts holds a pick (`Fanout.hit`),
+
+    across  (outer − 1) · P_outer · R over scale-out
+    inside  ((n − 1) · P_n − (outer − 1) · P_outer) · R over scale-up (the rank copies
+            that are not the one RDMA copy per domain)
+
+at once, the slower of the two (`exchange`).
 """
 
 from __future__ import annotations
@@ -48,7 +60,7 @@ from itertools import product
 from typing import Literal
 
 from .hardware import Hardware
-from .perfmodel import CollectiveOp, bpe
+from .perfmodel import CollectiveOp, Fanout, bpe
 
 Link = Literal["scale-up", "scale-out", "scale-up+out"]
 # (name, bytes each rank moves per direction per byte of S, steps)
@@ -102,10 +114,28 @@ def link(op: CollectiveOp, hw: Hardware) -> Link:
     return "scale-out" if inner == 1 else "scale-up+out"
 
 
+def exchange(op: CollectiveOp, f: Fanout, hw: Hardware) -> float:
+    """The least time of a MoE token exchange routed as `f` (`op.fanout`): each row
+    once to each rank holding its experts, once to each other scale-up domain across."""
+    rows = op.elements / f.top_k * bpe(op.dtype)  # R: every row once
+    inner, outer = split(op, hw)
+    ranks = (op.group - 1) * f.hit(op.group) * rows
+    if outer == 1:
+        return ranks / hw.scaleup_per_direction + hw.scaleup_latency
+    if inner == 1:
+        return ranks / hw.scaleout_bandwidth + hw.scaleout_latency
+    domains = (outer - 1) * f.hit(outer) * rows
+    across = domains / hw.scaleout_bandwidth + hw.scaleout_latency
+    within = max(0.0, ranks - domains) / hw.scaleup_per_direction + hw.scaleup_latency
+    return max(across, within)
+
+
 def bound(op: CollectiveOp, hw: Hardware) -> tuple[float, str]:
     """(seconds, the algorithm that sets it): the least time `op` can take on `hw`."""
     if op.group <= 1:
         return 0.0, "none"
+    if op.fanout is not None:
+        return exchange(op, op.fanout, hw), "each row once a rank (a domain across)"
     S = op.elements * bpe(op.dtype)
     up, out = hw.scaleup_per_direction, hw.scaleout_bandwidth
     nvls = hw.in_switch_reduction == "nvls"
@@ -143,7 +173,9 @@ def collective_time(op: CollectiveOp, hw: Hardware) -> float:
 
 def ring_time(op: CollectiveOp, hw: Hardware) -> float:
     """Seconds one rank spends in `op` as NCCL/RCCL's ring runs it at `hw`'s link
-    bandwidths: the form bus bandwidth is defined on (collectives_achieved.py)."""
+    bandwidths: the form bus bandwidth is defined on (collectives_achieved.py). A MoE
+    token exchange runs as NCCL's all-to-all runs it: every (row, expert) copy."""
+    op = op.per_copy() if op.fanout is not None else op
     S = op.elements * bpe(op.dtype)
     up, out = hw.scaleup_per_direction, hw.scaleout_bandwidth
     inner, outer = split(op, hw)

@@ -27,7 +27,7 @@ from ..perfmodel import (
     bpe,
 )
 from ..perfmodel.base import Number
-from ..perfmodel.collectives import CollectiveKind
+from ..perfmodel.collectives import CollectiveKind, Fanout
 from ..recipes import NO_RECIPE, RECIPES, Recipe
 
 ACT_FN = {
@@ -128,15 +128,17 @@ class Lowerer:
         a: DType,
         x: str | tuple[str, ...],
         over: Literal["tp", "cp", "ep", "gather"] = "tp",
+        fanout: Fanout | None = None,
     ) -> str:
         """A collective over this rank's tp group (adjacent ranks), its context-parallel
         group (tp apart), its expert-parallel group, or (folded experts) the dp replicas
-        its expert group gathers tokens from (tp apart)."""
+        its expert group gathers tokens from (tp apart); `fanout`: a MoE token exchange's
+        routing (each row once to each rank holding its experts)."""
         par = self.par
         groups = {"tp": (par.tp, 1), "cp": (par.cp, par.tp), "ep": (par.ep, par.ep_stride),
                   "gather": (par.expert_gather, par.tp)}  # fmt: skip
         group, stride = groups[over]
-        rec = CollectiveOp(kind, elements, group, a, stride)
+        rec = CollectiveOp(kind, elements, group, a, stride, fanout)
         out = elements * bpe(a) / (group if kind == "reduce_scatter" else 1)
         return e.add(name, rec, x if isinstance(x, tuple) else (x,), out=out)
 

@@ -3,6 +3,10 @@ experts run as one MLP. Two layouts (graph.Parallel):
 
 - ep taken from dp (attention data-parallel, Megatron's default): each rank's tokens
   travel to their experts' ranks by all-to-all and back, each expert's width over tp;
+  the bound moves a token once to each rank holding one of its experts (and once to
+  each other scale-up domain across: DeepEP's normal kernels), the estimate every
+  (token, expert) copy, as NCCL's all-to-all and DeepEP's low-latency kernels do
+  (perfmodel/collectives.py `Fanout`, network.exchange);
 - folded onto tp × dp (Megatron-Core's MoE parallel folding, `par.folded`): the tokens
   are replicated over the tp ranks after attention, so no rank sends them; an expert
   group spanning g = ep·etp/tp dp replicas all-gathers their tokens first and
@@ -22,7 +26,15 @@ from __future__ import annotations
 import modelcost.spec as ir
 
 from ..parallel import ceil_div, refuse
-from ..perfmodel import BinaryOp, MoECommOp, MoERoutingOp, UnaryOp, bpe, expected_experts_hit
+from ..perfmodel import (
+    BinaryOp,
+    Fanout,
+    MoECommOp,
+    MoERoutingOp,
+    UnaryOp,
+    bpe,
+    expected_experts_hit,
+)
 from ..perfmodel.moe import ROUTER_INDEX_BYTES, ROUTER_PROB_BYTES
 from .emit import ACT_FN, Emit, Lowerer, gemm
 from .room import NOTHING_KEPT, REFUSES_NOTHING, Component, Room, ffn, linear
@@ -57,10 +69,13 @@ def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
         (src, route),
         out=rows * op.dim * bpe(a),
     )
-    if ep > 1 and not par.folded:  # each token copy travels to its expert's rank (mean)
+    # the exchange's routing: a row travels once to each rank holding its experts
+    fanout = Fanout(experts=E, top_k=k, groups=op.groups, groups_kept=op.groups_kept)
+    if ep > 1 and not par.folded:  # each token to its experts' ranks (mean)
         disp = lw.collective(
-            e, f"{name}.dispatch.all_to_all", "all_to_all", rows * op.dim, a, disp, "ep"
-        )
+            e, f"{name}.dispatch.all_to_all", "all_to_all", rows * op.dim, a, disp, "ep",
+            fanout,
+        )  # fmt: skip
     # the experts this rank holds that any token of the ep ranks (folded: of the reps
     # replicas) reaches
     hit = expected_experts_hit(E, k, T * reps if par.folded else T * ep) / ep
@@ -84,8 +99,9 @@ def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
     dn = lw.experts(e, f"{name}.experts.down", rows, d_ff, op.dim, hit, d, h)
     if ep > 1 and not par.folded:  # and back to the token's own rank
         dn = lw.collective(
-            e, f"{name}.combine.all_to_all", "all_to_all", rows * op.dim, a, dn, "ep"
-        )
+            e, f"{name}.combine.all_to_all", "all_to_all", rows * op.dim, a, dn, "ep",
+            fanout,
+        )  # fmt: skip
     out = e.add(
         f"{name}.combine",
         MoECommOp(rows, op.dim, "combine", a),

@@ -17,7 +17,7 @@ from .attention import (
     trapezoid_pairs,
 )
 from .base import MODELCOST, TRACELENS, Conventions, Cost, OpRecord, Unit, bpe
-from .collectives import CollectiveOp
+from .collectives import CollectiveOp, Fanout
 from .conv import CONV, ConvOp
 from .deltanet import GatedDeltaNetOp, GatedDeltaStepOp
 from .elementwise import (
@@ -64,6 +64,7 @@ __all__ = [
     "CrossEntropyOp",
     "DequantizeOp",
     "EmbeddingOp",
+    "Fanout",
     "FusedMoE",
     "FusedRoPE",
     "GatedDeltaNetOp",
