@@ -104,6 +104,8 @@ class Pool(Record, frozen=True):
 class Pools(Record, frozen=True):
     prefill: Pool
     decode: Pool
+    text: str = ""  # as the user wrote it (`parse_pools`): a refusal points into it
+    where: str = "--disagg"
 
     @property
     def devices(self) -> int:
@@ -131,7 +133,7 @@ def parse_pools(text: str, where: str = "--disagg") -> Pools:
     for half, role in zip(halves, ("prefill", "decode"), strict=True):
         pools.append(_parse_pool(half, offset, role, bad))
         offset += len(half) + 1
-    return Pools(prefill=pools[0], decode=pools[1])
+    return Pools(prefill=pools[0], decode=pools[1], text=text, where=where)
 
 
 def _parse_pool(half: str, offset: int, role: str, bad) -> Pool:
@@ -408,9 +410,16 @@ def _scenarios(spec, hw, pools: Pools, isl: int, osl: int, engine: Engine, mode:
     return sc_p, sc_d
 
 
-def _refused(role: str, par: Parallel, err: SpecError) -> SpecError:
-    return SpecError(f"the {role} pool ({par.label or 'one device'}): {err.message}",
-                     filename=err.filename, hint=err.hint)  # fmt: skip
+def _refused(role: Role, par: Parallel, err: SpecError, pools: Pools) -> SpecError:
+    """A pool the model cannot run on, pointed at in the pools as written (when parsed
+    from text: the caret under that side of `PREFILL:DECODE`)."""
+    message = f"the {role} pool ({par.label or 'one device'}): {err.message}"
+    if not pools.text:
+        return SpecError(message, filename=err.filename, hint=err.hint)
+    prefill, _, decode = pools.text.partition(":")
+    start, width = (0, len(prefill)) if role == "prefill" else (len(prefill) + 1, len(decode))
+    return SpecError(message, filename=pools.where, line=1, column=start + 1, hint=err.hint,
+                     source_line=pools.text, width=width)  # fmt: skip
 
 
 def serve_disagg(
@@ -438,12 +447,12 @@ def serve_disagg(
     try:
         pre = _Prefill(sc_p)
     except SpecError as err:
-        raise _refused("prefill", sc_p.par, err) from None
+        raise _refused("prefill", sc_p.par, err, pools) from None
     try:
         n, most = _decode_pick(sc_d, concurrency, tpot)
         dec = _Decode(sc_d, n, most)
     except SpecError as err:
-        raise _refused("decode", sc_d.par, err) from None
+        raise _refused("decode", sc_d.par, err, pools) from None
     counts = (pools.prefill.count, pools.decode.count)
     return _combine(pre, dec, counts, request_cache(sc_p), tpot, ttft)
 

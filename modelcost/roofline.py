@@ -336,11 +336,11 @@ def matrix_peak(graph: OpGraph, hw: Hardware, peak: PeakMode) -> tuple[float, st
 
 
 def _layout_info(par: Parallel) -> LayoutInfo:
-    """The report's layout. Its expert tensor-parallel size (where the experts fold:
-    `etp 1`) and its virtual stages (`pp 4, vpp 2`) show in the label alone: the
-    report's fields are those they were before either existed."""
-    fields = {k: v for k, v in asdict(par).items() if k not in ("etp", "vpp")}
-    return LayoutInfo.trusted(**fields, devices=par.devices, label=par.label)
+    """The report's layout: the axes as given, with the expert tensor-parallel size
+    resolved (`Parallel.expert_tp`)."""
+    fields = {k: v for k, v in asdict(par).items() if k not in ("etp",)}
+    return LayoutInfo.trusted(**fields, devices=par.devices, label=par.label,
+                              etp=par.expert_tp)  # fmt: skip
 
 
 class NodeEstimate(Record, frozen=True):

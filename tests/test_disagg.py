@@ -278,3 +278,14 @@ def test_the_pool_search_tries_expert_parallel_pools_for_a_moe_model() -> None:
     dense = [p.label or "tp 1" for p in candidate_layouts(load_spec(MODELS / "llama3-8b.model"),
                                                           load_hardware("h100"))]  # fmt: skip
     assert dense == ["tp 1", "tp 2", "tp 4", "tp 8"]
+
+
+def test_a_pool_the_model_cannot_run_on_is_pointed_at() -> None:
+    # the decode side of `1xtp8:1xtp3` starts at column 7 and is 5 wide: tp 3 does not
+    # split 64 heads
+    r = run_cli("serve", str(MODELS / "llama3-70b.model"), "--hw", "h200", "--isl", "4096",
+                "--osl", "256", "--disagg", "1xtp8:1xtp3")  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("--disagg:1:7: error: the decode pool (tp 3)")
+    assert lines[1:3] == ["  1xtp8:1xtp3", "        ^^^^^"]
