@@ -64,8 +64,11 @@ class LayoutInfo(Frozen):
     zero: int
     devices: int
     label: str = Field(description="`tp 8, sp, dp 2`; empty on one device")
-    etp: int = Field(1, description="ranks each expert's width splits over (tp where ep "
-                     "is taken from dp; --etp, default 1, where the experts fold onto tp × dp)")
+    etp: int = Field(
+        1,
+        description="ranks each expert's width splits over (tp where ep "
+        "is taken from dp; --etp, default 1, where the experts fold onto tp × dp)",
+    )
     vpp: int = Field(1, description="virtual pipeline stages a stage holds (interleaved 1F1B)")
 
 
