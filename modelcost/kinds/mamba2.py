@@ -1,6 +1,7 @@
 """The Mamba-2 SSD mixer: in_proj, causal conv1d, the SSD scan (a step per token at
 decode), gated RMSNorm, out_proj; its heads and B/C groups split over the
-tensor-parallel ranks; it keeps a recurrent state per sequence."""
+tensor-parallel ranks (a single group replicated on each, as vLLM runs it); it keeps a
+recurrent state per sequence."""
 
 from __future__ import annotations
 
@@ -14,8 +15,13 @@ from .room import SSM_STATE, linear, recurrent_room
 
 def per_rank(op: ir.Mamba2, tp: int) -> tuple[int, int, int]:
     """(SSD heads, B/C groups, inner width) on one of `tp` ranks: its params, state and
-    lowering split by this one rule."""
-    return op.heads // tp, op.groups // tp, op.d_inner // tp
+    lowering split by this one rule. Groups split over the ranks when tp divides them;
+    a single group is replicated on every rank instead (vLLM's mamba_mixer2:
+    `extra_groups_for_head_shards` adds tp − 1 copies of it, so each head shard has its
+    group's B and C: each rank holds and computes the whole B/C projection, its conv
+    channels and its state's B/C part)."""
+    groups = op.groups // tp if op.groups % tp == 0 else op.groups
+    return op.heads // tp, groups, op.d_inner // tp
 
 
 def lower(lw: Lowerer, e: Emit, op: ir.Mamba2, name: str) -> None:
@@ -55,17 +61,25 @@ def _params(op: ir.Mamba2, tp: int, ep: int) -> tuple[int, int]:
 
 def _state_bytes(op: ir.Mamba2, tp: int) -> float:
     """The SSM state and the conv window of one sequence on one rank."""
-    conv_ch = (op.d_inner + 2 * op.groups * op.d_state) // tp
-    state = per_rank(op, tp)[0] * op.head_dim * op.d_state * bpe(SSM_STATE)
+    heads, groups, di = per_rank(op, tp)
+    conv_ch = di + 2 * groups * op.d_state
+    state = heads * op.head_dim * op.d_state * bpe(SSM_STATE)
     return state + conv_ch * op.d_conv * bpe(op.dtypes.activations)
 
 
 def _sharding(op: ir.Mamba2, par, where: str):
-    if op.heads % par.tp or op.groups % par.tp:
+    """What vLLM's mamba_mixer2 refuses: heads that tp does not divide, and groups
+    that it does not divide unless there is one (replicated on each rank)."""
+    if op.heads % par.tp:
         return refuse(
-            f"--tp {par.tp} does not divide the {op.heads} SSD heads and "
-            f"{op.groups} groups of {where}",
-            "tensor parallelism splits Mamba-2 by heads and by B/C groups",
+            f"--tp {par.tp} does not divide the {op.heads} SSD heads of {where}",
+            f"tensor parallelism splits Mamba-2 by heads: use a divisor of {op.heads}",
+        )
+    if op.groups % par.tp and op.groups != 1:
+        return refuse(
+            f"--tp {par.tp} does not divide the {op.groups} B/C groups of {where}",
+            "tensor parallelism splits the groups, or replicates a single one (as vLLM "
+            f"does): use a divisor of {op.groups}",
         )
     return None
 
