@@ -1,6 +1,12 @@
 """Time compile + cost of every shipped spec, in process and through the CLI.
 
     python benchmarks/bench.py [--repeat N] [--hw mi355x]
+    python benchmarks/bench.py --grid
+
+`--grid` measures sweeps at scale instead (issue 24): the points/s of the 225,280-point
+grid (Llama 3 70B decode on 5 targets × 4 layouts × 11 batches × 1,024 contexts) in one
+process, streamed as `modelcost sweep --format csv` streams it; and the peak resident
+memory of a 1,000,000-point streamed sweep through the CLI (written to /dev/null).
 
 In process, per spec: `load` = read, parse and resolve the file; `compile` = lower,
 cost and roofline one workload into a report model; `total` = both. Medians of N runs.
@@ -57,7 +63,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--hw", default="mi355x")
+    ap.add_argument("--grid", action="store_true", help="sweeps at scale only")
     args = ap.parse_args()
+    if args.grid:
+        print(_grid())
+        return
     hw = load_hardware(args.hw)
     rows = []
     for path in sorted((specs_dir() / "models").glob("*.model")):
@@ -157,6 +167,45 @@ def _layouts(repeat: int) -> str:
         f"DeepSeek-V3 decode, batch 64: one device {a:.2f} ms, tp 8 dp 8 ep 8 {b:.2f} ms "
         f"({b / a:.2f}×)"
     )
+
+
+GRID_TARGETS = ("h100", "h200", "b200", "mi300x", "mi355x")
+GRID_LAYOUTS = {"tp": [1, 2, 4, 8]}
+GRID_BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def _grid() -> str:
+    """The issue-24 grid's points/s in one process, and a 1,000,000-point streamed
+    sweep's peak resident memory through the CLI."""
+    import resource
+
+    from modelcost.render.sweep_stream import writer
+    from modelcost.sweeps import SweepRow, plan, run
+
+    spec = specs_dir() / "models" / "llama3-70b.model"
+    contexts = list(range(128, 128 * 1025, 128))  # 1,024 contexts, 128 to 131,072
+    grid = plan(str(spec), list(GRID_TARGETS), "decode", GRID_BATCHES, context=contexts,
+                layout=GRID_LAYOUTS, limit=10_000_000)  # fmt: skip
+    t = time.perf_counter()
+    rows = 0
+    with open(os.devnull, "wb") as sink:
+        w = writer("csv", sink)
+        for r in run(grid):
+            if isinstance(r, SweepRow):
+                w.write(r)
+                rows += 1
+        w.close()
+    rate = grid.size / (time.perf_counter() - t)
+    million = [sys.executable, "-m", "modelcost", "sweep", str(spec), "--hw", "h200",
+               "--phase", "decode", "--batch", "1..1000+1", "--context", "1K..1000K+1K",
+               "--format", "csv", "-o", os.devnull, "--quiet"]  # fmt: skip
+    t = time.perf_counter()
+    _run(million)
+    wall = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB → MiB
+    return (f"grid: {grid.size:,} points ({rows:,} rows) at {rate:,.0f} points/s in one "
+            f"process, streamed as CSV\n1,000,000-point streamed sweep: {wall:.0f} s, peak "
+            f"resident memory {peak:,.0f} MiB")
 
 
 def _sweep_rate() -> str:

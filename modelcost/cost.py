@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .graph import Node, OpGraph
-from .perfmodel import Conventions, Cost
+from .perfmodel import Conventions, Cost, OpRecord
 from .record import Record
 
 
@@ -22,19 +22,34 @@ class CostedGraph(Record, frozen=True):
     nodes: tuple[CostedNode, ...]
 
 
+# An op's cost is a pure function of the op record and the conventions: equal ops (every
+# layer's norms; a sweep's points sharing a batch) are costed once, in a table cleared
+# when it holds MAX_MEMO entries (bounded memory in a long sweep)
+MAX_MEMO = 65_536
+_FORWARD: dict[tuple[OpRecord, Conventions], Cost] = {}
+_BACKWARD: dict[tuple[OpRecord, Conventions], Cost] = {}
+
+
+def _memo(table: dict, key: tuple[OpRecord, Conventions], backward: bool) -> Cost:
+    found = table.get(key)
+    if found is None:
+        if len(table) >= MAX_MEMO:
+            table.clear()
+        op, conventions = key
+        found = table[key] = op.cost_bwd(conventions) if backward else op.cost(conventions)
+    return found
+
+
 def cost(graph: OpGraph, conventions: Conventions = Conventions.modelcost) -> CostedGraph:
     """Cost every node once; repeated layers carry their count, not copies."""
     train = graph.shape.train
     # full recomputation runs each layer's forward again inside its backward
     again = graph.shape.par.recompute == "full"
     nodes = []
-    seen: dict[object, Cost] = {}  # equal ops (every layer's norms) are costed once
     for n in graph.nodes:
-        op = n.op
-        fwd = seen.get(op)
-        if fwd is None:
-            fwd = seen[op] = op.cost(conventions)
-        bwd = op.cost_bwd(conventions) if train and not n.step else None
+        key = (n.op, conventions)
+        fwd = _memo(_FORWARD, key, False)
+        bwd = _memo(_BACKWARD, key, True) if train and not n.step else None
         recomputed = False
         if bwd is not None and again and n.group != "model":
             bwd, recomputed = bwd + fwd, True

@@ -21,9 +21,13 @@ import errno
 import io
 import os
 import secrets
+import shutil
 import stat
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from .errors import SpecError
 
@@ -129,6 +133,49 @@ def write_text(output: str | os.PathLike[str], text: str) -> None:
             _write_in_place(fd, data)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def streamed(output: str | None) -> Iterator[IO[bytes]]:
+    """A binary file to write a long output into as it is made: standard output (None or
+    `-`), a special file (/dev/null, a FIFO) written as it goes, or, for a regular
+    file, a temporary file beside it renamed over it when the block ends without an
+    error and removed when it raises (nothing half-written). Raises OSError."""
+    if output in (None, "-"):
+        if sys.stdout is None:
+            raise StdoutClosedError
+        sys.stdout.flush()
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    check_output(output)
+    target = os.path.realpath(output) if os.path.islink(output) else output
+    try:
+        info: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        info = None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", output)
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        with open(target, "wb") as f:
+            yield f
+        return
+    fd, tmp = _temporary(target)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            os.fchmod(f.fileno(), _new_file_mode() if info is None else stat.S_IMODE(info.st_mode))
+            if info is not None and not _same_owner(f.fileno(), info):
+                f.flush()  # another's file: written through, as a redirect would
+                with open(tmp, "rb") as made, open(target, "r+b") as through:
+                    through.truncate(0)
+                    shutil.copyfileobj(made, through)
+                Path(tmp).unlink()
+                return
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def check_output(name: str) -> None:

@@ -21,6 +21,7 @@ from .errors import SpecError
 from .graph import OpGraph, Parallel
 from .hardware import Hardware
 from .kernels import serve
+from .memo import per_object
 from .network import collective_time, link
 from .perfmodel import CollectiveOp, Cost, GemmOp, GroupedGemmOp, OpRecord, Unit, bpe
 from .record import Record, asdict
@@ -100,6 +101,43 @@ class NodeTime(Record, frozen=True):
     compute_bound_s: float  # the part of total_s in compute-bound passes
 
 
+MAX_TIMED = 65_536  # ops timed per target before the table is cleared (bounded memory)
+
+
+@per_object
+def _op_times(hw: Hardware, peak: PeakMode, bandwidth: PeakMode) -> dict:  # noqa: ARG001
+    """A table of one op's pass times on `hw` under `peak` and `bandwidth` (`_passes`),
+    kept while `hw` lives (per_object keys it by them): the roofline of an op is a pure
+    function of the op, its costs and the target."""
+    return {}
+
+
+_Passes = tuple[Roof, float, float, float, str | None, tuple[float, float, float] | None]
+
+
+def _passes(op: OpRecord, f: Cost, b: Cost | None, hw: Hardware, peak: PeakMode,
+            bandwidth: PeakMode) -> _Passes:  # fmt: skip
+    """(roof, forward compute s, forward memory or link s, forward s, link, the
+    backward's (compute, memory, time) or None) of one op."""
+    precision = op.precision
+    r = roof(op.unit, precision, hw, peak, bandwidth)
+    fc, fm = f.flops / r.peak_flops, f.bytes / r.bytes_per_s
+    dequant = op.vector_flops()
+    if dequant:  # a third roof: the vector units' work beside the matrix math
+        v = roof(Unit.vector, precision, hw, peak, bandwidth)
+        fc = max(fc, dequant / v.peak_flops)
+    lk = None
+    if isinstance(op, CollectiveOp):  # on the links the group spans (network.py)
+        fm, lk = collective_time(op, hw), link(op, hw)
+    back = None
+    if b is not None:
+        bc, bm = b.flops / r.peak_flops, b.bytes / r.bytes_per_s
+        if isinstance(op, CollectiveOp):
+            bm = collective_time(op.backward_op(), hw)
+        back = (bc, bm, max(bc, bm))
+    return r, fc, fm, max(fc, fm), lk, back
+
+
 def time_nodes(
     costed: CostedGraph,
     hw: Hardware,
@@ -107,40 +145,27 @@ def time_nodes(
     bandwidth: PeakMode = DEFAULT_PEAK,
     kept: frozenset[str] | None = None,
 ) -> list[NodeTime]:
-    """The roofline of every node (of the kinds `kept`, when given)."""
-    roofs: dict[tuple[Unit, str], Roof] = {}  # a handful of distinct (unit, precision)
+    """The roofline of every node (of the kinds `kept`, when given); equal ops (a
+    layer's repeats, a sweep's points sharing a shape) are timed once (`_op_times`)."""
+    table = _op_times(hw, peak, bandwidth)
     out = []
     for cn in costed.nodes:
         op = cn.node.op
         if kept is not None and op.kind not in kept:
             continue
-        precision = op.precision
-        r = roofs.get((op.unit, precision))
-        if r is None:
-            r = roofs[op.unit, precision] = roof(op.unit, precision, hw, peak, bandwidth)
         f, b, count = cn.fwd, cn.bwd, cn.node.count
-        fc, fm = f.flops / r.peak_flops, f.bytes / r.bytes_per_s
-        dequant = op.vector_flops()
-        if dequant:  # a third roof: the vector units' work beside the matrix math
-            v = roofs.get((Unit.vector, precision))
-            if v is None:
-                v = roofs[Unit.vector, precision] = roof(
-                    Unit.vector, precision, hw, peak, bandwidth
-                )
-            fc = max(fc, dequant / v.peak_flops)
-        lk = None
-        if isinstance(op, CollectiveOp):  # on the links the group spans (network.py)
-            fm, lk = collective_time(op, hw), link(op, hw)
-        tf = max(fc, fm)
+        key = (op, f, b)
+        found = table.get(key)
+        if found is None:
+            if len(table) >= MAX_TIMED:
+                table.clear()
+            found = table[key] = _passes(op, f, b, hw, peak, bandwidth)
+        r, fc, fm, tf, lk, back = found
         flops, nbytes = float(f.flops), float(f.bytes)
         bound_s = count * (tf if fc >= fm else 0)
-        back, tb = None, 0.0
-        if b is not None:
-            bc, bm = b.flops / r.peak_flops, b.bytes / r.bytes_per_s
-            if isinstance(op, CollectiveOp):
-                bm = collective_time(op.backward_op(), hw)
-            tb = max(bc, bm)
-            back = (bc, bm, tb)
+        tb = 0.0
+        if back is not None and b is not None:
+            bc, bm, tb = back
             flops, nbytes = flops + float(b.flops), nbytes + float(b.bytes)
             bound_s += count * (tb if bc >= bm else 0)
         out.append(

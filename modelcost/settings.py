@@ -59,8 +59,13 @@ def count(text: str) -> int:
 # points one sweep may have (so also values one option may take). Each point is about
 # 0.4–1 ms of work and a row of about 3.6 kB held until the sweep is written (measured
 # with tracemalloc on llama3-8b decode rows): 100,000 points is a minute or two and
-# under 400 MB. Streamed sweeps (issue 24) will lift it.
+# under 400 MB.
 MAX_POINTS = 100_000
+# A sweep written as it runs (--format csv, jsonl, parquet) holds no row after writing
+# it and makes its points one chunk at a time, so its memory does not grow with its size
+# (benchmarks/bench.py measures a 1,000,000-point one); 10,000,000 points is a few hours
+# of work: the bound on how long one command may run.
+MAX_STREAMED = 10_000_000
 
 MAX_MIX_CLASSES = 1_000  # request classes in one mix: each is a serving search (~4 ms)
 SHARES = (1e-9, 1e9)  # a class's share: a weight, normalised over the mix

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+import re
+from collections import deque
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import modelcost.spec as ir
 
 from .bulk import in_bulk
 from .compile import compile_totals
-from .costing import costing
+from .costing import Costing, costing
 from .engines import DEFAULT_ENGINE
 from .errors import SpecError
 from .frozen import Frozen
@@ -33,6 +35,7 @@ from .settings import (
     DEFAULT_ESTIMATE,
     DEFAULT_PEAK,
     MAX_POINTS,
+    MAX_STREAMED,
     EstimateMode,
     PeakMode,
 )
@@ -134,7 +137,7 @@ def _row(model, hardware, phase, batch, seq, context, engine, layout, devices, t
     )
 
 
-def _many(value) -> list:
+def _many(value, limit: int = MAX_POINTS) -> list:
     """One value, or a list, tuple or range of them, as a list: a list no longer than
     a sweep may be (SpecError), its length checked before it is made."""
     if not isinstance(value, list | tuple | range):
@@ -142,9 +145,9 @@ def _many(value) -> list:
     try:
         length = len(value)
     except OverflowError:  # a range longer than an index can count
-        length = MAX_POINTS + 1
-    if length > MAX_POINTS:
-        raise SpecError(f"{value!r:.60} has over {MAX_POINTS:,} values, the most a sweep takes",
+        length = limit + 1
+    if length > limit:
+        raise SpecError(f"{value!r:.60} has over {limit:,} values, the most a sweep takes",
                         filename="modelcost")  # fmt: skip
     return list(value)
 
@@ -166,16 +169,20 @@ def grid_size(
     return specs * targets * lengths * engines * rest
 
 
-def _check_size(specs: int, targets: int, phases: Sequence[Phase], axes: dict) -> None:
-    """Refuse a sweep of over MAX_POINTS points before any is made, naming its axes."""
+def _check_size(specs: int, targets: int, phases: Sequence[Phase], axes: dict,
+                limit: int = MAX_POINTS) -> int:  # fmt: skip
+    """The sweep's number of points; refused over `limit` before any is made, naming
+    its axes."""
     size = grid_size(specs, targets, phases, axes)
-    if size <= MAX_POINTS:
-        return
+    if size <= limit:
+        return size
     named = {"specs": specs, "hw": targets, "phase": len(phases)}
     named |= {k: len(v) for k, v in axes.items()}
     varied = ", ".join(f"{k} {n:,}" for k, n in named.items() if n > 1)
-    raise SpecError(f"the sweep has {size:,} points, over the {MAX_POINTS:,} a sweep takes "
-                    f"(values per axis: {varied})", filename="modelcost",
+    streamed = (" (streamed: --format csv, jsonl or parquet, up to "
+                f"{MAX_STREAMED:,})" if limit < MAX_STREAMED else "")  # fmt: skip
+    raise SpecError(f"the sweep has {size:,} points, over the {limit:,} a sweep takes"
+                    f"{streamed} (values per axis: {varied})", filename="modelcost",
                     hint="sweep fewer values, or split it into several sweeps")  # fmt: skip
 
 
@@ -219,6 +226,40 @@ class _Point(Record, frozen=True):
     engine: tuple[int, int, int]  # prefix, chunk, prompt
 
 
+class Skip(Record, frozen=True):
+    """A point left out: which, and why."""
+
+    point: str
+    why: str
+
+    @property
+    def said(self) -> str:
+        return f"{self.point}: {self.why}"
+
+
+class SkipSummary:
+    """Skipped points summed up by reason (the message with its numbers set aside, so
+    `--tp 3` and `--tp 5` of one rule count together): its count and a first example."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[str, tuple[int, Skip]] = {}
+
+    def add(self, s: Skip) -> None:
+        key = _NUMBER.sub("#", s.why)
+        count, first = self.reasons.get(key, (0, s))
+        self.reasons[key] = (count + 1, first)
+
+    @property
+    def total(self) -> int:
+        return sum(count for count, _ in self.reasons.values())
+
+    def lines(self) -> list[str]:
+        """One line per reason: `N points: the first's reason (e.g. the first point)`."""
+        return [f"{count:,} point{'s' if count > 1 else ''}: {first.why} (e.g. {first.point})"
+                for count, first in self.reasons.values()]  # fmt: skip
+
+
+_NUMBER = re.compile(r"\d[\d,]*(\.\d+)?")
 _DEFAULT_LAYOUT = Parallel()
 
 
@@ -227,6 +268,122 @@ def _varied(layout: dict[str, Any], swept: frozenset[str]) -> str:
     or sets away from the default."""
     return ", ".join(f"{k} {v}" for k, v in layout.items()
                      if k in swept or v != getattr(_DEFAULT_LAYOUT, k))  # fmt: skip
+
+
+class Plan(Record, frozen=True):
+    """A sweep checked and ready to run: what each point is made of, and how many
+    points there are (`grid_size`), before any is computed."""
+
+    specs: tuple[ir.Spec, ...]
+    targets: tuple[Hardware, ...]
+    phases: tuple[Phase, ...]
+    batch: tuple[int, ...]
+    seq: tuple[int | None, ...]
+    context: tuple[int | None, ...]
+    engines: tuple[tuple[int, int, int], ...]  # (prefix, chunk, prompt)
+    axes: tuple[tuple[Any, ...], ...]  # each of LAYOUT_AXES's values
+    sp: bool
+    how: Costing
+    swept: frozenset[str]
+    size: int
+
+    def points(self) -> Iterator[_Point]:
+        """Every point, in the order the values were given (specs outermost), one at a
+        time: a sweep of millions holds none of them all."""
+        for (i, _), (j, _), phase in itertools.product(
+            enumerate(self.specs), enumerate(self.targets), self.phases
+        ):
+            lengths = (
+                [(None, c) for c in self.context]
+                if phase is Phase.decode
+                else [(s, None) for s in self.seq]
+            )
+            for b, (s, c), e, *values in itertools.product(
+                self.batch, lengths, self.engines, *self.axes
+            ):
+                yield _Point(i, j, phase, b, s, c, dict(zip(LAYOUT_AXES, values, strict=True)), e)
+
+
+def plan(
+    specs,
+    targets,
+    phases=Phase.decode,
+    batch=DEFAULT_BATCH,
+    seq=None,
+    context=None,
+    layout: dict[str, Sequence] | None = None,
+    sp: bool = False,
+    engine: dict[str, Sequence] | None = None,
+    conventions: Conventions = Conventions.modelcost,
+    peak: PeakMode = DEFAULT_PEAK,
+    bandwidth: PeakMode = DEFAULT_PEAK,
+    estimate: EstimateMode = DEFAULT_ESTIMATE,
+    calibration: Calibration | None = None,
+    serving_engine: str = DEFAULT_ENGINE,
+    limit: int = MAX_POINTS,
+) -> Plan:
+    """Check a sweep's values (`sweep`'s arguments) and count its points, refusing one
+    of over `limit` points (MAX_POINTS for a sweep held in memory, MAX_STREAMED for
+    one written as it runs) before any is made."""
+    specs = [s if isinstance(s, ir.Spec) else load_spec(s) for s in _many(specs, limit)]
+    targets = [h if isinstance(h, Hardware) else load_hardware(h)
+               for h in _many(targets, limit)]  # fmt: skip
+    phases = [Phase(p) for p in _many(phases, limit)]
+    how = costing(conventions, peak, bandwidth, estimate, calibration, serving_engine)
+    check_calibration(calibration, targets)
+    batch, seq, context = _many(batch, limit), _many(seq, limit), _many(context, limit)
+    unknown = sorted(set(layout or {}) - set(LAYOUT_AXES))
+    if unknown:
+        raise ValueError(f"layout has no {', '.join(unknown)}; it takes {', '.join(LAYOUT_AXES)}")
+    axes = {name: _many((layout or {}).get(name, getattr(_DEFAULT_LAYOUT, name)), limit)
+            for name in LAYOUT_AXES}  # fmt: skip
+    swept = frozenset(k for k, values in axes.items() if len(values) > 1)
+    unknown = sorted(set(engine or {}) - set(ENGINE_AXES))
+    if unknown:
+        raise ValueError(f"engine has no {', '.join(unknown)}; it takes {', '.join(ENGINE_AXES)}")
+    engine_axes = {k: _many((engine or {}).get(k, 0), limit) for k in ENGINE_AXES}
+    _check_used(phases, seq, context)
+    size = _check_size(len(specs), len(targets), phases,
+                       {"batch": batch, "seq": seq, "context": context} | engine_axes | axes,
+                       limit)  # fmt: skip
+    # a prompt length belongs to a chunk: the points without one take none
+    engines = list(dict.fromkeys(
+        (prefix, chunk, prompt if chunk else 0) for prefix, chunk, prompt
+        in itertools.product(*engine_axes.values())
+    ))  # fmt: skip
+    return Plan(tuple(specs), tuple(targets), tuple(phases), tuple(batch), tuple(seq),
+                tuple(context), tuple(engines), tuple(tuple(v) for v in axes.values()), sp,
+                how, swept, size)  # fmt: skip
+
+
+CHUNK = 512  # points a worker computes at a time (and, with --jobs, a task)
+
+
+def run(p: Plan, jobs: int = 1) -> Iterator[SweepRow | Skip]:
+    """Each point's row, or why it was skipped, in the plan's order, as they are
+    computed: one process, or `jobs` worker processes sharing chunks of CHUNK points
+    (at most 2·jobs chunks in flight, so the memory stays bounded)."""
+    work = (p.specs, p.targets, p.sp, p.how, p.swept)
+    chunks = _chunks(p.points(), CHUNK)
+    if jobs <= 1 or p.size < 2 * jobs:
+        for chunk in chunks:
+            yield from _run(work, chunk)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs) as pool:
+        pending: deque = deque()
+        for chunk in chunks:
+            pending.append(pool.submit(_run, work, chunk))
+            if len(pending) >= 2 * jobs:
+                yield from pending.popleft().result()
+        while pending:
+            yield from pending.popleft().result()
+
+
+def _chunks(points: Iterator[_Point], size: int) -> Iterator[list[_Point]]:
+    while chunk := list(itertools.islice(points, size)):
+        yield chunk
 
 
 def sweep(
@@ -256,59 +413,21 @@ def sweep(
     kernel-aware estimate (`estimate_ms`), with a `calibration` on top of its own
     target's rows (check_calibration), an inference step's collectives as
     `serving_engine`'s custom all-reduce runs them. `modelcost.sweep([...], "h200",
-    batch=range(1, 65))` from Python; `modelcost sweep` from the shell."""
-    specs = [s if isinstance(s, ir.Spec) else load_spec(s) for s in _many(specs)]
-    targets = [h if isinstance(h, Hardware) else load_hardware(h) for h in _many(targets)]
-    phases = [Phase(p) for p in _many(phases)]
-    how = costing(conventions, peak, bandwidth, estimate, calibration, serving_engine)
-    check_calibration(calibration, targets)
-    batch, seq, context = _many(batch), _many(seq), _many(context)
-    unknown = sorted(set(layout or {}) - set(LAYOUT_AXES))
-    if unknown:
-        raise ValueError(f"layout has no {', '.join(unknown)}; it takes {', '.join(LAYOUT_AXES)}")
-    axes = {name: _many((layout or {}).get(name, getattr(_DEFAULT_LAYOUT, name)))
-            for name in LAYOUT_AXES}  # fmt: skip
-    swept = frozenset(k for k, values in axes.items() if len(values) > 1)
-    unknown = sorted(set(engine or {}) - set(ENGINE_AXES))
-    if unknown:
-        raise ValueError(f"engine has no {', '.join(unknown)}; it takes {', '.join(ENGINE_AXES)}")
-    engine_axes = {k: _many((engine or {}).get(k, 0)) for k in ENGINE_AXES}
-    _check_used(phases, seq, context)
-    _check_size(len(specs), len(targets), phases,
-                {"batch": batch, "seq": seq, "context": context} | engine_axes | axes)  # fmt: skip
-    # a prompt length belongs to a chunk: the points without one take none
-    engines = list(dict.fromkeys(
-        (prefix, chunk, prompt if chunk else 0) for prefix, chunk, prompt
-        in itertools.product(*engine_axes.values())
-    ))  # fmt: skip
-    points: list[_Point] = []
-    for (i, _), (j, _), phase in itertools.product(enumerate(specs), enumerate(targets), phases):
-        lengths = (
-            [(None, c) for c in context] if phase is Phase.decode else [(s, None) for s in seq]
-        )
-        for b, (s, c), e, *values in itertools.product(batch, lengths, engines, *axes.values()):
-            point = dict(zip(LAYOUT_AXES, values, strict=True))
-            points.append(_Point(i, j, phase, b, s, c, point, e))
-    work = (specs, targets, sp, how, swept)
-    if jobs <= 1 or len(points) < 2 * jobs:
-        results = _run(work, points)
-    else:
-        from concurrent.futures import ProcessPoolExecutor
-
-        size = -(-len(points) // jobs)
-        chunks = [points[k : k + size] for k in range(0, len(points), size)]
-        with ProcessPoolExecutor(jobs) as pool:
-            results = [r for part in pool.map(_run, [work] * len(chunks), chunks) for r in part]
+    batch=range(1, 65))` from Python; `modelcost sweep` from the shell. At most
+    MAX_POINTS points, held in memory: `plan` and `run` stream a larger one."""
+    found = plan(specs, targets, phases, batch, seq, context, layout, sp, engine, conventions,
+                 peak, bandwidth, estimate, calibration, serving_engine)  # fmt: skip
+    results = list(run(found, jobs))
     rows = tuple(r for r in results if isinstance(r, SweepRow))
-    skipped = tuple(r for r in results if isinstance(r, str))
+    skipped = tuple(r.said for r in results if isinstance(r, Skip))
     return Sweep.trusted(rows=rows, skipped=skipped)
 
 
 @in_bulk
-def _run(work, points: list[_Point]) -> list[SweepRow | str]:
+def _run(work, points: list[_Point]) -> list[SweepRow | Skip]:
     """Each point's row, or why it was skipped."""
     specs, targets, sp, how, swept = work
-    out: list[SweepRow | str] = []
+    out: list[SweepRow | Skip] = []
     for p in points:
         spec, hw = specs[p.spec], targets[p.hw]
         try:
@@ -322,6 +441,6 @@ def _run(work, points: list[_Point]) -> list[SweepRow | str]:
             varied = _varied(p.layout, swept)
             extra = ", ".join(f"{k} {v}" for k, v in zip(ENGINE_AXES, p.engine, strict=True) if v)
             varied = ", ".join(x for x in (extra, varied) if x)
-            out.append(f"{spec.name} on {hw.name}, {p.phase.value} batch {p.batch}"
-                       f"{', ' + varied if varied else ''}: {message}")  # fmt: skip
+            out.append(Skip(f"{spec.name} on {hw.name}, {p.phase.value} batch {p.batch}"
+                            f"{', ' + varied if varied else ''}", message))  # fmt: skip
     return out

@@ -29,6 +29,15 @@ def check_layout(spec: ir.Spec, par: Parallel, batch: int) -> None:
         _check_interleaving(par)
     if par.single:
         return
+    refused = _refused_layout(spec, par)
+    if refused is not None:
+        raise refuse(*refused)
+
+
+@per_object
+def _refused_layout(spec: ir.Spec, par: Parallel) -> tuple[str, str] | None:
+    """(message, hint) of the first layer that cannot split over `par`, or None: the
+    same for every batch, so a sweep walks the spec once per layout."""
     has_experts = False
     for op, _ in walk(spec.body):
         where = f"`{op.kind}` of `{spec.name}`"
@@ -36,18 +45,19 @@ def check_layout(spec: ir.Spec, par: Parallel, batch: int) -> None:
         has_experts = has_experts or r.component is Component.experts
         cp = r.refusal(Feature.cp)
         if cp is not None and par.cp > 1:
-            raise refuse(
+            return (
                 f"--cp {par.cp}: {cp.why} of {where} runs along the whole sequence",
                 "context parallelism is for attention layers; use --tp or --dp",
             )
         error = r.sharding(op, par, where)
-        if error is not None:
-            raise error
+        if error is not None:  # a room's refusal (parallel.refuse: modelcost's, hinted)
+            return error.message, error.hint or ""
     if par.ep > 1 and not has_experts:
-        raise refuse(
+        return (
             f"--ep {par.ep}: `{spec.name}` has no experts to split",
             "expert parallelism applies to MoE layers; use --dp for data parallelism",
         )
+    return None
 
 
 def _check_interleaving(par: Parallel) -> None:

@@ -55,12 +55,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "render.disagg_format",
         "render.diff_view", "render.env", "render.escape", "render.formats",
         "render.json_format", "render.notebook", "render.palette", "render.serving_format",
-        "render.serving_view", "render.sweep_format", "render.sweep_view", "render.table",
+        "render.serving_view", "render.sweep_format", "render.sweep_stream",
+        "render.sweep_view", "render.table",
         "render.text", "render.units", "render.view",
     )),
     ("front ends", (
         "", "__main__", "cli", "options", "site", "mkdocs_plugin", "mkdocs_cache",
-        "mkdocs_fences", "importer", "regen_tables",
+        "mkdocs_fences", "importer", "regen_tables", "progress",
     )),
 )  # fmt: skip
 DOMAIN = tuple(name for name, _ in LAYERS[: [n for n, _ in LAYERS].index("render")])

@@ -191,8 +191,18 @@ def test_a_grid_over_the_limit_is_refused_naming_its_axes() -> None:
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == (
         "modelcost: error: the sweep has 50,010,000 points, over the 100,000 a sweep takes "
-        "(values per axis: hw 2, phase 2, batch 5,000, context 5,000)\n"
+        "(streamed: --format csv, jsonl or parquet, up to 10,000,000) (values per axis: "
+        "hw 2, phase 2, batch 5,000, context 5,000)\n"
         "  hint: sweep fewer values, or split it into several sweeps\n"
+    )
+    # streamed, the limit is MAX_STREAMED: 50,010,000 is over it too
+    r = run_cli("sweep", str(MODELS / "llama3-8b.model"), "--hw", "h100,h200", "--phase",
+                "decode,prefill", "--batch", "1..5000+1", "--context", "1..5000+1",
+                "--format", "csv")  # fmt: skip
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.startswith(
+        "modelcost: error: the sweep has 50,010,000 points, over the 10,000,000 a sweep takes "
+        "(values per axis"
     )
 
 

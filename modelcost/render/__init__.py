@@ -25,7 +25,8 @@ FORMATS: dict[str, tuple[str, str]] = {
 }
 # a diff's formats: a report's, and `gfm`, a short pull-request summary with the verdict
 DIFF_FORMATS = ("text", "md", "gfm", "html", "json")
-SWEEP_FORMATS = ("csv", "json", "md", "html")  # render/sweep_format.py
+SWEEP_FORMATS = ("csv", "jsonl", "parquet", "json", "md", "html")  # render/sweep_format.py
+STREAMED_FORMATS = ("csv", "jsonl", "parquet")  # written row by row (render/sweep_stream.py)
 
 
 @in_bulk
