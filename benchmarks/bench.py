@@ -203,9 +203,11 @@ def _grid() -> str:
     _run(million)
     wall = time.perf_counter() - t
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB → MiB
-    return (f"grid: {grid.size:,} points ({rows:,} rows) at {rate:,.0f} points/s in one "
-            f"process, streamed as CSV\n1,000,000-point streamed sweep: {wall:.0f} s, peak "
-            f"resident memory {peak:,.0f} MiB")
+    return (
+        f"grid: {grid.size:,} points ({rows:,} rows) at {rate:,.0f} points/s in one "
+        f"process, streamed as CSV\n1,000,000-point streamed sweep: {wall:.0f} s, peak "
+        f"resident memory {peak:,.0f} MiB"
+    )
 
 
 def _sweep_rate() -> str:

@@ -152,10 +152,12 @@ def _levers(workload: Workload) -> list[Lever]:
     return levers
 
 
-def _holds(spec: ir.Spec, hw: Hardware, workload: Workload, layout: Parallel) -> bool:
-    """Whether a device of `layout` holds the workload (False for a layout the spec
-    cannot run: heads or widths that do not split this way, a batch that does not)."""
+def _holds(spec: ir.Spec, hw: Hardware, workload: Workload, par: Parallel, **changes) -> bool:
+    """Whether a device of `par` with `changes` holds the workload (False for a layout
+    that cannot be: folded experts that a larger tp no longer divides, heads or widths
+    that do not split this way, a batch that does not)."""
     try:
+        layout = replace(par, **changes)
         return fits(lower(spec, replace(workload, parallel=layout)), hw)
     except (SpecError, ValueError):
         return False
@@ -181,16 +183,15 @@ def fitting_advice(spec: ir.Spec, hw: Hardware, workload: Workload) -> str:
     levers = _levers(workload)
     for lever in levers:
         for value in lever.values:
-            layout = replace(par, **{lever.field: value})
-            if _holds(spec, hw, workload, layout):
-                return _fits_with([lever.flag(value)], par, layout)
+            if _holds(spec, hw, workload, par, **{lever.field: value}):
+                return _fits_with([lever.flag(value)], par, replace(par, **{lever.field: value}))
     # none alone: the strongest settings together, in order, then a larger tp on top
     pulled: dict[str, int | str | bool] = {}
     found = None
     for lever in levers:
         values = lever.values if lever.field == "tp" else lever.values[-1:]
         for value in values:
-            if _holds(spec, hw, workload, replace(par, **{**pulled, lever.field: value})):
+            if _holds(spec, hw, workload, par, **{**pulled, lever.field: value}):
                 found = {**pulled, lever.field: value}
                 break
         if found is not None:
@@ -209,7 +210,7 @@ def fitting_advice(spec: ir.Spec, hw: Hardware, workload: Workload) -> str:
         )
     for field in [f for f in found if f != "tp"]:  # what it fits without
         fewer = {k: v for k, v in found.items() if k != field}
-        if len(fewer) > 1 and _holds(spec, hw, workload, replace(par, **fewer)):
+        if len(fewer) > 1 and _holds(spec, hw, workload, par, **fewer):
             found = fewer
     flags = [lever.flag(found[lever.field]) for lever in levers if lever.field in found]
     return _fits_with(flags, par, replace(par, **found))

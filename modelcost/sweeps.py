@@ -13,7 +13,7 @@ import itertools
 import math
 import re
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import modelcost.spec as ir
@@ -359,12 +359,14 @@ def plan(
 CHUNK = 512  # points a worker computes at a time (and, with --jobs, a task)
 
 
-def run(p: Plan, jobs: int = 1) -> Iterator[SweepRow | Skip]:
-    """Each point's row, or why it was skipped, in the plan's order, as they are
-    computed: one process, or `jobs` worker processes sharing chunks of CHUNK points
-    (at most 2·jobs chunks in flight, so the memory stays bounded)."""
+def run(p: Plan, jobs: int = 1, points: Iterable[_Point] | None = None
+        ) -> Iterator[SweepRow | Skip]:  # fmt: skip
+    """Each point's row, or why it was skipped, in the plan's order (or `points`' own,
+    some of the plan's), as they are computed: one process, or `jobs` worker processes
+    sharing chunks of CHUNK points (at most 2·jobs chunks in flight, so the memory stays
+    bounded)."""
     work = (p.specs, p.targets, p.sp, p.how, p.swept)
-    chunks = _chunks(p.points(), CHUNK)
+    chunks = _chunks(iter(p.points() if points is None else points), CHUNK)
     if jobs <= 1 or p.size < 2 * jobs:
         for chunk in chunks:
             yield from _run(work, chunk)

@@ -138,3 +138,37 @@ def test_a_terminal_sees_the_progress_and_quiet_silences_it() -> None:
     seen = _on_a_terminal(*args)
     assert "14 / 14 points" in seen and "/s" in seen and "left" in seen
     assert "points" not in _on_a_terminal(*args, "--quiet")
+
+
+def test_a_sample_of_a_large_grid_equals_compile_point_by_point() -> None:
+    # 3 specs (dense, MoE, SSM) × 2 targets × 3 phases × batches × lengths × layouts, with
+    # the kernels' estimate: 80 points drawn (seeded) from the whole grid, each row
+    # against compile_report of its point, skips against its refusal
+    import random
+
+    from modelcost.compile import compile_report
+    from modelcost.graph import Parallel, Workload
+    from modelcost.sweeps import row
+
+    specs = [str(MODELS / f"{n}.model") for n in ("llama3-8b", "mixtral-8x7b", "mamba2-2.7b")]
+    big = plan(specs, ["h100", "mi300x"], ["prefill", "decode", "train"],
+               batch=[1, 2, 8, 24, 64], seq=[128, 1000, 4096], context=[512, 4096, 30000],
+               layout={"tp": [1, 2, 4], "dp": [1, 2], "ep": [1, 2], "pp": [1, 2],
+                       "zero": [0, 1], "microbatches": [1, 2]},
+               estimate="kernels", limit=MAX_STREAMED)  # fmt: skip
+    rng = random.Random(24)
+    picked = sorted(rng.sample(range(big.size), 80))
+    chosen = [pt for i, pt in enumerate(big.points()) if i in set(picked)]
+    ran = list(run(big, points=chosen))
+    assert len(ran) == 80 and sum(isinstance(r, SweepRow) for r in ran) >= 20
+    for pt, got in zip(chosen, ran, strict=True):
+        spec, hw = big.specs[pt.spec], big.targets[pt.hw]
+        try:  # a layout Parallel refuses (ValueError) or a spec cannot run (SpecError)
+            w = Workload(pt.phase, pt.batch, pt.seq, pt.context,
+                         parallel=Parallel(**pt.layout))  # fmt: skip
+            want = row(compile_report(spec, hw, w, how=big.how.on(hw.name)))
+        except (SpecError, ValueError) as err:
+            message = err.message if isinstance(err, SpecError) else str(err)
+            assert isinstance(got, Skip) and got.why == message
+            continue
+        assert got == want

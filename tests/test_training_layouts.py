@@ -200,3 +200,17 @@ def test_a_decode_step_refuses_virtual_stages() -> None:
     par = Parallel(pp=4, vpp=2, microbatches=4)
     with pytest.raises(SpecError, match="a serving engine's decode runs no such schedule"):
         compile_report(LLAMA8, H100, Workload("decode", 4, context=1024, parallel=par))
+
+
+def test_the_advice_skips_a_tp_that_folded_experts_refuse() -> None:
+    # tp 2 with ep 2 folded: a larger tp (4) no longer has ep a multiple of it, a layout
+    # Parallel refuses (ValueError); the advice passes over it instead of crashing (found
+    # by tests/test_sweep_stream.py's sampled grid: `compile` raised a traceback here)
+    from conftest import run_cli
+
+    r = run_cli("compile", str(MODELS / "mixtral-8x7b.model"), "--hw", "mi300x", "--phase",
+                "train", "--batch", "24", "--seq", "4096", "--tp", "2", "--ep", "2",
+                "--microbatches", "2")  # fmt: skip
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert "does not fit; neither --recompute full, --sp, --microbatches 8 nor --tp up to 64" \
+        in r.stdout  # fmt: skip
