@@ -131,22 +131,83 @@ def test_sweep_charts_render_with_their_series_and_axes(browser, tmp_path: Path)
     path.write_text(render_sweep(s, "html"), encoding="utf-8")
     page, errors = open_page(browser, path)
     charts = page.locator("svg.line-chart")
-    assert charts.count() == 3
-    names = [charts.nth(i).get_attribute("data-chart") for i in range(3)]
-    assert names == ["throughput", "pareto", "memory"]
-    # tokens/s against batch: one line per (layout, context), 4 points each
-    throughput = page.locator('svg[data-chart="throughput"]')
-    assert throughput.locator("polyline.series").count() == 2 * 2
-    assert throughput.locator("circle.pt").count() == 2 * 2 * 4
+    # the fronts, then a small multiple per layout (tp 4, tp 8) of each of two charts
+    assert charts.count() == 1 + 2 * 2
+    names = [charts.nth(i).get_attribute("data-chart") for i in range(5)]
+    assert names == ["pareto", "throughput", "throughput", "memory", "memory"]
+    assert page.locator("figure.facet figcaption").all_text_contents() == [
+        "llama3_70b h200 tp 4 (2 contexts)", "llama3_70b h200 tp 8 (2 contexts)",
+        "llama3_70b h200 tp 4 (4 batches)", "llama3_70b h200 tp 8 (4 batches)",
+    ]  # fmt: skip
+    # tokens/s against batch: one line per context in each layout's chart, 4 points each
+    throughput = page.locator('svg[data-chart="throughput"]').first
+    assert throughput.locator("polyline.series").count() == 2
+    assert throughput.locator("circle.pt").count() == 2 * 4
     assert throughput.locator("text.x-axis").text_content() == "batch"
     assert throughput.locator("text.y-axis").text_content() == "tokens/s"
-    # memory against context: one line per (layout, batch) and the capacity line
-    memory = page.locator('svg[data-chart="memory"]')
-    assert memory.locator("polyline.series").count() == 2 * 4
+    # the small multiples share their axes: the same ticks in both layouts' charts
+    ticks = [page.locator('svg[data-chart="throughput"]').nth(i).locator("text.tick")
+             .all_text_contents() for i in range(2)]  # fmt: skip
+    assert ticks[0] == ticks[1]
+    # memory against context: one line per batch and the capacity line
+    memory = page.locator('svg[data-chart="memory"]').first
+    assert memory.locator("polyline.series").count() == 4
     # 151 GB: 143771 MiB, the total nvidia-smi reports for an H200 (specs/hardware/h200.hw)
     assert "151 GB" in memory.locator("text.roof-label").text_content()
     assert page.locator("table.sweep tbody tr").count() == len(s.rows) == 16
     assert errors == []
+
+
+def _synthetic(n: int):
+    """A sweep of `n` made-up decode rows over 5 targets × 4 layouts × 11 batches and as
+    many contexts as it takes (the page's scale, not its numbers, is under test)."""
+    from modelcost.sweeps import Sweep, SweepRow
+
+    rows, batches = [], [2**k for k in range(11)]
+    contexts = max(1, n // 220)
+    for hw in ("h100", "h200", "b200", "mi300x", "mi355x"):
+        for tp in (1, 2, 4, 8):
+            for c in range(1, contexts + 1):
+                for b in batches:
+                    step = 1 + b * 0.01 + 128 * c * 1e-5
+                    rows.append(SweepRow.trusted(
+                        model="m", hardware=hw, phase="decode", batch=b, seq=1,
+                        context=128 * c, prefix=0, chunk=0, prompt=0, layout=f"tp {tp}",
+                        devices=tp, step_ms=step, ms_per_token=step / b,
+                        tokens_per_s=b / step * 1e3, tokens_per_s_device=b / step * 1e3 / tp,
+                        bound="memory", mfu_bound=0.1, memory=1e9 * (1 + b * c / 1e3),
+                        capacity=8e10, fits=b * c < 8e4, estimate_ms=None,
+                    ))  # fmt: skip
+    return Sweep.trusted(rows=tuple(rows[:n]))
+
+
+@pytest.mark.parametrize("n", [1_000, 100_000])
+def test_a_large_sweep_page_stays_readable(browser, tmp_path: Path, n: int) -> None:
+    # every chart keeps to the palette's colours (none repeated), at most 64 points a
+    # line; the table lists its first 2,000 rows and says so; the page stays a few MB
+    from modelcost.render.charts import PALETTE
+    from modelcost.render.sweep_format import render_sweep
+
+    s = _synthetic(n)
+    path = tmp_path / "big.html"
+    path.write_text(render_sweep(s, "html"), encoding="utf-8")
+    assert path.stat().st_size < 4_000_000  # 3.2 MB at 100,000 rows (0.7 MB at 1,000)
+    page, errors = open_page(browser, path)
+    assert errors == []
+    assert page.locator("svg.line-chart").count() == 1 + 2 * 20  # the fronts, 2 × 20 facets
+    per_chart = page.eval_on_selector_all(
+        "svg.line-chart",
+        "svgs => svgs.map(s => Array.from(s.querySelectorAll('polyline.series'))"
+        ".map(p => [p.getAttribute('stroke'), p.getAttribute('points').split(' ').length]))",
+    )
+    for lines in per_chart:
+        colours = [c for c, _ in lines]
+        assert len(colours) == len(set(colours)) <= len(PALETTE)
+        assert max(n for _, n in lines) <= 64
+    rows = page.locator("table.sweep tbody tr").count()
+    assert rows == min(len(s.rows), 2_000)
+    if len(s.rows) > 2_000:
+        assert f"The first 2,000 of {len(s.rows):,} rows" in page.locator("p.note").text_content()
 
 
 def test_serving_search_page_charts_each_layouts_curve(browser, tmp_path: Path) -> None:

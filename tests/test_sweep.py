@@ -206,3 +206,23 @@ def test_a_length_no_phase_reads_is_refused(phases, kwargs, message, hint) -> No
     both = sweep([LLAMA8], [H100], [*phases, "train" if "seq" in kwargs else "decode"], [1],
                  **kwargs)  # fmt: skip
     assert len(both.rows) == 2
+
+
+def test_the_fast_pareto_front_is_the_definitions_with_ties() -> None:
+    # n log n (sorted by throughput) against the definition (no other row at least as
+    # fast and at most as slow, better in one), on rows drawn with many ties
+    import random
+
+    from modelcost.render.sweep_view import pareto
+
+    rng = random.Random(7)
+    base = sweep([LLAMA8], [H100], [Phase.decode], [1], context=[1024]).rows[0]
+    for _ in range(30):
+        rows = [base.model_copy(update={"tokens_per_s": float(rng.randint(1, 6)),
+                                        "step_ms": float(rng.randint(1, 6))})
+                for _ in range(rng.randint(1, 25))]  # fmt: skip
+        want = {i for i, r in enumerate(rows)
+                if not any(o.tokens_per_s >= r.tokens_per_s and o.step_ms <= r.step_ms
+                           and (o.tokens_per_s, o.step_ms) != (r.tokens_per_s, r.step_ms)
+                           for o in rows)}  # fmt: skip
+        assert pareto(rows) == want

@@ -254,6 +254,17 @@ class Series(Record, frozen=True):
     joined: bool = True  # a line through the points, or the points alone
 
 
+Domain = tuple[float, float, float, float]  # x from, x to, y from, y to (all > 0)
+
+
+def domain(series: list[Series], lines: tuple[tuple[str, float], ...] = ()) -> Domain:
+    """The extent of every positive point (and line) of `series`: charts drawn over one
+    domain share their axes (small multiples)."""
+    xs = [x for s in series for x, _ in s.points if x > 0]
+    ys = [y for s in series for _, y in s.points if y > 0] + [v for _, v in lines]
+    return min(xs), max(xs), min(ys), max(ys)
+
+
 def line_svg(
     series: list[Series],
     x_label: str,
@@ -262,15 +273,18 @@ def line_svg(
     lines: tuple[tuple[str, float], ...] = (),
     width: int = 760,
     height: int = 400,
+    over: Domain | None = None,
 ) -> str:
     """A log-log line chart, one coloured line per series with a legend; `lines` are
-    labelled horizontal lines (a capacity). Every point has a tooltip."""
+    labelled horizontal lines (a capacity). Every point has a tooltip. `over`: the
+    domain to draw (`domain` of several charts' series, so they share their axes);
+    by default the series' own. Each series its own colour while there are no more
+    than PALETTE's (callers keep to that: render/sweep_view.py)."""
     left, right, top, bottom = 70, 200, 20, 50
     pw, ph = width - left - right, height - top - bottom
-    xs = [x for s in series for x, _ in s.points if x > 0]
-    ys = [y for s in series for _, y in s.points if y > 0] + [v for _, v in lines]
-    x0, x1 = _decades(min(xs), max(xs) * 1.01)
-    y0, y1 = _decades(min(ys), max(ys) * 1.01)
+    xa, xb, ya, yb = over if over is not None else domain(series, lines)
+    x0, x1 = _decades(xa, xb * 1.01)
+    y0, y1 = _decades(ya, yb * 1.01)
     x1, y1 = max(x1, x0 + 1), max(y1, y0 + 1)
 
     def X(v: float) -> float:
