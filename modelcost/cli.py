@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from .errors import SpecError
+from .executors import EXECUTORS
 from .files import (
     ClosedStdout,
     StdoutClosedError,
@@ -354,6 +355,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     streamed = args.format in STREAMED_FORMATS
     try:
+        _check_executor(args, "sweep")
         specs = [spec for path in args.specs for spec in load_specs(path)]
         targets = [load_hardware(h.strip()) for h in args.hw.split(",") if h.strip()]
         if not targets:
@@ -376,6 +378,38 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
 
 
+def _check_executor(args: argparse.Namespace, where: str | None) -> None:
+    """--jobs, --executor and --address go with the work that shares them (`where`:
+    None when the command runs none), and --address with Ray alone."""
+    given = [flag for flag, on in (("--jobs", args.jobs > 1),
+                                   ("--executor", args.executor != "local"),
+                                   ("--address", args.address is not None)) if on]  # fmt: skip
+    if where is None and given:
+        one = len(given) == 1
+        raise SpecError(f"{', '.join(given)} {'shares' if one else 'share'} out the layouts "
+                        f"of `serve --search` (aggregated): {'it goes' if one else 'they go'} "
+                        "with --search, without --disagg or --devices", filename="modelcost",
+                        hint=f"add --search, or leave out {', '.join(given)}")  # fmt: skip
+    if args.address is not None and args.executor != "ray":
+        raise SpecError("--address is a Ray cluster's: it goes with --executor ray",
+                        filename="modelcost", hint="add --executor ray")  # fmt: skip
+    if args.executor == "ray" and args.jobs > 1:
+        raise SpecError("--jobs is this machine's worker processes; with --executor ray "
+                        "the cluster's CPUs share the work", filename="modelcost",
+                        hint="leave out --jobs")  # fmt: skip
+
+
+def _executor_options(p: argparse.ArgumentParser, what: str) -> None:
+    """--executor and --address, declared once for sweep and serve --search."""
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help=f"where the {what} are computed: this machine (with --jobs), or Ray "
+                   "tasks on a Ray cluster (pip install 'modelcost[ray]'); the answers come "
+                   "back in order either way (default local)")  # fmt: skip
+    p.add_argument("--address", metavar="ADDR",
+                   help="with --executor ray: the cluster to join (`auto`, or "
+                   "ray://HEAD:10001); default: start a local one")  # fmt: skip
+
+
 def _swept(found, args: argparse.Namespace):
     """The plan's rows and skips as they are computed, with the progress line."""
     from .progress import Progress
@@ -383,7 +417,8 @@ def _swept(found, args: argparse.Namespace):
 
     progress = Progress(found.size, enabled=False if args.quiet else None)
     try:
-        for done, result in enumerate(run(found, args.jobs), 1):
+        for done, result in enumerate(run(found, args.jobs, executor=args.executor,
+                                          address=args.address), 1):  # fmt: skip
             yield result
             progress.update(done)
     finally:
@@ -474,6 +509,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.objective is not None and not args.search:
             raise SpecError("--objective goes with --search", filename="modelcost",
                             hint="add --search, or leave out --objective")  # fmt: skip
+        shared = args.search and args.disagg is None and args.devices is None
+        _check_executor(args, "serve --search" if shared else None)
         if args.disagg is not None or args.devices is not None:
             met, why, text = _serve_disagg(args, spec, hw, engine, layout, estimate, calibration)
             return _serve_out(text, args.output, met, why, args)
@@ -496,8 +533,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                     "--concurrency", filename="modelcost")  # fmt: skip
                 found = search(spec, hw, args.isl, args.osl, args.tpot, args.ttft, engine, layout,
                                estimate, calibration, speculation,
-                               args.objective or DEFAULT_OBJECTIVE,
-                               args.moe_imbalance)  # fmt: skip
+                               args.objective or DEFAULT_OBJECTIVE, args.moe_imbalance,
+                               jobs=args.jobs, executor=args.executor,
+                               address=args.address)  # fmt: skip
                 met, why = found.chosen is not None, found.why
                 text = render_search(found, args.format)
             else:
@@ -906,6 +944,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--quiet", action="store_true",
                        help="no progress line on standard error (there is none when it is "
                        "not a terminal)")  # fmt: skip
+        _executor_options(p, "points")
         p.add_argument(
             "-o", "--output", metavar="FILE", help="write here instead of stdout (- too)"
         )
@@ -1001,6 +1040,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        "budget: with --search, aggregated layouts and disaggregated pools "
                        "within N devices, the better by --objective; with --disagg --search, "
                        "the pools alone")  # fmt: skip
+        p.add_argument("--jobs", type=positive, default=1,
+                       help="with --search: worker processes serving a rank count's "
+                       "layouts at once (default 1)")  # fmt: skip
+        _executor_options(p, "searched layouts")
         add_options(p, SITE_LAYOUT)
         add_options(p, ESTIMATE + MOE, defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
         p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")

@@ -59,6 +59,7 @@ from .compile import as_hardware, as_spec, compile_stage, compile_totals
 from .costing import DEFAULT_COSTING, costing
 from .engines import DEFAULT_ENGINE, ENGINES, Profile, engine_label, profile
 from .errors import SpecError
+from .executors import Executor, in_order
 from .files import read_text
 from .frozen import Frozen
 from .graph import ONE_DEVICE, Parallel, Phase, Workload
@@ -820,6 +821,9 @@ def search(
     objective: Objective = DEFAULT_OBJECTIVE,
     moe_imbalance: float | None = None,
     max_devices: int | None = None,
+    jobs: int = 1,
+    executor: Executor = "local",
+    address: str | None = None,
 ) -> Search:
     """Serve on 1, 2, 4, … ranks (tp × dp, up to MAX_SEARCH_TP; up to the scale-up
     domain, and beyond it only until a layout meets the targets): on each, tp alone
@@ -833,7 +837,9 @@ def search(
     pipeline as serving engines run it, `_Scenario.pipelined_step`).
     Data-parallel replicas of a layout without experts across them are not tried:
     their figures per device and per user are the layout's own. `max_devices`, a device
-    budget: layouts of more devices are not tried (said in one line)."""
+    budget: layouts of more devices are not tried (said in one line). The layouts of
+    one rank count are served at once by `jobs` worker processes or as Ray tasks
+    (`executor`, `address`: executors.py), in order."""
     _check_request(isl, osl, None, tpot, ttft)
     if objective not in OBJECTIVES:
         raise SpecError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}",
@@ -851,16 +857,21 @@ def search(
     while ranks <= top:
         if ranks > hw.scaleup_domain and any(s.meets_targets for _, s in tried):
             break
+        layouts = []
         for par in _layouts(base, ranks, experts, piped and ranks == hw.scaleup_domain):
             if max_devices is not None and par.devices > max_devices:
                 over.append(_named(par))
-                continue
-            try:
-                tried.append((par, serve(spec, hw, isl, osl, par, None, tpot, ttft, engine,
-                                         estimate, calibration, speculation,
-                                         moe_imbalance)))  # fmt: skip
-            except SpecError as err:
-                refused.append(f"{_named(par)}: {err.message}")
+            else:
+                layouts.append(par)
+        work = (spec, hw, isl, osl, tpot, ttft, engine, estimate, calibration, speculation,
+                moe_imbalance)  # fmt: skip
+        served = in_order(_serve_each, work, [[par] for par in layouts], jobs, executor,
+                          address)  # fmt: skip
+        for par, answer in zip(layouts, served, strict=True):
+            if isinstance(answer, Serving):
+                tried.append((par, answer))
+            else:
+                refused.append(f"{_named(par)}: {answer}")
         ranks *= 2
     if over:
         refused.append(f"{' / '.join(over)}: over the budget of {max_devices:,} devices")
@@ -887,6 +898,19 @@ def search(
         why = f"no {what} up to {top} meets the targets"
         return Search.trusted(**found, chosen=None, why=why, points=points)
     return Search.trusted(**found, chosen=pick, points=points)
+
+
+def _serve_each(work: tuple, layouts: list[Parallel]) -> list[Serving | str]:
+    """`serve` on each layout (a task of the search), or why it cannot run."""
+    spec, hw, isl, osl, tpot, ttft, engine, estimate, calibration, speculation, imb = work
+    out: list[Serving | str] = []
+    for par in layouts:
+        try:
+            out.append(serve(spec, hw, isl, osl, par, None, tpot, ttft, engine, estimate,
+                             calibration, speculation, imb))  # fmt: skip
+        except SpecError as err:
+            out.append(err.message)
+    return out
 
 
 def _meets(tpot_s: float, ttft_s: float, tpot: float | None, ttft: float | None) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from .compile import compile_totals
 from .costing import Costing, costing
 from .engines import DEFAULT_ENGINE
 from .errors import SpecError
+from .executors import Executor, in_order
 from .frozen import Frozen
 from .graph import DEFAULT_BATCH, OpGraph, Parallel, Phase, Workload
 from .hardware import Hardware, load_hardware
@@ -359,28 +359,22 @@ def plan(
 CHUNK = 512  # points a worker computes at a time (and, with --jobs, a task)
 
 
-def run(p: Plan, jobs: int = 1, points: Iterable[_Point] | None = None
-        ) -> Iterator[SweepRow | Skip]:  # fmt: skip
+def run(
+    p: Plan,
+    jobs: int = 1,
+    points: Iterable[_Point] | None = None,
+    executor: Executor = "local",
+    address: str | None = None,
+) -> Iterator[SweepRow | Skip]:
     """Each point's row, or why it was skipped, in the plan's order (or `points`' own,
-    some of the plan's), as they are computed: one process, or `jobs` worker processes
-    sharing chunks of CHUNK points (at most 2·jobs chunks in flight, so the memory stays
-    bounded)."""
+    some of the plan's), as they are computed, CHUNK points a task: in this process,
+    `jobs` worker processes, or Ray tasks on the cluster at `address` (executors.py;
+    a bounded number of chunks in flight, so the memory stays flat)."""
     work = (p.specs, p.targets, p.sp, p.how, p.swept)
     chunks = _chunks(iter(p.points() if points is None else points), CHUNK)
-    if jobs <= 1 or p.size < 2 * jobs:
-        for chunk in chunks:
-            yield from _run(work, chunk)
-        return
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(jobs) as pool:
-        pending: deque = deque()
-        for chunk in chunks:
-            pending.append(pool.submit(_run, work, chunk))
-            if len(pending) >= 2 * jobs:
-                yield from pending.popleft().result()
-        while pending:
-            yield from pending.popleft().result()
+    if executor == "local" and p.size < 2 * jobs:  # too few points to share
+        jobs = 1
+    yield from in_order(_run, work, chunks, jobs, executor, address)
 
 
 def _chunks(points: Iterator[_Point], size: int) -> Iterator[list[_Point]]:
@@ -405,6 +399,8 @@ def sweep(
     estimate: EstimateMode = DEFAULT_ESTIMATE,
     calibration: Calibration | None = None,
     serving_engine: str = DEFAULT_ENGINE,
+    executor: Executor = "local",
+    address: str | None = None,
 ) -> Sweep:
     """Every combination, in the order the values were given (specs outermost). Each of
     specs (Spec objects or `.model` paths), targets (Hardware or names), phases, batch,
@@ -416,10 +412,12 @@ def sweep(
     target's rows (check_calibration), an inference step's collectives as
     `serving_engine`'s custom all-reduce runs them. `modelcost.sweep([...], "h200",
     batch=range(1, 65))` from Python; `modelcost sweep` from the shell. At most
-    MAX_POINTS points, held in memory: `plan` and `run` stream a larger one."""
+    MAX_POINTS points, held in memory: `plan` and `run` stream a larger one.
+    `executor="ray"` computes the points as Ray tasks on the cluster at `address` (or a
+    local one): executors.py."""
     found = plan(specs, targets, phases, batch, seq, context, layout, sp, engine, conventions,
                  peak, bandwidth, estimate, calibration, serving_engine)  # fmt: skip
-    results = list(run(found, jobs))
+    results = list(run(found, jobs, executor=executor, address=address))
     rows = tuple(r for r in results if isinstance(r, SweepRow))
     skipped = tuple(r.said for r in results if isinstance(r, Skip))
     return Sweep.trusted(rows=rows, skipped=skipped)

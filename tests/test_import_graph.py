@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cost, roofline, estimate, engine", (
         "cost", "costing", "roofs", "roofline", "report", "kernels", "estimate", "engines",
         "network", "collectives_achieved", "measured", "calibration", "compile", "speculative",
+        "executors",
     )),
     ("analyses", ("diff", "sweeps", "serving", "arrivals", "disagg", "deployment")),
     ("render", (
