@@ -865,9 +865,9 @@ def search(
                 layouts.append(par)
         work = (spec, hw, isl, osl, tpot, ttft, engine, estimate, calibration, speculation,
                 moe_imbalance)  # fmt: skip
-        served = in_order(_serve_each, work, [[par] for par in layouts], jobs, executor,
-                          address)  # fmt: skip
-        for par, answer in zip(layouts, served, strict=True):
+        answers = in_order(_serve_each, work, [[par] for par in layouts], jobs, executor,
+                           address)  # fmt: skip
+        for par, answer in zip(layouts, answers, strict=True):
             if isinstance(answer, Serving):
                 tried.append((par, answer))
             else:
