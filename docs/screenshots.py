@@ -1,5 +1,7 @@
 """Regenerate the screenshots in docs/: `python docs/screenshots.py` (needs chromium and
-playwright, as the browser test does)."""
+playwright, as the browser test does). The README's picture is the documentation
+site's own zoo, built by modelcost's MkDocs plugin (`mkdocs.yml`) into a temporary
+folder and photographed there."""
 
 import shutil
 import subprocess
@@ -7,6 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import yaml
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,6 +60,14 @@ def main() -> None:
              "--batch", "1..512", "--context", "4K,32K,128K", "--tp", "4,8", "--format",
              "html", "-o", str(out / "sweep.html")]  # fmt: skip
     subprocess.run([*run, *sweep], cwd=ROOT, check=True)
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())  # the docs site, built aside
+    config["docs_dir"], config["site_dir"] = str(ROOT / "docs"), str(out / "docs-site")
+    plugin = next(p for p in config["plugins"] if isinstance(p, dict) and "modelcost" in p)
+    plugin["modelcost"]["specs"] = [str(ROOT / s) for s in plugin["modelcost"]["specs"]]
+    plugin["modelcost"]["cache"] = str(out / "cache")
+    (out / "mkdocs.yml").write_text(yaml.safe_dump(config))
+    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
+                    str(out / "mkdocs.yml")], cwd=ROOT, check=True)  # fmt: skip
     diff = ["diff", "specs/models/llama3-70b.model", "specs/models/llama3.1-405b-fp8.model",
             "--hw", "mi355x", "--phase", "prefill", "--format", "html", "-o",
             str(out / "diff.html")]  # fmt: skip
@@ -78,6 +89,9 @@ def main() -> None:
         page.goto((out / "sweep.html").as_uri())
         facets = page.locator("div.facets").first  # tokens/s against batch, a chart a layout
         facets.screenshot(path=str(ROOT / "docs" / "sweep-screenshot.png"))
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.goto((out / "docs-site" / "zoo" / "index.html").as_uri())
+        page.screenshot(path=str(ROOT / "docs" / "zoo-screenshot.png"))
         browser.close()
     shutil.rmtree(out)
 

@@ -221,7 +221,9 @@ class Embedding(_Op):
     """Token embedding table, vocab × dim."""
 
     kind: Literal["embed"] = "embed"
-    vocab: Annotated[int, Arg(T.DIM)]
+    vocab: Annotated[
+        int, Arg(T.DIM), Field(description="vocabulary size: rows of the embedding table")
+    ]
     tied: Annotated[
         bool,
         Arg(T.BOOL, False),
@@ -238,7 +240,11 @@ class PositionEmbedding(_Op):
     """Learned absolute position embeddings, positions × dim."""
 
     kind: Literal["pos_embed"] = "pos_embed"
-    positions: Annotated[int, Arg(T.DIM)]
+    positions: Annotated[
+        int,
+        Arg(T.DIM),
+        Field(description="learned absolute positions: the longest sequence it embeds"),
+    ]
     scope: ClassVar[str] = "pos_embed"
 
 
@@ -247,7 +253,13 @@ class TokenTypeEmbedding(_Op):
     token_type_embeddings)."""
 
     kind: Literal["type_embed"] = "type_embed"
-    types: Annotated[int, Arg(T.DIM)]
+    types: Annotated[
+        int,
+        Arg(T.DIM),
+        Field(
+            description="token types (BERT's segments), each a learned vector added to the stream"
+        ),
+    ]
     scope: ClassVar[str] = "type_embed"
 
 
@@ -255,11 +267,23 @@ class PatchEmbed(_Op):
     """Vision patch embedding: a conv with kernel = stride = patch, plus an optional class token."""
 
     kind: Literal["patch_embed"] = "patch_embed"
-    patch: Annotated[int, Arg(T.DIM)]
-    image: Annotated[int, Arg(T.DIM)]
-    channels: Annotated[int, Arg(T.DIM, 3)]
-    bias: Annotated[bool, Arg(T.BOOL, True)]
-    cls_token: Annotated[bool, Arg(T.BOOL, True)]
+    patch: Annotated[
+        int,
+        Arg(T.DIM),
+        Field(description="patch side in pixels: a convolution of this kernel and stride"),
+    ]
+    image: Annotated[
+        int,
+        Arg(T.DIM),
+        Field(description="image side in pixels: (image/patch)² patches are the stream's tokens"),
+    ]
+    channels: Annotated[int, Arg(T.DIM, 3), Field(description="input channels (3 for RGB)")]
+    bias: Annotated[bool, Arg(T.BOOL, True), Field(description="a bias on the patch projection")]
+    cls_token: Annotated[
+        bool,
+        Arg(T.BOOL, True),
+        Field(description="a learned class token before the patches (one more token)"),
+    ]
     scope: ClassVar[str] = "patch_embed"
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_patch)
     starts_stream: ClassVar[bool] = True
@@ -278,8 +302,10 @@ class ConvStem(_Op):
     stream's length."""
 
     kind: Literal["conv_stem"] = "conv_stem"
-    mels: Annotated[int, Arg(T.DIM)]
-    kernel: Annotated[int, Arg(T.DIM, 3)]
+    mels: Annotated[
+        int, Arg(T.DIM), Field(description="log-mel input channels (Whisper: 128 for large-v3)")
+    ]
+    kernel: Annotated[int, Arg(T.DIM, 3), Field(description="kernel of both convolutions")]
     scope: ClassVar[str] = "conv_stem"
     starts_stream: ClassVar[bool] = True
     fixes_length: ClassVar[str] = "audio window (its convolutions and positions)"
@@ -290,8 +316,8 @@ class RelativePositionBias(_Op):
     (query, key) pair of a stream and added to every layer's attention logits."""
 
     kind: Literal["rel_pos_bias"] = "rel_pos_bias"
-    heads: Annotated[int, Arg(T.DIM)]
-    buckets: Annotated[int, Arg(T.DIM, 32)]
+    heads: Annotated[int, Arg(T.DIM), Field(description="heads the bias table has a column for")]
+    buckets: Annotated[int, Arg(T.DIM, 32), Field(description="relative-distance buckets (T5: 32)")]
     scope: ClassVar[str] = "rel_pos_bias"
 
 
@@ -305,7 +331,9 @@ class Norm(_Op):
 
 class LayerNorm(Norm):
     kind: Literal["layernorm"] = "layernorm"
-    bias: Annotated[bool, Arg(T.BOOL, True)] = False
+    bias: Annotated[
+        bool, Arg(T.BOOL, True), Field(description="a learned bias (beta) beside the scale")
+    ] = False
 
 
 class RMSNorm(Norm):
@@ -315,16 +343,28 @@ class RMSNorm(Norm):
 class _Heads(_Op):
     """Query and key/value heads with their projections (attention, cross-attention)."""
 
-    heads: Annotated[int, Arg(T.DIM)]
-    kv_heads: Annotated[int, Arg(T.DIM, Derived("heads", lambda v: v["heads"]))]
-    head_dim: Annotated[int, Arg(T.DIM, Derived("dim / heads", _default_head_dim))]
-    qkv_bias: Annotated[bool, Arg(T.BOOL, False)]
+    heads: Annotated[int, Arg(T.DIM), Field(description="query heads")]
+    kv_heads: Annotated[
+        int,
+        Arg(T.DIM, Derived("heads", lambda v: v["heads"])),
+        Field(description="key/value heads: heads for MHA, 1 for MQA, a divisor of heads for GQA"),
+    ]
+    head_dim: Annotated[
+        int,
+        Arg(T.DIM, Derived("dim / heads", _default_head_dim)),
+        Field(description="width of each head"),
+    ]
+    qkv_bias: Annotated[
+        bool, Arg(T.BOOL, False), Field(description="biases on the q, k and v projections")
+    ]
     k_bias: Annotated[
         bool,
         Arg(T.BOOL, Derived("qkv_bias", lambda v: v["qkv_bias"])),
         Field(description="a bias on k_proj (Whisper has q and v biases only)"),
     ]
-    out_bias: Annotated[bool, Arg(T.BOOL, False)]
+    out_bias: Annotated[
+        bool, Arg(T.BOOL, False), Field(description="a bias on the output projection")
+    ]
     takes_kv_dtype: ClassVar[bool] = True
     quantized: ClassVar[bool] = True
 
@@ -336,8 +376,14 @@ class Attention(_Heads):
     fused_qkv: Annotated[
         bool, Arg(T.BOOL, False), Field(description="one GEMM computes q, k and v (GPT-2's c_attn)")
     ]
-    qk_norm: Annotated[bool, Arg(T.BOOL, False)]
-    rope: Annotated[bool, Arg(T.BOOL, True)]
+    qk_norm: Annotated[
+        bool,
+        Arg(T.BOOL, False),
+        Field(description="an RMSNorm of q and k per head before attention (Qwen3, Gemma 3)"),
+    ]
+    rope: Annotated[
+        bool, Arg(T.BOOL, True), Field(description="rotary position embedding on q and k")
+    ]
     window: Annotated[
         int, Arg(T.COUNT, 0), Field(description="sliding-window size in tokens; 0 = full attention")
     ]
@@ -368,7 +414,14 @@ class Attention(_Heads):
             "attention output (Qwen3-Next)"
         ),
     ]
-    causal: Annotated[bool, Arg(T.BOOL, True)]
+    causal: Annotated[
+        bool,
+        Arg(T.BOOL, True),
+        Field(
+            description="each query sees only earlier keys (a decoder); false: bidirectional "
+            "(an encoder)"
+        ),
+    ]
     kernel: Kernel = AttentionKernel.flash
     scope: ClassVar[str] = "attn"
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_attention)
@@ -400,15 +453,32 @@ class MLA(_Op):
     """Multi-head latent attention (DeepSeek-V2/V3)."""
 
     kind: Literal["mla"] = "mla"
-    heads: Annotated[int, Arg(T.DIM)]
-    kv_lora_rank: Annotated[int, Arg(T.DIM)]
-    qk_nope_head_dim: Annotated[int, Arg(T.DIM)]
-    qk_rope_head_dim: Annotated[int, Arg(T.DIM)]
-    v_head_dim: Annotated[int, Arg(T.DIM)]
+    heads: Annotated[int, Arg(T.DIM), Field(description="query heads")]
+    kv_lora_rank: Annotated[
+        int,
+        Arg(T.DIM),
+        Field(
+            description="width of the compressed key/value latent that is cached (DeepSeek-V3: 512)"
+        ),
+    ]
+    qk_nope_head_dim: Annotated[
+        int, Arg(T.DIM), Field(description="per head, the query/key width without rotary position")
+    ]
+    qk_rope_head_dim: Annotated[
+        int,
+        Arg(T.DIM),
+        Field(
+            description="per head, the query/key width with rotary position (shared across "
+            "heads in the cache)"
+        ),
+    ]
+    v_head_dim: Annotated[int, Arg(T.DIM), Field(description="per head, the value width")]
     q_lora_rank: Annotated[
         int, Arg(T.COUNT, 0), Field(description="0 = queries projected directly from the input")
     ]
-    causal: Annotated[bool, Arg(T.BOOL, True)]
+    causal: Annotated[
+        bool, Arg(T.BOOL, True), Field(description="each query sees only earlier keys")
+    ]
     kernel: Kernel = AttentionKernel.flash
     scope: ClassVar[str] = "attn"
     takes_kv_dtype: ClassVar[bool] = True
@@ -422,9 +492,13 @@ class MLA(_Op):
 class MLP(_Op):
     kind: Literal["mlp"] = "mlp"
     quantized: ClassVar[bool] = True
-    d_ff: Annotated[int, Arg(T.DIM)]
-    act: Annotated[Activation, Arg(T.ACT, Activation.swiglu)]
-    bias: Annotated[bool, Arg(T.BOOL, False)]
+    d_ff: Annotated[int, Arg(T.DIM), Field(description="hidden width of the feed-forward layer")]
+    act: Annotated[
+        Activation,
+        Arg(T.ACT, Activation.swiglu),
+        Field(description="activation; swiglu and geglu are gated (a gate and an up projection)"),
+    ]
+    bias: Annotated[bool, Arg(T.BOOL, False), Field(description="biases on its projections")]
     fused_gate_up: Annotated[
         bool,
         Arg(T.BOOL, False),
@@ -439,17 +513,27 @@ class MoE(_Op):
 
     kind: Literal["moe"] = "moe"
     quantized: ClassVar[bool] = True
-    experts: Annotated[int, Arg(T.DIM)]
-    top_k: Annotated[int, Arg(T.DIM)]
-    d_ff: Annotated[int, Arg(T.DIM)]
-    shared_experts: Annotated[int, Arg(T.COUNT, 0)]
+    experts: Annotated[int, Arg(T.DIM), Field(description="routed experts")]
+    top_k: Annotated[int, Arg(T.DIM), Field(description="experts each token is routed to")]
+    d_ff: Annotated[int, Arg(T.DIM), Field(description="hidden width of each routed expert")]
+    shared_experts: Annotated[
+        int,
+        Arg(T.COUNT, 0),
+        Field(description="experts every token runs, beside the routed ones (DeepSeek, Qwen2-MoE)"),
+    ]
     shared_d_ff: Annotated[
         int,
         Arg(T.DIM, Derived("d_ff", lambda v: v["d_ff"])),
         Field(description="the width of one shared expert"),
     ]
-    act: Annotated[Activation, Arg(T.ACT, Activation.swiglu)]
-    bias: Annotated[bool, Arg(T.BOOL, False)]
+    act: Annotated[
+        Activation,
+        Arg(T.ACT, Activation.swiglu),
+        Field(description="the experts' activation; swiglu and geglu are gated"),
+    ]
+    bias: Annotated[
+        bool, Arg(T.BOOL, False), Field(description="biases on the experts' projections")
+    ]
     router_bias: Annotated[
         bool, Arg(T.BOOL, False), Field(description="a bias on the router logits (gpt-oss)")
     ]
@@ -491,14 +575,22 @@ class Mamba2(_Op):
 
     kind: Literal["mamba2"] = "mamba2"
     quantized: ClassVar[bool] = True
-    d_state: Annotated[int, Arg(T.DIM, 128)]
-    d_conv: Annotated[int, Arg(T.DIM, 4)]
-    expand: Annotated[int, Arg(T.DIM, 2)]
-    head_dim: Annotated[int, Arg(T.DIM, 64)]
-    groups: Annotated[int, Arg(T.DIM, 1)]
-    chunk: Annotated[int, Arg(T.DIM, 256)]
-    conv_bias: Annotated[bool, Arg(T.BOOL, True)]
-    bias: Annotated[bool, Arg(T.BOOL, False)]
+    d_state: Annotated[int, Arg(T.DIM, 128), Field(description="SSM state size per head (N)")]
+    d_conv: Annotated[
+        int, Arg(T.DIM, 4), Field(description="taps of the causal depthwise convolution")
+    ]
+    expand: Annotated[int, Arg(T.DIM, 2), Field(description="inner width over the model width")]
+    head_dim: Annotated[int, Arg(T.DIM, 64), Field(description="width of each SSD head (P)")]
+    groups: Annotated[
+        int, Arg(T.DIM, 1), Field(description="B/C groups shared by the heads (ngroups)")
+    ]
+    chunk: Annotated[
+        int,
+        Arg(T.DIM, 256),
+        Field(description="chunk length of the chunked SSD scan (prefill and training)"),
+    ]
+    conv_bias: Annotated[bool, Arg(T.BOOL, True), Field(description="a bias on the convolution")]
+    bias: Annotated[bool, Arg(T.BOOL, False), Field(description="biases on in_proj and out_proj")]
     heads: Annotated[
         int,
         Arg(T.DIM, Derived("expand * dim / head_dim", _default_mamba_heads)),
@@ -527,12 +619,26 @@ class GatedDeltaNet(_Op):
 
     kind: Literal["gated_deltanet"] = "gated_deltanet"
     quantized: ClassVar[bool] = True
-    k_heads: Annotated[int, Arg(T.DIM)]
-    v_heads: Annotated[int, Arg(T.DIM)]
-    head_k_dim: Annotated[int, Arg(T.DIM, 128)]
-    head_v_dim: Annotated[int, Arg(T.DIM, 128)]
-    d_conv: Annotated[int, Arg(T.DIM, 4)]
-    chunk: Annotated[int, Arg(T.DIM, 64)]
+    k_heads: Annotated[int, Arg(T.DIM), Field(description="query/key heads")]
+    v_heads: Annotated[
+        int,
+        Arg(T.DIM),
+        Field(description="value heads, each with its own dk × dv state; a multiple of k_heads"),
+    ]
+    head_k_dim: Annotated[
+        int, Arg(T.DIM, 128), Field(description="width of each query/key head (dk)")
+    ]
+    head_v_dim: Annotated[int, Arg(T.DIM, 128), Field(description="width of each value head (dv)")]
+    d_conv: Annotated[
+        int,
+        Arg(T.DIM, 4),
+        Field(description="taps of the causal depthwise convolution over q, k and v"),
+    ]
+    chunk: Annotated[
+        int,
+        Arg(T.DIM, 64),
+        Field(description="chunk length of the chunked delta rule (prefill and training)"),
+    ]
     scope: ClassVar[str] = "linear_attn"
     check: ClassVar[Callable[[dict], None] | None] = staticmethod(_check_deltanet)
 
@@ -555,8 +661,8 @@ class Linear(_Op):
 
     kind: Literal["linear"] = "linear"
     quantized: ClassVar[bool] = True
-    out: Annotated[int, Arg(T.DIM)]
-    bias: Annotated[bool, Arg(T.BOOL, True)]
+    out: Annotated[int, Arg(T.DIM), Field(description="output width: the stream's width after it")]
+    bias: Annotated[bool, Arg(T.BOOL, True), Field(description="a bias")]
     act: Annotated[
         Activation | None,
         Arg(T.ACT, None),
@@ -574,7 +680,14 @@ class Keep(_Op):
     a slice, no work of its own; the layers after it run over `tokens`."""
 
     kind: Literal["keep"] = "keep"
-    tokens: Annotated[int, Arg(T.DIM)]
+    tokens: Annotated[
+        int,
+        Arg(T.DIM),
+        Field(
+            description="tokens kept at the end of the stream (the others dropped, e.g. a "
+            "class token)"
+        ),
+    ]
     scope: ClassVar[str] = "keep"
     fixes_length: ClassVar[str] = "token grid (its keep, pool or pixel shuffle)"
 
@@ -591,7 +704,9 @@ class Pool(_Op):
     `kernel`: kernel² times fewer tokens (Gemma 3's 4,096 patches to 256)."""
 
     kind: Literal["pool"] = "pool"
-    kernel: Annotated[int, Arg(T.DIM)]
+    kernel: Annotated[
+        int, Arg(T.DIM), Field(description="side of the square of grid tokens averaged into one")
+    ]
     scope: ClassVar[str] = "pool"
     fixes_length: ClassVar[str] = "token grid (its keep, pool or pixel shuffle)"
 
@@ -604,7 +719,13 @@ class PixelShuffle(_Op):
     token factor² times as wide (Llama 4's pixel shuffle, ratio 1/factor)."""
 
     kind: Literal["pixel_shuffle"] = "pixel_shuffle"
-    factor: Annotated[int, Arg(T.DIM)]
+    factor: Annotated[
+        int,
+        Arg(T.DIM),
+        Field(
+            description="side of the square of grid tokens merged into one, factor² times as wide"
+        ),
+    ]
     scope: ClassVar[str] = "pixel_shuffle"
     fixes_length: ClassVar[str] = "token grid (its keep, pool or pixel shuffle)"
 
@@ -649,10 +770,18 @@ class Residual(_Op):
 
 class LMHead(_Op):
     kind: Literal["lm_head"] = "lm_head"
-    vocab: Annotated[int, Arg(T.DIM)]
-    tied: Annotated[bool, Arg(T.BOOL, False)]
-    bias: Annotated[bool, Arg(T.BOOL, False)]
-    softcap: Annotated[float, Arg(T.NUMBER, 0.0)]
+    vocab: Annotated[int, Arg(T.DIM), Field(description="vocabulary size: the logits' width")]
+    tied: Annotated[
+        bool,
+        Arg(T.BOOL, False),
+        Field(description="shares the embedding's table (no weights of its own)"),
+    ]
+    bias: Annotated[bool, Arg(T.BOOL, False), Field(description="a bias on the logits")]
+    softcap: Annotated[
+        float,
+        Arg(T.NUMBER, 0.0),
+        Field(description="final logit soft-capping value (Gemma 2); 0 = off"),
+    ]
     scope: ClassVar[str] = "lm_head"
 
 
@@ -660,7 +789,7 @@ class Pooler(_Op):
     """BERT's pooler: a dense layer and tanh on each sequence's first (class) token."""
 
     kind: Literal["pooler"] = "pooler"
-    bias: Annotated[bool, Arg(T.BOOL, True)]
+    bias: Annotated[bool, Arg(T.BOOL, True), Field(description="a bias on the dense layer")]
     scope: ClassVar[str] = "pooler"
 
 
@@ -668,8 +797,8 @@ class Classifier(_Op):
     """Classification head on the pooled (class-token) representation."""
 
     kind: Literal["classifier"] = "classifier"
-    classes: Annotated[int, Arg(T.DIM)]
-    bias: Annotated[bool, Arg(T.BOOL, True)]
+    classes: Annotated[int, Arg(T.DIM), Field(description="output classes")]
+    bias: Annotated[bool, Arg(T.BOOL, True), Field(description="a bias")]
     scope: ClassVar[str] = "classifier"
 
 

@@ -464,3 +464,46 @@ def test_chart_files_alone_look_as_they_do_inline(browser, tmp_path: Path) -> No
             outside = [b for b in page.evaluate(BOXES) if not b["inside"]]
             assert outside == [], (svg, outside)
             page.close()
+
+
+@pytest.fixture(scope="module")
+def docs_site(tmp_path_factory) -> Path:
+    """The project's MkDocs site, built from the checkout into a temporary folder (as
+    tests/test_reference.py builds it)."""
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import ROOT
+
+    out = tmp_path_factory.mktemp("docs")
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    config["docs_dir"], config["site_dir"] = str(ROOT / "docs"), str(out / "site")
+    plugin = next(p for p in config["plugins"] if isinstance(p, dict) and "modelcost" in p)
+    plugin["modelcost"]["specs"] = [str(ROOT / s) for s in plugin["modelcost"]["specs"]]
+    plugin["modelcost"]["cache"] = str(out / "cache")
+    (out / "mkdocs.yml").write_text(yaml.safe_dump(config))
+    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
+                    str(out / "mkdocs.yml")], check=True, capture_output=True)  # fmt: skip
+    return out / "site"
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_docs_site_reads_at_any_width(browser, docs_site: Path, width: int) -> None:
+    # a generated reference page, a zoo page (modelcost's own plugin), the accuracy page:
+    # each loads with no error and no request off the machine, and nothing widens the
+    # page past the window (wide tables scroll inside their own box)
+    for rel, title in (("reference/language.html", "Layer kinds"),
+                       ("zoo/llama3-70b-mi355x.html", "Llama 3 70B on AMD Instinct MI355X"),
+                       ("accuracy.html", "Accuracy")):  # fmt: skip
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda m, e=errors: e.append(m.text) if m.type == "error" else None)
+        page.on("request", lambda r, e=errors: e.append(f"network: {r.url}")
+                if not r.url.startswith(("file:", "data:")) else None)  # fmt: skip
+        page.goto((docs_site / rel).as_uri())
+        page.wait_for_load_state("load")
+        assert page.locator("h1").first.text_content().rstrip("¶") == title
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        assert errors == []
+        page.close()

@@ -186,10 +186,10 @@ def test_a_pr_summary_without_a_gate_claims_no_pass() -> None:
     assert "prefill time +457.5% (no gate: --fail-above PCT sets one)" in r.stdout.splitlines()
 
 
-def test_the_readme_describes_the_diff_rooflines_as_drawn() -> None:
+def test_the_docs_describe_the_diff_rooflines_as_drawn() -> None:
     from conftest import ROOT
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "reports.md").read_text()
     assert "rooflines on one set of axes" not in readme
     assert "rooflines side by side, drawn to the same scales" in readme
 

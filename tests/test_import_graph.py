@@ -62,7 +62,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("front ends", (
         "", "__main__", "cli", "options", "site", "mkdocs_plugin", "mkdocs_cache",
-        "mkdocs_fences", "importer", "regen_tables", "progress",
+        "mkdocs_fences", "importer", "regen_tables", "progress", "reference",
     )),
 )  # fmt: skip
 DOMAIN = tuple(name for name, _ in LAYERS[: [n for n, _ in LAYERS].index("render")])
