@@ -62,6 +62,19 @@ def _description(sig: OpSignature, name: str) -> str:
     return info.description or ""
 
 
+def _phases(cls: type) -> str:
+    """Which phases it runs in: prefill and training always; decode as a layer of a
+    model that decodes, which this kind makes one (a KV cache or a recurrent state)
+    when `decodes` (spec.py) says so."""
+    if "causal" in cls.model_fields:  # type: ignore[attr-defined]
+        keeps = "it keeps a KV cache when causal (the default), so a model of it decodes"
+    elif getattr(cls.model_construct(), "decodes", False):  # type: ignore[attr-defined]
+        keeps = "it keeps a recurrent state, so a model of it decodes"
+    else:
+        keeps = "it keeps nothing across steps: a model decodes by its attention or state layers"
+    return f"prefill and training; decode in a model that decodes ({keeps})."
+
+
 def _kind(sig: OpSignature) -> str:
     cls = sig.ir_type
     r = ROOMS[cls]  # type: ignore[index]  # the kinds' IR classes key the rooms
@@ -75,10 +88,10 @@ def _kind(sig: OpSignature) -> str:
     extra += ["`kv_dtype`"] if sig.kv_cache else []
     extra += ["`recipe`"] if sig.recipe else []
     lines += ["", f"Also takes {', '.join(extra)} (its dtypes; see the language guide)."]
-    split = ("runs whole on every tensor-parallel rank" if r.sharding is REPLICATED
-             else "splits over tensor-parallel ranks (`--tp` values it refuses are said "
-             "when compiled)")  # fmt: skip
-    lines.append(f"Its parameters count as {r.component.value}; it {split}.")
+    split = ("Every tensor-parallel rank runs it whole." if r.sharding is REPLICATED
+             else " ".join((r.sharding.__doc__ or "").split()))  # fmt: skip
+    lines.append(f"**Parameters**: count as {r.component.value}. **Layouts**: {split} "
+                 f"**Phases**: {_phases(cls)}")  # fmt: skip
     refused = [(f, why.why) for f in Feature if (why := r.refusal(f)) is not None]
     if refused:
         lines += ["", "Not modelled: " + "; ".join(f"{FEATURES[f]} ({w})" for f, w in refused)

@@ -198,6 +198,8 @@ def _source_tokens(op: ir.CrossAttention, length: int, sources: dict[str, int]) 
 
 
 def _sharding(op: ir.Attention | ir.CrossAttention, par, where: str):
+    """Its heads split over the tp ranks: tp divides the heads, and the KV heads and tp
+    divide one another (each rank keeps kv_heads/tp, or one replicated)."""
     return heads_refusal(op.heads, op.kv_heads, par.tp, where)
 
 

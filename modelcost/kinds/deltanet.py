@@ -66,6 +66,8 @@ def _state_bytes(op: ir.GatedDeltaNet, tp: int) -> float:
 
 
 def _sharding(op: ir.GatedDeltaNet, par, where: str):
+    """Its heads split over the tp ranks: tp divides the key heads (and so the value
+    heads, a multiple of them)."""
     if op.k_heads % par.tp:  # k_heads divides v_heads (spec.py), so tp divides both
         return refuse(
             f"--tp {par.tp} does not divide the {op.k_heads} key heads of {where}",

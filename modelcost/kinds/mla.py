@@ -100,6 +100,8 @@ def _cache_per_token(op: ir.MLA, tp: int) -> int:
 
 
 def _sharding(op: ir.MLA, par, where: str):
+    """Its heads split over the tp ranks (tp divides them); the latent cache is every
+    rank's whole."""
     return heads_refusal(op.heads, None, par.tp, where)
 
 

@@ -23,6 +23,8 @@ def _params(op: ir.MLP, tp: int, ep: int) -> tuple[int, int]:
 
 
 def _sharding(op: ir.MLP, par, where: str):
+    """Its hidden width splits over the tp ranks (column- then row-parallel): tp divides
+    d_ff."""
     if op.d_ff % par.tp:
         return refuse(
             f"--tp {par.tp} does not divide d_ff = {op.d_ff} of {where}",

@@ -154,6 +154,9 @@ def _active(op: ir.MoE, dense: int, experts: int) -> int:
 
 
 def _sharding(op: ir.MoE, par, where: str):
+    """Its experts split over the ep ranks (ep divides them), each expert's width over
+    etp ranks (tp where ep is taken from dp; etp divides d_ff); the shared experts' width
+    over tp."""
     tp, ep, etp = par.tp, par.ep, par.expert_tp
     if op.experts % ep:
         return refuse(
