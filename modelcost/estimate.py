@@ -378,6 +378,8 @@ class DecodeKernel(Frozen):
     fraction: float | None  # of the datasheet bandwidth; None: "close to 100%"
     measured: str
     source: str
+    fixed_us: float | None = None  # a call's time beyond its bytes (None: not published)
+    fixed_source: str | None = None
 
 
 class EnginePrefill(Frozen):
@@ -449,14 +451,19 @@ def _key_block(head_dim: int) -> int:
     return 256 if head_dim <= 64 else 128 if head_dim <= 128 else 64
 
 
+def decode_kernel(op: SdpaOp, hw: Hardware) -> DecodeKernel | None:
+    """The decode kernel published on `hw` for `op`'s heads (GQA, or MLA's latent)."""
+    heads = "mla" if op.H_KV == 1 and op.d_h_qk > op.d_h_v else "gqa"
+    return next((k for k in decode_kernels() if (k.part, k.heads) == (hw.name, heads)), None)
+
+
 def decode_bandwidth(op: SdpaOp, hw: Hardware) -> tuple[float, str]:
     """(bytes/s, what it is) the decode kernel serving `op` reaches on `hw` with a full
     grid: its published fraction of the datasheet bandwidth, the part's sustained
     bandwidth (`sustained_bandwidth`) where the source says "close to 100%", or, without a
     published decode kernel, the part's sustained bandwidth, said so."""
-    heads = "mla" if op.H_KV == 1 and op.d_h_qk > op.d_h_v else "gqa"
     best = sustained_bandwidth(hw)
-    k = next((k for k in decode_kernels() if (k.part, k.heads) == (hw.name, heads)), None)
+    k = decode_kernel(op, hw)
     said = best.said if best.note else f"{best.said}, the best published"
     if k is None:
         return best.bytes_s, f"{said} on {hw.name} (no published decode kernel)"
@@ -517,7 +524,10 @@ def sustained_bandwidth(hw: Hardware) -> Bandwidth:
 def _decode(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, rate: float):
     """A decode step's attention: the KV cache (and Q, O) read at the decode kernel's
     bandwidth, its share of it when the grid fills fewer CUs than draw the whole
-    bandwidth, and a second launch that combines the splits."""
+    bandwidth, and a second launch that combines the splits; where the kernel's times
+    were published at several contexts, its fixed time a call (the intercept of its
+    time against its bytes: launch, first and last waves, the combine) in place of the
+    launch and the combine."""
     units = hw.compute_units
     blocks, splits, _ = decode_blocks(op, units)
     bw, said = decode_bandwidth(op, hw)
@@ -532,6 +542,14 @@ def _decode(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, rate: float):
         full = saturation() * units
         grid += f", {share:.0%} of the bandwidth (the whole of it takes {full:.0f} CUs busy)"
     combine = LAUNCH_S if splits > 1 else 0.0
+    k = decode_kernel(op, hw)
+    if k is not None and k.fixed_us is not None:  # its launch is the one `estimate` adds
+        combine = k.fixed_us * 1e-6 - LAUNCH_S
+        grid = grid.replace(f" (+{LAUNCH_S * 1e6:g} µs combine launch)", "")
+        said += (
+            f"; +{combine * 1e6:.1f} µs a call beyond its bytes and launch (its published "
+            f"{k.fixed_us:g} µs, the combine within it)"
+        )
     if compute > memory:
         return compute + combine, f"{grid}; compute-bound at {_tflops(rate)}"
     return memory + combine, f"{grid}; KV cache read at {said}"

@@ -51,25 +51,25 @@ def test_each_modes_best_is_its_own_searchs(both) -> None:
 
 def test_the_better_mode_is_chosen_by_the_same_key(both) -> None:
     # docs/serving.md: aggregated tp 4 at 18 sequences (the static batch's prefill, 1.99 s,
-    # is what the TTFT target allows), 299.2 output tokens/s per device; disaggregated 4 ×
-    # tp 2 prefill and 3 × tp 2 decode, 14 devices, 1,014.1: 3.39× the aggregated
+    # is what the TTFT target allows), 271.0 output tokens/s per device; disaggregated 4 ×
+    # tp 2 prefill and 3 × tp 2 decode, 14 devices, 997.7: 3.68× the aggregated
     a, d = both.best_aggregated, both.best_disaggregated
-    assert (a.layout, a.concurrency, round(a.output_tokens_per_s_device, 1)) == ("tp 4", 18, 299.2)
+    assert (a.layout, a.concurrency, round(a.output_tokens_per_s_device, 1)) == ("tp 4", 18, 271.0)
     assert (d.prefill.count, d.prefill.layout, d.decode.count, d.decode.layout) == (
         4,
         "tp 2",
         3,
         "tp 2",
     )
-    assert (d.devices, round(d.output_tokens_per_s_device, 1)) == (14, 1014.1)
+    assert (d.devices, round(d.output_tokens_per_s_device, 1)) == (14, 997.7)
     assert both.chosen == "disaggregated"
     assert choice_key(both.objective, d) < choice_key(both.objective, a)
     # the fewest devices: one H200 meets the targets aggregated, two pools need 2 at least
     fewest = search_deployment(LLAMA70_FP8, "h200", **ASK, objective="devices")
     assert fewest.chosen == "aggregated" and fewest.best_aggregated.devices == 1
-    assert round(fewest.best_aggregated.output_tokens_per_s_device, 1) == 181.7
+    assert round(fewest.best_aggregated.output_tokens_per_s_device, 1) == 169.7
     d = fewest.best_disaggregated  # 1 × tp 2 prefill, 1 × tp 1 decode: 3 devices
-    assert (d.devices, round(d.output_tokens_per_s_device, 1)) == (3, 644.5)
+    assert (d.devices, round(d.output_tokens_per_s_device, 1)) == (3, 535.9)
 
 
 def test_one_front_over_both_modes(both) -> None:
@@ -104,10 +104,10 @@ def test_with_a_prefill_budget_the_aggregated_layouts_batch_in_flight() -> None:
     assert (inflight.best_aggregated.output_tokens_per_s_device
             > static.best_aggregated.output_tokens_per_s_device)  # fmt: skip
     assert inflight.best_disaggregated == static.best_disaggregated
-    # docs/serving.md: one H200 at 25 sequences in flight, 884.0 tokens/s per device; the
-    # pools' 1,014.1 still win (1.15×)
+    # docs/serving.md: one H200 at 25 sequences in flight, 837.6 tokens/s per device; the
+    # pools' 997.7 still win (1.19×)
     a = inflight.best_aggregated
-    assert (a.devices, a.concurrency, round(a.output_tokens_per_s_device, 1)) == (1, 25, 884.0)
+    assert (a.devices, a.concurrency, round(a.output_tokens_per_s_device, 1)) == (1, 25, 837.6)
     assert inflight.chosen == "disaggregated"
 
 
@@ -150,7 +150,7 @@ def test_the_cli_answers_in_every_format() -> None:
     assert got["disaggregated"]["chosen"]["devices"] == 14
     text = run_cli(*args).stdout
     assert "chosen: disaggregated, prefill 4 × tp 2, decode 3 × tp 2 on 14 devices" in text
-    assert "the best aggregated, tp 4 on 4 devices" in text and "(the chosen gives 3.39×)" in text
+    assert "the best aggregated, tp 4 on 4 devices" in text and "(the chosen gives 3.68×)" in text
     csv = run_cli(*args, "--format", "csv").stdout.splitlines()
     assert csv[0] == (
         "layout,devices,concurrency,ttft_s,tpot_s,output_tokens_per_s_user,"
