@@ -30,7 +30,7 @@ Step times are memoized by (decodes, context bucket, chunk bucket): the context 
 up to a multiple of 1/CONTEXT_BUCKETS of isl + osl, and a chunk over 32 tokens rounded up
 to 5 significant bits (at most 1/16 more tokens); both round up, so a bucket's step is
 never shorter than the step it stands for. `simulate` reads the steps from the serving
-scenario's compiles (serving._Scenario, the figures `serve` reads) and runs the same
+scenario's compiles (serving.Scenario, the figures `serve` reads) and runs the same
 arrivals again on the roofline's step times: the bound beside the headline.
 """
 
@@ -54,7 +54,7 @@ from .graph import ONE_DEVICE, Parallel
 from .hardware import Hardware
 from .hooks import shown
 from .record import replace
-from .serving import STATIC, Engine, _check_request, _Scenario, fitting
+from .serving import STATIC, Engine, Scenario, check_request, fitting
 from .settings import (
     DEFAULT_REQUESTS,
     DEFAULT_SERVE_ESTIMATE,
@@ -316,7 +316,7 @@ class ScenarioSteps:
     alone) is costed as one decode beside it: one token more through the GEMMs, whose
     weights the chunk reads anyway."""
 
-    def __init__(self, sc: _Scenario, bound: bool) -> None:
+    def __init__(self, sc: Scenario, bound: bool) -> None:
         self.sc, self.bound = sc, bound
 
     def __call__(self, decodes: int, context: int, chunk: int) -> float:
@@ -373,12 +373,12 @@ def simulate(
     prompts), at most `concurrency` sequences per replica running (default: the most
     the memory holds at isl + osl). SpecError for values out of range, a layout that
     holds no sequence, or a run whose step cap passes before any request finishes."""
-    _check_request(isl, osl, concurrency, None, None)
+    check_request(isl, osl, concurrency, None, None)
     _check(rate, requests, seed, osl)
     spec, hw = as_spec(spec), as_hardware(hw)
     mode = estimate_mode(estimate)
     # the memory's limit alone, as the engine keeps it: serve's, without a budget
-    memory = _Scenario(spec, hw, parallel, isl, osl, replace(engine, budget=0))
+    memory = Scenario(spec, hw, parallel, isl, osl, replace(engine, budget=0))
     fit, _ = fitting(memory)
     if concurrency is not None and concurrency > fit:
         raise SpecError(f"--concurrency {concurrency:,}: at most {fit:,} sequences fit",
@@ -386,7 +386,7 @@ def simulate(
     most = concurrency or fit
     if engine.budget:  # a step decodes every running sequence: the budget must hold them
         most = min(most, engine.budget)
-    sc = _Scenario(spec, hw, parallel, isl, osl, engine, mode, calibration,
+    sc = Scenario(spec, hw, parallel, isl, osl, engine, mode, calibration,
                    moe_imbalance=moe_imbalance)  # fmt: skip
     try:  # a step carries prompts beside its decodes: the model must have such a step
         sc.decode(1, isl + osl, sc.new, timed=True)

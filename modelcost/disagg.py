@@ -4,7 +4,7 @@ cache to a pool of decode instances, and the serving figures of the two together
 A request is prefilled on one instance of the prefill pool (xP instances of one
 layout), its KV cache moves to an instance of the decode pool (yD instances of another
 layout) and is decoded there (DistServe, Mooncake, Dynamo, TensorRT-LLM's disaggregated
-serving). Every step time is serving.py's (`_Scenario`: the same compiles, the same
+serving). Every step time is serving.py's (`Scenario`: the same compiles, the same
 engine profile, the same bound and estimate):
 
 - prefill pool: steps of the engine's prefill tokens a step (whole prompts, as `serve`
@@ -23,7 +23,7 @@ engine profile, the same bound and estimate):
 - decode pool: serve's decode step at the mean context, at the concurrency chosen as
   `serve` chooses it (the most that fit and meet the TPOT target); its requests/s =
   yD × dp × n / ((osl + the engine's extra steps) × TPOT) (× pp with pipeline stages:
-  pp batches of n in flight, serving._Scenario.pipelined_step).
+  pp batches of n in flight, serving.Scenario.pipelined_step).
 - TTFT = the prefill + the transfer (a request joining the running decode batch waits
   at most one step more, not counted); output tokens/s = min(the two pools'
   requests/s) × osl, per device over the devices of both pools.
@@ -54,13 +54,13 @@ from .serving import (
     STATIC,
     Bound,
     Engine,
-    _check_request,
-    _has_experts,
-    _largest,
-    _layouts,
-    _Scenario,
+    Scenario,
+    check_request,
     choice_key,
     fitting,
+    has_experts,
+    largest_meeting,
+    search_layouts,
 )
 from .settings import (
     DEFAULT_OBJECTIVE,
@@ -273,7 +273,7 @@ def _bandwidth(hw: Hardware, link: LinkName) -> tuple[float, float, float, str]:
 class _Prefill:
     """A prefill instance's figures, each compile done once."""
 
-    def __init__(self, sc: _Scenario) -> None:
+    def __init__(self, sc: Scenario) -> None:
         self.sc = sc
         most = fitting(sc)[0]  # SpecError where one prompt does not fit
         self.most = most
@@ -294,7 +294,7 @@ class _Prefill:
 class _Decode:
     """A decode instance's figures at concurrency n, each compile done once."""
 
-    def __init__(self, sc: _Scenario, n: int, most: int) -> None:
+    def __init__(self, sc: Scenario, n: int, most: int) -> None:
         self.sc, self.n, self.most = sc, n, most
         self.tpot = sc.tpot(n)
         self.bound_tpot = sc.tpot(n, bound=True)
@@ -324,14 +324,14 @@ def _transfer(pre: _Prefill, dec: _Decode, request_bytes: float, devices: int,
     )  # fmt: skip
 
 
-def request_cache(sc: _Scenario) -> float:
+def request_cache(sc: Scenario) -> float:
     """Bytes of one request's KV cache at isl, the whole model's: the cache the totals
     report for one sequence on one device (memory.py's rule)."""
     w = Workload(Phase.decode, 1, context=sc.isl, parallel=ONE_DEVICE)
     return sc.totals(w).memory.kv_cache
 
 
-def _decode_pick(sc: _Scenario, concurrency: int | None, tpot: float | None) -> tuple[int, int]:
+def _decode_pick(sc: Scenario, concurrency: int | None, tpot: float | None) -> tuple[int, int]:
     """(the concurrency, the most that fit): as `serve` picks it, by TPOT alone (TTFT
     does not depend on the decode batch)."""
     most = fitting(sc)[0]
@@ -339,7 +339,7 @@ def _decode_pick(sc: _Scenario, concurrency: int | None, tpot: float | None) -> 
         return concurrency, most
     if tpot is None:
         return most, most
-    best = _largest(most, lambda n: sc.tpot(n) <= tpot, lambda n: sc.tpot(n) <= tpot)
+    best = largest_meeting(most, lambda n: sc.tpot(n) <= tpot, lambda n: sc.tpot(n) <= tpot)
     return best or 1, most
 
 
@@ -401,11 +401,11 @@ def _check_engine(engine: Engine) -> None:
 
 def _scenarios(spec, hw, pools: Pools, isl: int, osl: int, engine: Engine, mode: EstimateMode,
                calibration, moe_imbalance: float | None = None,
-               ) -> tuple[_Scenario, _Scenario]:  # fmt: skip
+               ) -> tuple[Scenario, Scenario]:  # fmt: skip
     # the prefill instance holds a prompt and its first token, the decode one isl + osl
-    sc_p = _Scenario(spec, hw, pools.prefill.parallel, isl, 1, engine, mode, calibration,
+    sc_p = Scenario(spec, hw, pools.prefill.parallel, isl, 1, engine, mode, calibration,
                      moe_imbalance=moe_imbalance)  # fmt: skip
-    sc_d = _Scenario(spec, hw, pools.decode.parallel, isl, osl, engine, mode, calibration,
+    sc_d = Scenario(spec, hw, pools.decode.parallel, isl, osl, engine, mode, calibration,
                      moe_imbalance=moe_imbalance)  # fmt: skip
     return sc_p, sc_d
 
@@ -439,7 +439,7 @@ def serve_disagg(
     """The serving figures of `isl`/`osl` requests on a prefill pool and a decode pool
     (`concurrency`: sequences per decode replica, else the most that fit and meet
     `tpot`). SpecError for a pool whose layout cannot run the model."""
-    _check_request(isl, osl, concurrency, tpot, ttft)
+    check_request(isl, osl, concurrency, tpot, ttft)
     _check_engine(engine)
     spec, hw = as_spec(spec), as_hardware(hw)
     sc_p, sc_d = _scenarios(spec, hw, pools, isl, osl, engine, estimate_mode(estimate),
@@ -494,10 +494,12 @@ def candidate_tps(hw: Hardware) -> list[int]:
 def candidate_layouts(spec: ir.Spec, hw: Hardware) -> list[Parallel]:
     """Each pool's layouts, as `serve --search` tries them on 1, 2, 4, … ranks of one
     scale-up domain: tp = ranks, and for a MoE model the experts over all the ranks with
-    attention over tp × dp (serving._layouts: TensorRT-LLM's TEP and DEP pools among
+    attention over tp × dp (serving.search_layouts: TensorRT-LLM's TEP and DEP pools among
     them); no pipeline stages."""
-    experts = _has_experts(spec)
-    return [par for ranks in candidate_tps(hw) for par in _layouts(ONE_DEVICE, ranks, experts)]
+    experts = has_experts(spec)
+    return [
+        par for ranks in candidate_tps(hw) for par in search_layouts(ONE_DEVICE, ranks, experts)
+    ]
 
 
 def _best_counts(pre: _Prefill, dec: _Decode, budget: int, request_bytes: float,
@@ -543,7 +545,7 @@ def search_disagg(
     best counts (`_best_counts`), and the pair `objective` chooses (`choice_key`). The
     decode pool runs the most sequences meeting `tpot`, or one a replica for `latency`
     (the lowest TPOT it can give)."""
-    _check_request(isl, osl, None, tpot, ttft)
+    check_request(isl, osl, None, tpot, ttft)
     _check_engine(engine)
     if objective not in OBJECTIVES:
         raise SpecError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}",

@@ -324,7 +324,7 @@ def served_stage(
     """A decode step of the report's pipeline stage split into its own work and its
     receive, without a training step's fill and drain: what a serving engine's
     pipeline (one batch in flight per stage) composes into a TPOT (serving.py
-    `_Scenario.pipelined_step`)."""
+    `Scenario.pipelined_step`)."""
     par = costed.graph.shape.par
 
     def split(seconds: list[float]) -> tuple[float, float]:

@@ -132,7 +132,7 @@ def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_request(
+def check_request(
     isl: object, osl: object, concurrency: object, tpot: object, ttft: object
 ) -> None:
     """The API refuses what the command line's flags cannot say, with the same errors."""
@@ -250,7 +250,7 @@ class Serving(Tabular, Frozen):
         return shown(self, "html")
 
 
-class _Scenario:
+class Scenario:
     """One request class on one layout under one engine: each figure as a function of
     the concurrency n (sequences per replica), each compile done once."""
 
@@ -495,7 +495,7 @@ class _Scenario:
         return most, per_seq / self.in_flight
 
 
-def fitting(sc: _Scenario) -> tuple[int, float]:
+def fitting(sc: Scenario) -> tuple[int, float]:
     """`sc.most()`, or the SpecError that says why not one sequence fits."""
     most, per_seq = sc.most()
     if most:
@@ -539,13 +539,13 @@ def serve(
     `calibration` on top; `roofline`: the bound), and carry the bound beside them.
     `speculation` turns speculative decoding on (speculative.Speculation). With
     pipeline stages `concurrency` is one batch in flight, pp of them a replica
-    (`_Scenario.pipelined_step`);
+    (`Scenario.pipelined_step`);
     `moe_imbalance` the estimate's routed load on the hottest expert over the mean
     (costing.Costing; the bound keeps the mean)."""
-    _check_request(isl, osl, concurrency, tpot, ttft)
+    check_request(isl, osl, concurrency, tpot, ttft)
     spec, hw = as_spec(spec), as_hardware(hw)
     _check_speculation(speculation, engine, parallel)
-    sc = _Scenario(spec, hw, parallel, isl, osl, engine, estimate_mode(estimate), calibration,
+    sc = Scenario(spec, hw, parallel, isl, osl, engine, estimate_mode(estimate), calibration,
                    speculation, moe_imbalance)  # fmt: skip
     most, per_seq = fitting(sc)
 
@@ -558,7 +558,9 @@ def serve(
         if not met:
             why = _why(sc, concurrency, tpot, ttft)
     else:
-        best = _largest(most, (lambda n: sc.tpot(n) <= tpot) if tpot is not None else None, ok)
+        best = largest_meeting(
+            most, (lambda n: sc.tpot(n) <= tpot) if tpot is not None else None, ok
+        )
         n, met = best or 1, best is not None
         if best is None:
             why = _why(sc, 1, tpot, ttft)
@@ -578,7 +580,7 @@ def _check_speculation(s: Speculation | None, engine: Engine, par: Parallel) -> 
                         filename="modelcost", hint="leave out --pp")  # fmt: skip
 
 
-def _why(sc: _Scenario, n: int, tpot: float | None, ttft: float | None) -> str:
+def _why(sc: Scenario, n: int, tpot: float | None, ttft: float | None) -> str:
     """Why concurrency n (the smallest tried) misses the targets."""
     if tpot is not None and sc.tpot(n) > tpot:
         return (
@@ -589,7 +591,7 @@ def _why(sc: _Scenario, n: int, tpot: float | None, ttft: float | None) -> str:
     return f"TTFT is {sc.ttft(n) * 1e3:.1f} ms, over the {ttft * 1e3:g} ms target"
 
 
-def _largest(most: int, rising: Callable[[int], bool] | None, ok: Callable[[int], bool]):
+def largest_meeting(most: int, rising: Callable[[int], bool] | None, ok: Callable[[int], bool]):
     """The largest n in 1..most with ok(n). `rising` (TPOT within target: true up to some
     n, false after) bounds it by a binary search; below that bound ok is tried from the
     top down (TTFT need not be monotone under chunked prefill)."""
@@ -616,7 +618,7 @@ def _last(lo: int, hi: int, holds: Callable[[int], bool]) -> int:
     return lo
 
 
-def _curve(sc: _Scenario, most: int) -> tuple[CurvePoint, ...]:
+def _curve(sc: Scenario, most: int) -> tuple[CurvePoint, ...]:
     """The figures at concurrency 1, 2, 4, … and at the most that fit."""
     ns = sorted({*(2**k for k in range(most.bit_length()) if 2**k <= most), most})
     return tuple(
@@ -632,7 +634,7 @@ def _curve(sc: _Scenario, most: int) -> tuple[CurvePoint, ...]:
 
 
 def _figures(
-    sc: _Scenario,
+    sc: Scenario,
     most: int,
     n: int,
     per_seq: float,
@@ -695,7 +697,7 @@ def _figures(
     )
 
 
-def _speculative(sc: _Scenario, n: int) -> Speculative | None:
+def _speculative(sc: Scenario, n: int) -> Speculative | None:
     """Speculative decoding's figures at concurrency n, when on."""
     if sc.speculation is None or sc.draft is None:
         return None
@@ -714,7 +716,7 @@ def _speculative(sc: _Scenario, n: int) -> Speculative | None:
     )
 
 
-def _reason(sc: _Scenario) -> str:
+def _reason(sc: Scenario) -> str:
     """What the engine adds to the kernels' step times and the schedule, in a line."""
     p = sc.profile
     if not sc.kernels:  # the headline is the bound: only the memory is the engine's
@@ -781,14 +783,16 @@ def pareto_front(points: list[tuple[float, float]]) -> tuple[bool, ...]:
     )
 
 
-def _has_experts(spec: ir.Spec) -> bool:
+def has_experts(spec: ir.Spec) -> bool:
     return any(room(op).component is Component.experts for op, _ in walk(spec.body))
 
 
-def _layouts(base: Parallel, ranks: int, experts: bool, pipelines: bool = False) -> list[Parallel]:
+def search_layouts(
+    base: Parallel, ranks: int, experts: bool, pipelines: bool = False
+) -> list[Parallel]:
     """The layouts of `ranks` = tp × dp ranks a pipeline stage tried: tp = ranks (the
     rest of `base` as given), with `pipelines` (tp alone at the scale-up domain) that
-    tp in each of SEARCH_PIPELINE_STAGES stages too (`_Scenario.pipelined_step`), and
+    tp in each of SEARCH_PIPELINE_STAGES stages too (`Scenario.pipelined_step`), and
     for a MoE model the experts over all the ranks, each whole (ep = ranks;
     Megatron-Core's folding, vLLM's --enable-expert-parallel), with attention over
     tp = ranks/dp in dp = 1, 2, 4, … ranks replicas (SGLang's DP attention at dp > 1)."""
@@ -828,24 +832,24 @@ def search(
     """Serve on 1, 2, 4, … ranks (tp × dp, up to MAX_SEARCH_TP; up to the scale-up
     domain, and beyond it only until a layout meets the targets): on each, tp alone
     and, for a MoE model, the experts over all the ranks with attention over tp × dp
-    (`_layouts`): at most 1 + log2(r) + 1 layouts on r ranks. Of the layouts meeting
+    (`search_layouts`): at most 1 + log2(r) + 1 layouts on r ranks. Of the layouts meeting
     the targets, `objective` chooses: `throughput-per-device` the most output tokens/s
     per device, then the fewest devices; `devices` the fewest devices, then the most
     per device; `latency` the lowest TPOT of any point tried (a layout at a concurrency
     on its curve), then the fewest devices. Where tp alone fills the scale-up domain,
     that tp in 2 and 4 pipeline stages is tried too (SEARCH_PIPELINE_STAGES; a decode
-    pipeline as serving engines run it, `_Scenario.pipelined_step`).
+    pipeline as serving engines run it, `Scenario.pipelined_step`).
     Data-parallel replicas of a layout without experts across them are not tried:
     their figures per device and per user are the layout's own. `max_devices`, a device
     budget: layouts of more devices are not tried (said in one line). The layouts of
     one rank count are served at once by `jobs` worker processes or as Ray tasks
     (`executor`, `address`: executors.py), in order."""
-    _check_request(isl, osl, None, tpot, ttft)
+    check_request(isl, osl, None, tpot, ttft)
     if objective not in OBJECTIVES:
         raise SpecError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}",
                         filename="modelcost")  # fmt: skip
     spec, hw = as_spec(spec), as_hardware(hw)
-    experts = _has_experts(spec)
+    experts = has_experts(spec)
     tried: list[tuple[Parallel, Serving]] = []
     refused: list[str] = []
     over: list[str] = []  # layouts beyond `max_devices`
@@ -858,7 +862,7 @@ def search(
         if ranks > hw.scaleup_domain and any(s.meets_targets for _, s in tried):
             break
         layouts = []
-        for par in _layouts(base, ranks, experts, piped and ranks == hw.scaleup_domain):
+        for par in search_layouts(base, ranks, experts, piped and ranks == hw.scaleup_domain):
             if max_devices is not None and par.devices > max_devices:
                 over.append(_named(par))
             else:

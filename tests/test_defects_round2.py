@@ -14,7 +14,7 @@ from modelcost import load_spec
 from modelcost.compile import compile_report
 from modelcost.graph import ONE_DEVICE, Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.serving import Engine, _Scenario, serve
+from modelcost.serving import Engine, Scenario, serve
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
 H200 = load_hardware("h200")
@@ -30,7 +30,7 @@ def test_the_most_sequences_that_fit_is_exact_for_any_request(isl, osl) -> None:
     whole = Engine(name="sglang", memory_fraction=1.0)
     s = serve(LLAMA8, H200, isl, osl, engine=whole)
     n = s.max_concurrency
-    sc = _Scenario(LLAMA8, H200, ONE_DEVICE, isl, osl, whole)
+    sc = Scenario(LLAMA8, H200, ONE_DEVICE, isl, osl, whole)
     # memory grows with the batch: n sequences fit and n + 1 do not (before the fix,
     # isl 1 osl 1 said none fit and isl 1 osl 2 stopped at 103,844 of 189,900)
     assert sc.decode(n, isl + osl).memory.fits

@@ -1,4 +1,4 @@
-"""Decode pipelines served as engines run them (serving._Scenario.pipelined_step): one
+"""Decode pipelines served as engines run them (serving.Scenario.pipelined_step): one
 batch in flight per stage, a TPOT of one pass across the stages, pp batches' tokens a
 TPOT, each device holding the KV cache of its layers for all the batches in flight;
 and `--search` trying pipeline stages where tp alone fills the scale-up domain."""
@@ -12,7 +12,7 @@ from modelcost import load_spec
 from modelcost.compile import compile_report
 from modelcost.graph import Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.serving import STATIC, _Scenario, search, serve
+from modelcost.serving import STATIC, Scenario, search, serve
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
 H200 = load_hardware("h200")
@@ -24,7 +24,7 @@ KV_PER_LAYER_TOKEN = 2 * 8 * 128 * 2  # K and V: 4,096 bytes
 
 
 def test_a_pipeline_step_is_the_stages_in_turn_and_its_sends() -> None:
-    sc = _Scenario(LLAMA8, H200, PP2, ISL, OSL, STATIC, "roofline")
+    sc = Scenario(LLAMA8, H200, PP2, ISL, OSL, STATIC, "roofline")
     st = sc.stage(N, MEAN)
     # the p2p between the stages: 64 × 4,096 × 2 bytes = 524,288 B at H200's 900 GB/s
     # scale-up link, 450 GB/s a direction, plus its 1 µs step (specs/hardware/h200)
@@ -47,7 +47,7 @@ def test_a_pipeline_step_is_the_stages_in_turn_and_its_sends() -> None:
 
 
 def test_each_device_holds_the_cache_of_its_layers_for_every_batch_in_flight() -> None:
-    sc = _Scenario(LLAMA8, H200, PP2, ISL, OSL, STATIC, "roofline")
+    sc = Scenario(LLAMA8, H200, PP2, ISL, OSL, STATIC, "roofline")
     full = ISL + OSL
     # one sequence, half the 32 layers, 2,048 tokens: 16 × 4,096 × 2,048 bytes
     one = 16 * KV_PER_LAYER_TOKEN * full
@@ -86,7 +86,7 @@ def test_search_tries_pipelines_where_tp_fills_the_scaleup_domain() -> None:
 def test_the_estimate_composes_the_kernels_times_the_same_way() -> None:
     # serve's default: the kernels' stage and p2p times in the same sum, the engine's
     # host time once a step (engines.Profile.step); the bound beside it is the roofline's
-    sc = _Scenario(LLAMA8, H200, PP2, ISL, OSL, STATIC, "kernels")
+    sc = Scenario(LLAMA8, H200, PP2, ISL, OSL, STATIC, "kernels")
     st = sc.stage(N, MEAN)
     assert st.stage_estimate_s is not None and st.p2p_estimate_s is not None
     served = serve(LLAMA8, H200, ISL, OSL, PP2, N)
