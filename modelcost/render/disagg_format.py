@@ -121,13 +121,7 @@ def render_disagg_search(found: DisaggSearch, fmt: str) -> str:
     notes = [("not tried", why) for why in found.refused]
     if fmt == "html":
         return _html(f"{head}; {said}", notes, (*_COLUMNS, ""), rows, "Pool layouts")
-    table = (
-        "| " + " | ".join(_COLUMNS) + " |  |\n|" + "---|" * (len(_COLUMNS) + 1) + "\n"
-        + "".join("| " + " | ".join(md(x) for x in r) + " |\n" for r in rows)
-        if fmt == "md"
-        else tabulate(rows, headers=(*_COLUMNS, ""), tablefmt="simple", disable_numparse=True)
-        + "\n"
-    )  # fmt: skip
+    table = rows_table(rows, (*_COLUMNS, ""), fmt)
     out = [f"# {md(head)}\n\n" if fmt == "md" else head + "\n\n", table]
     for _, why in notes:
         out.append(f"\n- not tried: {md(why) if fmt == 'md' else why}")
@@ -142,23 +136,23 @@ _POINTS = ("mode", "layout", "devices", "concurrency", "TTFT", "TPOT", "tok/s pe
            "tok/s per device", "targets", "")  # fmt: skip
 
 
+def _best_row(mode: str, layout: str, batch: int, s: Serving | Disaggregated,
+              chosen: bool) -> tuple[str, ...]:  # fmt: skip
+    return (mode, layout, f"{s.devices:,}", f"{batch:,}", duration(s.ttft_s),
+            duration(s.tpot_s), fixed(1 / s.tpot_s, 1), fixed(s.output_tokens_per_s_device, 1),
+            fixed(s.bound.output_tokens_per_s_device, 1), "met" if s.meets_targets else s.why,
+            "chosen" if chosen else "")  # fmt: skip
+
+
 def _best_rows(found: Deployment) -> list[tuple[str, ...]]:
     """Each mode's best by the objective, side by side."""
     rows: list[tuple[str, ...]] = []
     if (a := found.best_aggregated) is not None:
-        rows.append(("aggregated", a.layout or "one device", f"{a.devices:,}",
-                     f"{a.concurrency:,}", duration(a.ttft_s), duration(a.tpot_s),
-                     fixed(1 / a.tpot_s, 1), fixed(a.output_tokens_per_s_device, 1),
-                     fixed(a.bound.output_tokens_per_s_device, 1),
-                     "met" if a.meets_targets else a.why,
-                     "chosen" if found.chosen == "aggregated" else ""))  # fmt: skip
+        rows.append(_best_row("aggregated", a.layout or "one device", a.concurrency, a,
+                              found.chosen == "aggregated"))  # fmt: skip
     if (d := found.best_disaggregated) is not None:
-        rows.append(("disaggregated", pools_label(d), f"{d.devices:,}", f"{d.decode.batch:,}",
-                     duration(d.ttft_s), duration(d.tpot_s), fixed(1 / d.tpot_s, 1),
-                     fixed(d.output_tokens_per_s_device, 1),
-                     fixed(d.bound.output_tokens_per_s_device, 1),
-                     "met" if d.meets_targets else d.why,
-                     "chosen" if found.chosen == "disaggregated" else ""))  # fmt: skip
+        rows.append(_best_row("disaggregated", pools_label(d), d.decode.batch, d,
+                              found.chosen == "disaggregated"))  # fmt: skip
     return rows
 
 
