@@ -40,18 +40,22 @@ def _memo(table: dict, key: tuple[OpRecord, Conventions], backward: bool) -> Cos
     return found
 
 
+def cost_node(n: Node, conventions: Conventions, train: bool, again: bool) -> CostedNode:
+    """One node's per-instance costs: its forward, and when training its backward (with
+    the forward again under full recomputation, `again`, for a layer's ops)."""
+    key = (n.op, conventions)
+    fwd = _memo(_FORWARD, key, False)
+    bwd = _memo(_BACKWARD, key, True) if train and not n.step else None
+    recomputed = False
+    if bwd is not None and again and n.group != "model":
+        bwd, recomputed = bwd + fwd, True
+    return CostedNode(n, fwd, bwd, recomputed)
+
+
 def cost(graph: OpGraph, conventions: Conventions = Conventions.modelcost) -> CostedGraph:
     """Cost every node once; repeated layers carry their count, not copies."""
     train = graph.shape.train
     # full recomputation runs each layer's forward again inside its backward
     again = graph.shape.par.recompute == "full"
-    nodes = []
-    for n in graph.nodes:
-        key = (n.op, conventions)
-        fwd = _memo(_FORWARD, key, False)
-        bwd = _memo(_BACKWARD, key, True) if train and not n.step else None
-        recomputed = False
-        if bwd is not None and again and n.group != "model":
-            bwd, recomputed = bwd + fwd, True
-        nodes.append(CostedNode(n, fwd, bwd, recomputed))
-    return CostedGraph(graph, conventions, tuple(nodes))
+    nodes = tuple(cost_node(n, conventions, train, again) for n in graph.nodes)
+    return CostedGraph(graph, conventions, nodes)

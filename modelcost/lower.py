@@ -163,9 +163,12 @@ def _lower_stream(
     lowerer.outputs[st.name] = out
 
 
-def lower(spec: ir.Spec, workload: Workload) -> OpGraph:
-    """Lower a resolved spec for one workload into an op graph."""
-    shape, notes = workload_shape(spec, workload)
+def lower(
+    spec: ir.Spec, workload: Workload, shaped: tuple[Shape, list[str]] | None = None
+) -> OpGraph:
+    """Lower a resolved spec for one workload into an op graph; `shaped`, the workload's
+    shape and notes when validate.workload_shape has given them already."""
+    shape, notes = workload_shape(spec, workload) if shaped is None else shaped
     lowerer = Lowerer(spec, shape)
     nodes: list[Node] = []
     groups: list[Group] = []

@@ -10,15 +10,18 @@ figures, the MFU bound and the memory footprint are all computed here.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from functools import reduce
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .cost import CostedGraph, CostedNode
 from .costing import DEFAULT_COSTING, Costing
 from .dtypes import DTYPES
 from .engines import DEFAULT_ENGINE
 from .errors import SpecError
-from .graph import OpGraph, Parallel
+from .graph import ModelFacts, OpGraph, Parallel, Shape
 from .hardware import Hardware
 from .kernels import serve
 from .memo import per_object
@@ -148,42 +151,105 @@ def time_nodes(
     """The roofline of every node (of the kinds `kept`, when given); equal ops (a
     layer's repeats, a sweep's points sharing a shape) are timed once (`_op_times`)."""
     table = _op_times(hw, peak, bandwidth)
-    out = []
-    for cn in costed.nodes:
-        op = cn.node.op
-        if kept is not None and op.kind not in kept:
-            continue
-        f, b, count = cn.fwd, cn.bwd, cn.node.count
-        key = (op, f, b)
-        found = table.get(key)
-        if found is None:
-            if len(table) >= MAX_TIMED:
-                table.clear()
-            found = table[key] = _passes(op, f, b, hw, peak, bandwidth)
-        r, fc, fm, tf, lk, back = found
-        flops, nbytes = float(f.flops), float(f.bytes)
-        bound_s = count * (tf if fc >= fm else 0)
-        tb = 0.0
-        if back is not None and b is not None:
-            bc, bm, tb = back
-            flops, nbytes = flops + float(b.flops), nbytes + float(b.bytes)
-            bound_s += count * (tb if bc >= bm else 0)
-        out.append(
-            NodeTime(
-                costed=cn,
-                roof=r,
-                compute_s=fc,
-                memory_s=fm,
-                time_s=tf,
-                link=lk,
-                back=back,
-                total_s=count * (tf + tb),
-                flops=flops * count,
-                bytes=nbytes * count,
-                compute_bound_s=bound_s,
-            )
-        )
-    return out
+    return [node_time(cn, hw, peak, bandwidth, table) for cn in costed.nodes
+            if kept is None or cn.node.op.kind in kept]  # fmt: skip
+
+
+def node_time(
+    cn: CostedNode, hw: Hardware, peak: PeakMode, bandwidth: PeakMode, table: dict | None = None
+) -> NodeTime:
+    """One node's roofline, its op's passes looked up in `table` (`_op_times`)."""
+    if table is None:
+        table = _op_times(hw, peak, bandwidth)
+    op = cn.node.op
+    f, b, count = cn.fwd, cn.bwd, cn.node.count
+    key = (op, f, b)
+    found = table.get(key)
+    if found is None:
+        if len(table) >= MAX_TIMED:
+            table.clear()
+        found = table[key] = _passes(op, f, b, hw, peak, bandwidth)
+    r, fc, fm, tf, lk, back = found
+    flops, nbytes = float(f.flops), float(f.bytes)
+    bound_s = count * (tf if fc >= fm else 0)
+    tb = 0.0
+    if back is not None and b is not None:
+        bc, bm, tb = back
+        flops, nbytes = flops + float(b.flops), nbytes + float(b.bytes)
+        bound_s += count * (tb if bc >= bm else 0)
+    return NodeTime(
+        costed=cn,
+        roof=r,
+        compute_s=fc,
+        memory_s=fm,
+        time_s=tf,
+        link=lk,
+        back=back,
+        total_s=count * (tf + tb),
+        flops=flops * count,
+        bytes=nbytes * count,
+        compute_bound_s=bound_s,
+    )
+
+
+def add_up(values: Iterable) -> Any:
+    """The sum, one after another from 0 (what `sum` does on Python 3.11; 3.12's `sum`
+    of floats compensates its rounding, which would make reports differ between Python
+    versions in their last digits): floats, ints, or arrays of them over a sweep's
+    lengths, added in the same order, give the same numbers."""
+    return reduce(operator.add, values, 0)
+
+
+class Column(NamedTuple):
+    """One node's part of the step's sums (`step_sums`): floats, or arrays of them over
+    a sweep's lengths (grid.py)."""
+
+    seconds: Any  # all copies, both passes
+    flops: Any
+    bytes: Any
+    compute_bound_s: Any
+    recomputed_flops: Any  # a recomputed forward's (count × forward FLOPs), or None
+    step: bool  # once per step (optimizer, gradient sync)
+    network: bool  # a collective
+
+
+def column(t: NodeTime, seconds: Any = None) -> Column:
+    """A node's column, its time `seconds` (default: the roofline's)."""
+    cn = t.costed
+    return Column(
+        t.total_s if seconds is None else seconds,
+        t.flops,
+        t.bytes,
+        t.compute_bound_s,
+        cn.node.count * cn.fwd.flops if cn.recomputed else None,
+        cn.node.step,
+        cn.node.op.unit is Unit.network,
+    )
+
+
+class Sums(NamedTuple):
+    """A step's sums over its nodes, in node order (`add_up`)."""
+
+    busy: Any
+    once: Any  # the once-per-step part (optimizer, gradient sync)
+    comm: Any  # the collectives'
+    flops: Any
+    model_flops: Any  # without a recomputed forward: work, not model progress (MFU)
+    bytes: Any
+    compute_bound: Any
+
+
+def step_sums(columns: Sequence[Column]) -> Sums:
+    """The sums the totals are made of, every column added in node order."""
+    busy = add_up(c.seconds for c in columns)
+    once = add_up(c.seconds for c in columns if c.step)
+    comm = add_up(c.seconds for c in columns if c.network)
+    flops = add_up(c.flops for c in columns)
+    model_flops = flops - add_up(c.recomputed_flops for c in columns
+                                 if c.recomputed_flops is not None)  # fmt: skip
+    nbytes = add_up(c.bytes for c in columns)
+    compute_bound = add_up(c.compute_bound_s for c in columns)
+    return Sums(busy, once, comm, flops, model_flops, nbytes, compute_bound)
 
 
 def totals(
@@ -197,16 +263,26 @@ def totals(
     per-token figures, MFU bound and memory footprint. `advice` follows the warning
     when the model does not fit."""
     graph = costed.graph
-    shape = graph.shape
+    sums = step_sums([column(t) for t in times])
+    return assemble(sums, graph.shape, footprint(graph), matrix_peak(graph, hw, peak)[0], hw,
+                    advice)  # fmt: skip
+
+
+def assemble(
+    sums: Sums,
+    shape: Shape,
+    mem: dict[str, float],
+    main_peak: float,
+    hw: Hardware,
+    advice: str | None = None,
+) -> Totals:
+    """The totals of one point from its sums (`step_sums`), its token geometry, its
+    memory footprint and the matrix peak its MFU is taken against."""
     par = shape.par
-    busy, comm, (step, exposed, bubble) = _compose(times, [t.total_s for t in times], par)
-    flops = sum(t.flops for t in times)
-    # the model's FLOPs, for the MFU: a recomputed forward is work, not model progress
-    model_flops = flops - sum(
-        t.costed.node.count * t.costed.fwd.flops for t in times if t.costed.recomputed
-    )
-    nbytes = sum(t.bytes for t in times)
-    compute_bound = sum(t.compute_bound_s for t in times)
+    busy, compute_bound, model_flops = sums.busy, sums.compute_bound, sums.model_flops
+    flops, nbytes, comm = sums.flops, sums.bytes, sums.comm
+    step, exposed, bubble = step_time(busy, sums.once, comm, par.pp, par.microbatches,
+                                      par.overlap, par.vpp)  # fmt: skip
     tokens = shape.T_job
     per_token = PerToken.trusted(
         tokens_per_step=tokens,
@@ -215,9 +291,7 @@ def totals(
         tokens_per_s=tokens / step if step else 0.0,
         tokens_per_s_device=tokens / step / par.devices if step else 0.0,
     )
-    main_peak = matrix_peak(graph, hw, peak)[0]
-    mem = footprint(graph)
-    total_mem = sum(mem.values())
+    total_mem = add_up(mem.values())
     # fits(graph, hw), with the parts kept for the report; the capacity is the driver's
     # total where the hardware file gives it (hardware.Hardware.capacity)
     fits = total_mem <= hw.capacity
@@ -255,11 +329,10 @@ def _compose(times: list[NodeTime], seconds: list[float], par) -> tuple[float, f
     """(busy, collective time, step_time(...)) of nodes taking `seconds` each (all
     copies): every op's time one after another, the once-per-step part (optimizer,
     gradient sync) and the collectives', composed into the step."""
-    pairs = list(zip(times, seconds, strict=True))
-    busy = sum(seconds)
-    once = sum(x for t, x in pairs if t.costed.node.step)
-    comm = sum(x for t, x in pairs if t.costed.node.op.unit is Unit.network)
-    return busy, comm, step_time(busy, once, comm, par.pp, par.microbatches, par.overlap, par.vpp)
+    sums = step_sums([column(t, x) for t, x in zip(times, seconds, strict=True)])
+    busy, comm = sums.busy, sums.comm
+    return busy, comm, step_time(busy, sums.once, comm, par.pp, par.microbatches, par.overlap,
+                                 par.vpp)  # fmt: skip
 
 
 def _with_estimate(
@@ -613,19 +686,11 @@ def fits(graph: OpGraph, hw: Hardware) -> bool:
 def footprint(graph: OpGraph) -> dict[str, float]:
     """Memory by kind: the model's (sized by lowering) and the activations the graph
     keeps alive; docs/report.md says what each counts."""
-    facts = graph.facts
-    if graph.shape.train:
-        activations = _training_activations(graph)
-    else:  # the largest op's inputs and output alive at once
-        produced = {n.name: n.out_bytes for n in graph.nodes}
-        activations = 0.0
-        for n in graph.nodes:
-            inputs = 0.0
-            for i in set(n.inputs) if len(n.inputs) > 1 else n.inputs:
-                inputs += produced.get(i, 0)
-            alive = n.out_bytes + inputs
-            if alive > activations:
-                activations = alive
+    return memory_parts(graph.facts, activation_bytes(graph))
+
+
+def memory_parts(facts: ModelFacts, activations: float) -> dict[str, float]:
+    """The footprint's parts: the model's facts, and the activations kept alive."""
     return {
         "weights": float(facts.weight_bytes),
         "kv_cache": float(facts.cache_bytes),
@@ -633,6 +698,23 @@ def footprint(graph: OpGraph) -> dict[str, float]:
         "gradients": float(facts.gradient_bytes),
         "optimizer_states": float(facts.optimizer_bytes),
     }
+
+
+def activation_bytes(graph: OpGraph) -> float:
+    """The activations alive at once: what training's backward keeps
+    (`_training_activations`), or at inference the largest op's inputs and output."""
+    if graph.shape.train:
+        return _training_activations(graph)
+    produced = {n.name: n.out_bytes for n in graph.nodes}
+    activations = 0.0
+    for n in graph.nodes:
+        inputs = 0.0
+        for i in set(n.inputs) if len(n.inputs) > 1 else n.inputs:
+            inputs += produced.get(i, 0)
+        alive = n.out_bytes + inputs
+        if alive > activations:
+            activations = alive
+    return activations
 
 
 def kept_for_backward(graph: OpGraph) -> dict[str, float]:
