@@ -5,8 +5,10 @@
 
 `--grid` measures sweeps at scale instead (issue 24): the points/s of the 225,280-point
 grid (Llama 3 70B decode on 5 targets × 4 layouts × 11 batches × 1,024 contexts) in one
-process, streamed as `modelcost sweep --format csv` streams it; and the peak resident
-memory of a 1,000,000-point streamed sweep through the CLI (written to /dev/null).
+process, streamed as `modelcost sweep --format csv` streams it, and on a tenth of its
+contexts the shared lowering (modelcost/grid.py) against each point compiled on its own,
+taking turns; then the wall time and peak resident memory of a 1,000,000-point streamed
+sweep through the CLI (written to /dev/null).
 
 In process, per spec: `load` = read, parse and resolve the file; `compile` = lower,
 cost and roofline one workload into a report model; `total` = both. Medians of N runs.
@@ -175,12 +177,13 @@ GRID_BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
 
 def _grid() -> str:
-    """The issue-24 grid's points/s in one process, and a 1,000,000-point streamed
-    sweep's peak resident memory through the CLI."""
+    """The issue-24 grid's points/s in one process (and, on a tenth of it, the shared
+    lowering against each point on its own), and a 1,000,000-point streamed sweep's
+    wall time and peak resident memory through the CLI."""
     import resource
 
     from modelcost.render.sweep_stream import writer
-    from modelcost.sweeps import SweepRow, plan, run
+    from modelcost.sweeps import SweepRow, _one, plan, run
 
     spec = specs_dir() / "models" / "llama3-70b.model"
     contexts = list(range(128, 128 * 1025, 128))  # 1,024 contexts, 128 to 131,072
@@ -196,6 +199,21 @@ def _grid() -> str:
                 rows += 1
         w.close()
     rate = grid.size / (time.perf_counter() - t)
+    # the same kind of points one by one (as before the shared lowering: grid.py), and
+    # shared, taking turns on a tenth of the contexts, so a noisy machine moves both alike
+    tenth = plan(str(spec), list(GRID_TARGETS), "decode", GRID_BATCHES,
+                 context=contexts[::10], layout=GRID_LAYOUTS, limit=10_000_000)  # fmt: skip
+    work = (tenth.specs, tenth.targets, tenth.sp, tenth.how, tenth.swept)
+    shared = alone = 0.0
+    for _ in range(2):
+        t = time.perf_counter()
+        for _r in run(tenth):
+            pass
+        shared += time.perf_counter() - t
+        t = time.perf_counter()
+        for point in tenth.points():
+            _one(work, point)
+        alone += time.perf_counter() - t
     million = [sys.executable, "-m", "modelcost", "sweep", str(spec), "--hw", "h200",
                "--phase", "decode", "--batch", "1..1000+1", "--context", "1K..1000K+1K",
                "--format", "csv", "-o", os.devnull, "--quiet"]  # fmt: skip
@@ -205,8 +223,10 @@ def _grid() -> str:
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB → MiB
     return (
         f"grid: {grid.size:,} points ({rows:,} rows) at {rate:,.0f} points/s in one "
-        f"process, streamed as CSV\n1,000,000-point streamed sweep: {wall:.0f} s, peak "
-        f"resident memory {peak:,.0f} MiB"
+        f"process, streamed as CSV; a tenth of its contexts, taking turns: "
+        f"{2 * tenth.size / shared:,.0f} points/s with the lowering shared, "
+        f"{2 * tenth.size / alone:,.0f} one by one ({alone / shared:.1f}×)\n"
+        f"1,000,000-point streamed sweep: {wall:.0f} s, peak resident memory {peak:,.0f} MiB"
     )
 
 

@@ -4,7 +4,9 @@ one row per point, each row the rollup of that point's report.
 A point whose layout the spec cannot run (heads that do not split, a batch that does
 not divide) is left out and said why; a point that does not fit in memory is kept and
 marked. Rows are built from `compile_totals`, the totals `compile_report` puts in its
-report, so a row is exactly what `modelcost compile` says of the same point.
+report, so a row is exactly what `modelcost compile` says of the same point; the points
+of one layout and batch at several contexts (or sequence lengths) share one lowering
+with the length as a variable (grid.py), which gives the very same totals.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .engines import DEFAULT_ENGINE
 from .errors import SpecError
 from .executors import Executor, in_order
 from .frozen import Frozen
-from .graph import DEFAULT_BATCH, OpGraph, Parallel, Phase, Workload
+from .graph import DEFAULT_BATCH, OpGraph, Parallel, Phase, Shape, Workload
 from .hardware import Hardware, load_hardware
 from .hooks import shown
 from .perfmodel import Conventions
@@ -105,9 +107,13 @@ def row(r: Report) -> SweepRow:
 def point_row(graph: OpGraph, hw: Hardware, t: Totals) -> SweepRow:
     """A point's row from its graph and totals (`compile_totals`): what `row` reads off
     the report of the same point, without building the report."""
-    shape = graph.shape
-    return _row(graph.facts.name, hw.name, shape.phase.value, shape.batch, shape.seq,
-                shape.n_kv, (shape.prefix, shape.chunk, shape.prompt), shape.par.label,
+    return shape_row(graph.facts.name, hw, graph.shape, t)
+
+
+def shape_row(model: str, hw: Hardware, shape: Shape, t: Totals) -> SweepRow:
+    """A point's row from its model's name, its shape and its totals."""
+    return _row(model, hw.name, shape.phase.value, shape.batch, shape.seq, shape.n_kv,
+                (shape.prefix, shape.chunk, shape.prompt), shape.par.label,
                 shape.par.devices, t)  # fmt: skip
 
 
@@ -356,7 +362,8 @@ def plan(
                 how, swept, size)  # fmt: skip
 
 
-CHUNK = 512  # points a worker computes at a time (and, with --jobs, a task)
+CHUNK = 4096  # points a worker computes at a time (and, with --jobs, a task)
+MIN_LENGTHS = 8  # points of one layout and batch that share a lowering (grid.py)
 
 
 def run(
@@ -425,22 +432,67 @@ def sweep(
 
 @in_bulk
 def _run(work, points: list[_Point]) -> list[SweepRow | Skip]:
-    """Each point's row, or why it was skipped."""
+    """Each point's row, or why it was skipped: the points of one layout and batch at
+    several lengths all at once (grid.py), the others one by one."""
+    groups: dict[tuple, list[int]] = {}
+    for i, p in enumerate(points):
+        n = p.context if p.phase is Phase.decode else p.seq
+        key = ((p.spec, p.hw, p.phase, p.batch, p.engine, tuple(p.layout.items()))
+               if n is not None else (i,))  # fmt: skip
+        groups.setdefault(key, []).append(i)
+    out: list[SweepRow | Skip | None] = [None] * len(points)
+    for members in groups.values():
+        found = _at_lengths(work, [points[i] for i in members])
+        for i, result in zip(members, found, strict=True):
+            out[i] = result
+    return out  # type: ignore[return-value]
+
+
+def _at_lengths(work, points: list[_Point]) -> list[SweepRow | Skip]:
+    """The rows of points that differ only in their length, lowered once when there are
+    enough of them (grid.at_lengths), else each on its own (`_one`)."""
     specs, targets, sp, how, swept = work
-    out: list[SweepRow | Skip] = []
-    for p in points:
-        spec, hw = specs[p.spec], targets[p.hw]
+    p = points[0]
+    spec, hw = specs[p.spec], targets[p.hw]
+    found = None
+    if len(points) >= MIN_LENGTHS:
+        from .grid import at_lengths
+
         try:
-            par = Parallel(**p.layout, sp=sp)
-            w = Workload(p.phase, p.batch, p.seq, p.context, parallel=par, prefix=p.engine[0],
-                         chunk=p.engine[1], prompt=p.engine[2])  # fmt: skip
-            graph, t = compile_totals(spec, hw, w, how.on(hw.name))
-            out.append(point_row(graph, hw, t))
-        except (SpecError, ValueError) as err:
-            message = err.message if isinstance(err, SpecError) else str(err)
-            varied = _varied(p.layout, swept)
-            extra = ", ".join(f"{k} {v}" for k, v in zip(ENGINE_AXES, p.engine, strict=True) if v)
-            varied = ", ".join(x for x in (extra, varied) if x)
-            out.append(Skip(f"{spec.name} on {hw.name}, {p.phase.value} batch {p.batch}"
-                            f"{', ' + varied if varied else ''}", message))  # fmt: skip
-    return out
+            base = _workload(p, sp)
+        except (SpecError, ValueError):
+            base = None
+        if base is not None:
+            lengths = [q.context if q.phase is Phase.decode else q.seq for q in points]
+            found = at_lengths(spec, hw, base, lengths, how.on(hw.name))  # type: ignore[arg-type]
+    if found is None:
+        return [_one(work, q) for q in points]
+    return [shape_row(spec.name, hw, *r) if isinstance(r, tuple) else _skip(spec, hw, q, r, swept)
+            for q, r in zip(points, found, strict=True)]  # fmt: skip
+
+
+def _workload(p: _Point, sp: bool) -> Workload:
+    par = Parallel(**p.layout, sp=sp)
+    return Workload(p.phase, p.batch, p.seq, p.context, parallel=par, prefix=p.engine[0],
+                    chunk=p.engine[1], prompt=p.engine[2])  # fmt: skip
+
+
+def _one(work, p: _Point) -> SweepRow | Skip:
+    """A point's row, or why it was skipped, computed on its own."""
+    specs, targets, sp, how, swept = work
+    spec, hw = specs[p.spec], targets[p.hw]
+    try:
+        graph, t = compile_totals(spec, hw, _workload(p, sp), how.on(hw.name))
+        return point_row(graph, hw, t)
+    except (SpecError, ValueError) as err:
+        return _skip(spec, hw, p, err, swept)
+
+
+def _skip(spec: ir.Spec, hw: Hardware, p: _Point, err: SpecError | ValueError,
+          swept: frozenset[str]) -> Skip:  # fmt: skip
+    message = err.message if isinstance(err, SpecError) else str(err)
+    varied = _varied(p.layout, swept)
+    extra = ", ".join(f"{k} {v}" for k, v in zip(ENGINE_AXES, p.engine, strict=True) if v)
+    varied = ", ".join(x for x in (extra, varied) if x)
+    return Skip(f"{spec.name} on {hw.name}, {p.phase.value} batch {p.batch}"
+                f"{', ' + varied if varied else ''}", message)  # fmt: skip

@@ -29,7 +29,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "modelcost"
 # the layers, bottom to top (DESIGN.md, "Layers of the package"); imports only run down
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", (
-        "record", "frozen", "memo", "bulk", "tabular", "visible", "errors", "files",
+        "record", "frozen", "memo", "bulk", "symbolic", "tabular", "visible", "errors", "files",
         "resources", "bounds", "version", "hooks", "dtypes", "grammar_tables",
     )),
     ("language and perf model", (
@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cost, roofline, estimate, engine", (
         "cost", "costing", "roofs", "roofline", "report", "kernels", "estimate", "engines",
         "network", "collectives_achieved", "measured", "calibration", "compile", "speculative",
-        "executors",
+        "executors", "grid",
     )),
     ("analyses", ("diff", "sweeps", "serving", "arrivals", "disagg", "deployment")),
     ("render", (

@@ -1,0 +1,221 @@
+"""Many lengths at once: one layout and batch of a spec on a target, at every context (or
+sequence length) a sweep asks for, lowered once.
+
+The workload is lowered with its length as a variable (symbolic.py), so the op records
+that depend on it are functions of it and the others are the same at every length. Each
+point's changing ops are rebuilt at its length, costed and timed (the same tables as
+`compile_totals`: an equal op is costed and timed once); the ops that do not change are
+costed and timed once for all the points. The step's sums (roofline.step_sums) are
+taken over lanes of the lengths (`Lanes`: a value per length, added element by element),
+in node order, with the same operations on the same Python numbers as one point's;
+each point's totals are then assembled as `compile_totals` assembles them.
+So a point's totals are the very ones `compile_totals` gives, at a fraction of the work.
+
+When a decision in the lowering depends on the length (a comparison, a name that
+shows it, an error at some lengths but not others), or the rebuilt ops differ from a
+real lowering at a second length, `at_lengths` says so (None) and the caller computes
+each point on its own.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from itertools import repeat
+from typing import Any
+
+import modelcost.spec as ir
+
+from .cost import CostedGraph, cost_node
+from .costing import Costing
+from .errors import SpecError
+from .graph import ModelFacts, Node, OpGraph, Shape, Workload, settled
+from .hardware import Hardware
+from .lower import lower
+from .record import replace
+from .report import Totals
+from .roofline import (
+    Column,
+    NodeTime,
+    Sums,
+    _op_times,
+    activation_bytes,
+    assemble,
+    column,
+    estimated,
+    matrix_peak,
+    memory_parts,
+    node_time,
+    step_sums,
+)
+from .symbolic import decisions, instantiator, length
+from .validate import workload_shape
+
+Point = tuple[Shape, Totals] | SpecError | ValueError  # a point's shape and totals, or why not
+
+
+def length_field(w: Workload) -> str:
+    """The workload's length that a sweep varies: decode's context, else the sequence."""
+    return "context" if w.phase.value == "decode" else "seq"
+
+
+def at_lengths(
+    spec: ir.Spec, hw: Hardware, base: Workload, lengths: Sequence[int], how: Costing
+) -> list[Point] | None:
+    """Each length's (shape, totals), or the error that refuses it, as `compile_totals`
+    of `base` at that length gives them (its `length_field`); None when the lengths
+    cannot share one lowering (the caller computes each on its own). The batch is not
+    such a variable: it changes every GEMM of the step, whose costs are computed anyway."""
+    field = length_field(base)
+    workloads = [settled(replace(base, **{field: n}), how.conventions) for n in lengths]
+    shaped: list[tuple[Shape, list[str]] | SpecError | ValueError] = []
+    for w in workloads:
+        try:
+            shaped.append(workload_shape(spec, w))
+        except (SpecError, ValueError) as err:
+            shaped.append(err)
+    ok = [i for i, s in enumerate(shaped) if isinstance(s, tuple)]
+    if len(ok) < 2:
+        return None
+    template = _template(spec, workloads[ok[0]], field, lengths[ok[0]])
+    if template is None:
+        return None
+    graph, shape_at = template
+    node_at = [instantiator(n) for n in graph.nodes]
+    facts_at = instantiator(graph.facts)
+    shapes: dict[int, Shape] = {}
+    for i in ok:
+        real = shaped[i][0]  # type: ignore[index]
+        if (shape_at(lengths[i]) if shape_at else graph.shape) != real:
+            return None  # the shape is not the template's at this length
+        shapes[i] = real
+    # values that C code read without asking (a float raised to the length's power):
+    # real lowerings at the middle and last lengths
+    for i in dict.fromkeys((ok[len(ok) // 2], ok[-1])):
+        checked = lower(spec, workloads[i], shaped[i])  # type: ignore[arg-type]
+        x = lengths[i]
+        if (
+            _nodes_at(graph.nodes, node_at, x) != checked.nodes
+            or (facts_at(x) if facts_at else graph.facts) != checked.facts
+        ):
+            return None
+    totals = _totals(graph, checked, node_at, facts_at, [lengths[i] for i in ok],
+                     [shapes[i] for i in ok], [workloads[i] for i in ok], hw, how)  # fmt: skip
+    out: list[Point] = []
+    found = iter(totals)
+    for s in shaped:
+        out.append(s if not isinstance(s, tuple) else next(found))
+    return out
+
+
+def _template(spec: ir.Spec, w: Workload, field: str, x0: int) -> tuple[OpGraph, Any] | None:
+    """The workload lowered with its length a variable worth `x0`, and its shape's
+    instantiator (None: the shape does not depend on the length); None when a decision
+    in the lowering depends on the length, or lowering refuses it."""
+    symbolic = replace(w, **{field: length(x0)})
+    try:
+        shape, notes = workload_shape(spec, symbolic)  # its checks decide: they are redone
+        start = decisions()
+        graph = lower(spec, symbolic, (shape, notes))
+    except (SpecError, ValueError):
+        return None
+    if decisions() != start:
+        return None
+    return graph, instantiator(shape)
+
+
+def _nodes_at(nodes: tuple[Node, ...], node_at: list, x: int) -> tuple[Node, ...]:
+    return tuple(f(x) if f is not None else n for n, f in zip(nodes, node_at, strict=True))
+
+
+def _totals(
+    graph: OpGraph,
+    checked: OpGraph,
+    node_at: list,
+    facts_at: Any,
+    lengths: list[int],
+    shapes: list[Shape],
+    workloads: list[Workload],
+    hw: Hardware,
+    how: Costing,
+) -> list[tuple[Shape, Totals]]:
+    """Each length's totals: the fixed nodes costed and timed once, the changing ones
+    at each length, the sums over arrays of the lengths."""
+    conventions, peak, bandwidth = how.conventions, how.peak, how.bandwidth
+    train, again = checked.shape.train, checked.shape.par.recompute == "full"
+    table = _op_times(hw, peak, bandwidth)
+    fixed: dict[int, NodeTime] = {}
+    changing: dict[int, list[NodeTime]] = {}
+    for k, (n, f) in enumerate(zip(graph.nodes, node_at, strict=True)):
+        if f is None:
+            fixed[k] = node_time(cost_node(n, conventions, train, again), hw, peak, bandwidth,
+                                 table)  # fmt: skip
+        else:
+            changing[k] = [node_time(cost_node(f(x), conventions, train, again), hw, peak,
+                                     bandwidth, table) for x in lengths]  # fmt: skip
+    columns = [column(fixed[k]) if k in fixed else _lanes_column(changing[k])
+               for k in range(len(graph.nodes))]  # fmt: skip
+    sums = step_sums(columns)
+    main_peak = matrix_peak(checked, hw, peak)[0]
+    # inference activations read only the nodes' sizes: the same at every length unless
+    # a size changes; training's read the layout's geometry too (computed at each)
+    fixed_sizes = not train and all(
+        f is None or instantiator(n.out_bytes) is None
+        for n, f in zip(graph.nodes, node_at, strict=True)
+    )
+    activations = activation_bytes(checked) if fixed_sizes else None
+    out = []
+    for i, (x, shape) in enumerate(zip(lengths, shapes, strict=True)):
+        facts: ModelFacts = facts_at(x) if facts_at else checked.facts
+        point = None
+        if activations is None or how.estimated:
+            nodes = tuple(changing[k][i].costed.node if k in changing else n
+                          for k, n in enumerate(graph.nodes))  # fmt: skip
+            point = OpGraph(facts, workloads[i], shape, nodes, checked.groups, checked.notes)
+        acts = activations if activations is not None else activation_bytes(point)  # type: ignore[arg-type]
+        at = Sums(*(v[i] if isinstance(v, Lanes) else v for v in sums))
+        tot = assemble(at, shape, memory_parts(facts, acts), main_peak, hw)
+        if point is not None and how.estimated:
+            times = [changing[k][i] if k in changing else fixed[k]
+                     for k in range(len(graph.nodes))]  # fmt: skip
+            costed = CostedGraph(point, conventions, tuple(t.costed for t in times))
+            tot = estimated(costed, times, tot, hw, how.calibration, how.engine,
+                            how.moe_imbalance)  # fmt: skip
+        out.append((shape, tot))
+    return out
+
+
+class Lanes(list):
+    """A value at each length: + and − act element by element (with a plain number, on
+    each), each element the Python number one point's sum would hold."""
+
+    def __add__(self, other: Any) -> Lanes:
+        return Lanes(map(operator.add, self, _each(other)))
+
+    def __radd__(self, other: Any) -> Lanes:
+        return Lanes(map(operator.add, _each(other), self))
+
+    def __sub__(self, other: Any) -> Lanes:
+        return Lanes(map(operator.sub, self, _each(other)))
+
+    def __rsub__(self, other: Any) -> Lanes:
+        return Lanes(map(operator.sub, _each(other), self))
+
+
+def _each(value: Any) -> Any:
+    return value if isinstance(value, Lanes) else repeat(value)
+
+
+def _lanes_column(times: list[NodeTime]) -> Column:
+    """A changing node's column: its figures at each length."""
+    cols = [column(t) for t in times]
+    first = cols[0]
+    return Column(
+        Lanes(c.seconds for c in cols),
+        Lanes(c.flops for c in cols),
+        Lanes(c.bytes for c in cols),
+        Lanes(c.compute_bound_s for c in cols),
+        Lanes(c.recomputed_flops for c in cols) if first.recomputed_flops is not None else None,
+        first.step,
+        first.network,
+    )

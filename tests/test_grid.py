@@ -1,0 +1,173 @@
+"""Many lengths at once (grid.py, symbolic.py): a layout and batch lowered once with its
+length as a variable, each point's totals exactly compile_totals' of that point."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import MODELS
+
+import modelcost.sweeps as sweeps
+from modelcost.compile import compile_totals
+from modelcost.costing import costing
+from modelcost.errors import SpecError
+from modelcost.graph import Parallel, Phase, Workload, settled
+from modelcost.grid import at_lengths, length_field
+from modelcost.hardware import load_hardware
+from modelcost.record import Record, replace
+from modelcost.resolve import load_spec
+from modelcost.roofline import add_up
+from modelcost.sweeps import SweepRow, plan, run
+from modelcost.symbolic import SymFloat, SymInt, decisions, instantiator, length
+
+H100, MI300X = load_hardware("h100"), load_hardware("mi300x")
+
+
+# ---- the variable -------------------------------------------------------------------
+
+
+class _Rec(Record, frozen=True):
+    n: int
+    dims: tuple[int, ...]
+    size: float
+    name: str = "x"
+
+
+def test_arithmetic_on_the_length_stays_a_function_of_it() -> None:
+    x = length(64)
+    keys = (x - 1) % 48 + 1  # chunked attention's keys (kinds/attention.py)
+    assert isinstance(keys, SymInt) and keys == 16  # (64 − 1) mod 48 + 1
+    assert keys._fn(100) == 4  # (100 − 1) mod 48 + 1, as lowering at 100 would say
+    half = (x + 8) // 2
+    assert half._fn(9) == 8  # (9 + 8) // 2
+    size = 3 * x * 2.5  # an int times a float: a float that follows the length
+    assert isinstance(size, SymFloat) and size._fn(10) == 75.0
+    ratio = 7 / x  # reflected true division
+    assert ratio._fn(2) == 3.5
+    start = decisions()
+    assert -x + 1 == -63  # the comparison decides
+    assert decisions() == start + 1
+
+
+@pytest.mark.parametrize(
+    "use",
+    [lambda x: x > 3, bool, hash, lambda x: f"{x}", int, float, lambda x: x.bit_length()],
+    ids=["compare", "bool", "hash", "format", "int", "float", "int-method"],
+)
+def test_every_other_use_of_the_value_is_counted_as_a_decision(use) -> None:
+    start = decisions()
+    use(length(5))
+    assert decisions() > start
+
+
+def test_what_c_code_reads_unasked_is_not_seen() -> None:
+    # the blind spot grid.at_lengths covers with real lowerings at two more lengths:
+    # a plain float raised to the length's power, a slice, a range
+    start = decisions()
+    hit = 0.5 ** length(3)
+    assert type(hit) is float and hit == 0.125 and decisions() == start
+    assert len(range(length(4))) == 4 and decisions() == start
+
+
+def test_a_record_is_rebuilt_at_another_length_and_a_fixed_one_is_not() -> None:
+    x = length(4)
+    rec = _Rec(n=x * 2, dims=(x, 7), size=x * 0.5)
+    at = instantiator(rec)
+    assert at is not None
+    assert at(10) == _Rec(n=20, dims=(10, 7), size=5.0)
+    assert instantiator(_Rec(n=3, dims=(1, 2), size=1.0)) is None
+
+
+def test_sums_add_in_order_on_every_python() -> None:
+    # 0.1 added ten times one after another is 0.9999999999999999 (IEEE 754 doubles);
+    # Python 3.12's sum() compensates to 1.0: add_up keeps reports equal across versions
+    assert add_up([0.1] * 10) == 0.9999999999999999
+    assert add_up([2**60, 1, -(2**60)]) == 1  # integers stay exact
+
+
+# ---- a grid equals compile, point by point ----------------------------------------------
+
+CASES = [  # spec, phase, layout, batch, lengths: decode over contexts, prefill and
+    # training over sequences; MoE, MLA, SSM, an encoder-decoder, a vision-language model
+    ("llama3-70b", "decode", Parallel(tp=4), 16, range(128, 128 * 33, 128)),
+    ("llama3-70b", "decode", Parallel(tp=2, pp=2), 8, range(1000, 60_000, 4000)),
+    ("deepseek-v3", "decode", Parallel(tp=8), 32, range(512, 512 * 20, 512)),
+    ("deepseek-v3", "decode", Parallel(tp=8, dp=8, ep=8), 64, range(100, 3000, 300)),
+    ("mixtral-8x7b", "decode", Parallel(tp=2), 4, range(64, 64 * 20, 64)),
+    ("mamba2-2.7b", "decode", Parallel(), 8, range(256, 256 * 12, 256)),
+    ("qwen3-next-80b-a3b", "decode", Parallel(tp=4), 8, range(256, 256 * 12, 256)),
+    ("t5-base", "decode", Parallel(), 8, range(16, 16 * 12, 16)),
+    ("llava-1.5-7b", "decode", Parallel(), 2, range(700, 4000, 300)),
+    ("gpt2", "decode", Parallel(), 4, range(128, 128 * 12, 128)),  # past 1024 positions
+    ("llama3-8b", "prefill", Parallel(tp=2), 4, range(128, 128 * 16, 128)),
+    ("llama3-70b-fp8", "prefill", Parallel(tp=8, sp=True), 2, range(512, 512 * 10, 512)),
+    ("llama3-8b", "train", Parallel(tp=2, pp=2, microbatches=4, recompute="full"), 8,
+     range(256, 256 * 10, 256)),
+    ("llama3-8b", "train", Parallel(dp=2, zero=3, cp=2), 8, range(512, 512 * 10, 512)),
+    ("mixtral-8x7b", "train", Parallel(tp=2, ep=2, dp=2), 8, range(256, 256 * 10, 256)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("estimate", ["roofline", "kernels"])
+@pytest.mark.parametrize(("name", "phase", "par", "batch", "lengths"), CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2].label or 'one'}" for c in CASES])  # fmt: skip
+def test_each_length_is_exactly_what_compile_says_of_it(
+    name, phase, par, batch, lengths, estimate
+) -> None:
+    spec = load_spec(MODELS / f"{name}.model")
+    how = costing(estimate=estimate)
+    base = Workload(Phase(phase), batch, parallel=par)
+    lengths = list(lengths)
+    found = at_lengths(spec, H100, base, lengths, how)
+    assert found is not None  # these share one lowering
+    field = length_field(base)
+    for n, got in zip(lengths, found, strict=True):
+        w = replace(base, **{field: n})
+        try:
+            graph, want = compile_totals(spec, H100, w, how)
+        except (SpecError, ValueError) as err:
+            assert isinstance(got, type(err)) and str(got) == str(err)
+            continue
+        assert got == (graph.shape, want)  # every figure of the totals, bit for bit
+
+
+def test_a_gpt2_context_past_its_positions_is_refused_among_the_others() -> None:
+    spec = load_spec(MODELS / "gpt2.model")
+    found = at_lengths(spec, H100, Workload(Phase.decode, 4), [512, 1024, 1025, 2048],
+                       costing())  # fmt: skip
+    assert found is not None
+    assert [isinstance(r, tuple) for r in found] == [True, True, False, False]
+    assert "exceeds the 1024 learned positions" in str(found[2])
+
+
+@pytest.mark.parametrize(
+    ("name", "phase"),
+    [
+        ("gemma2-9b", "decode"),  # a sliding window: min(context, 4096) decides
+        ("deepseek-v3", "prefill"),  # experts hit: 0.99… ** tokens, a float's power
+    ],
+)
+def test_lengths_that_decide_something_are_computed_one_by_one(name, phase) -> None:
+    # the window's min() is a decision the variable sees; a float raised to the
+    # length's power is read by C code unseen, and caught by the real lowering at a
+    # second length (grid.at_lengths)
+    spec = load_spec(MODELS / f"{name}.model")
+    base = Workload(Phase(phase), 8, parallel=Parallel())
+    assert at_lengths(spec, H100, base, list(range(64, 64 * 10, 64)), costing()) is None
+
+
+def test_a_decode_sweep_over_contexts_compiles_no_point_on_its_own(monkeypatch) -> None:
+    # every point comes from the shared lowering: compile_totals is never called
+    def refused(*_args, **_kwargs):
+        raise AssertionError("a point compiled on its own")
+
+    monkeypatch.setattr(sweeps, "compile_totals", refused)
+    big = plan(str(MODELS / "llama3-70b.model"), ["h100", "mi300x"], "decode", [1, 64],
+               context=list(range(1024, 1024 * 65, 1024)), layout={"tp": [2, 8]})  # fmt: skip
+    rows = [r for r in run(big) if isinstance(r, SweepRow)]
+    assert len(rows) == big.size == 2 * 2 * 64 * 2  # targets × batches × contexts × tp
+    monkeypatch.undo()
+    for r in rows[:: len(rows) // 16]:  # and a sample of them, against compile's rows
+        w = Workload(Phase.decode, r.batch, context=r.context, parallel=Parallel(tp=r.devices))
+        hw = H100 if r.hardware == H100.name else MI300X
+        graph, t = compile_totals(big.specs[0], hw, settled(w), big.how)
+        assert r == sweeps.point_row(graph, hw, t)
