@@ -13,7 +13,7 @@ So a point's totals are the very ones `compile_totals` gives, at a fraction of t
 
 When a decision in the lowering depends on the length (a comparison, a name that
 shows it, an error at some lengths but not others), or the rebuilt ops differ from a
-real lowering at a second length, `at_lengths` says so (None) and the caller computes
+real lowering at another length, `at_lengths` says so (None) and the caller computes
 each point on its own.
 """
 
@@ -67,14 +67,16 @@ def at_lengths(
     cannot share one lowering (the caller computes each on its own). The batch is not
     such a variable: it changes every GEMM of the step, whose costs are computed anyway."""
     field = length_field(base)
-    workloads = [settled(replace(base, **{field: n}), how.conventions) for n in lengths]
+    workloads: dict[int, Workload] = {}  # of the points with a shape
     shaped: list[tuple[Shape, list[str]] | SpecError | ValueError] = []
-    for w in workloads:
+    for i, n in enumerate(lengths):
         try:
+            w = settled(replace(base, **{field: n}), how.conventions)
             shaped.append(workload_shape(spec, w))
-        except (SpecError, ValueError) as err:
+            workloads[i] = w
+        except (SpecError, ValueError) as err:  # as compile_totals refuses the point
             shaped.append(err)
-    ok = [i for i, s in enumerate(shaped) if isinstance(s, tuple)]
+    ok = list(workloads)
     if len(ok) < 2:
         return None
     template = _template(spec, workloads[ok[0]], field, lengths[ok[0]])
@@ -89,9 +91,13 @@ def at_lengths(
         if (shape_at(lengths[i]) if shape_at else graph.shape) != real:
             return None  # the shape is not the template's at this length
         shapes[i] = real
-    # values that C code read without asking (a float raised to the length's power):
-    # real lowerings at the middle and last lengths
-    for i in dict.fromkeys((ok[len(ok) // 2], ok[-1])):
+    # values that C code reads without asking (a float raised to the length's power) are
+    # frozen at the first length: real lowerings at the shortest, the middle and the
+    # longest lengths catch a dependence that rises or falls with the length (and one at
+    # the first length itself, which symbolic.skewed uses to expose such reads)
+    by_length = sorted(ok, key=lambda i: lengths[i])
+    middle = by_length[len(by_length) // 2]
+    for i in dict.fromkeys((by_length[-1], middle, by_length[0], ok[0])):
         checked = lower(spec, workloads[i], shaped[i])  # type: ignore[arg-type]
         x = lengths[i]
         if (

@@ -3,8 +3,10 @@ length as a variable, each point's totals exactly compile_totals' of that point.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
-from conftest import MODELS
+from conftest import MODELS, ZOO
 
 import modelcost.sweeps as sweeps
 from modelcost.compile import compile_totals
@@ -17,7 +19,7 @@ from modelcost.record import Record, replace
 from modelcost.resolve import load_spec
 from modelcost.roofline import add_up
 from modelcost.sweeps import SweepRow, plan, run
-from modelcost.symbolic import SymFloat, SymInt, decisions, instantiator, length
+from modelcost.symbolic import SymFloat, SymInt, decisions, instantiator, length, skewed
 
 H100, MI300X = load_hardware("h100"), load_hardware("mi300x")
 
@@ -171,3 +173,50 @@ def test_a_decode_sweep_over_contexts_compiles_no_point_on_its_own(monkeypatch) 
         hw = H100 if r.hardware == H100.name else MI300X
         graph, t = compile_totals(big.specs[0], hw, settled(w), big.how)
         assert r == sweeps.point_row(graph, hw, t)
+
+
+def test_lengths_in_any_order_are_checked_at_the_shortest_and_longest() -> None:
+    # Mixtral's experts hit, 8·(1 − 0.75^tokens), is read unseen (a float's power) and
+    # saturates at 8.0 from about 128 tokens: checked only at the middle and last of
+    # the list as given (all past 128), seq 16 would take the first length's figure
+    spec = load_spec(MODELS / "mixtral-8x7b.model")
+    base = Workload(Phase.prefill, 1, parallel=Parallel(tp=2))
+    lengths = [2048, 16, 32, 64, 4096, 8192, 16384, 32768]
+    assert at_lengths(spec, H100, base, lengths, costing()) is None
+
+
+def test_a_length_the_workload_refuses_is_skipped_among_the_others() -> None:
+    # a context of 0 (the Python API lets it through) is refused as compile refuses it
+    big = plan(str(MODELS / "llama3-8b.model"), "h100", "decode", 1,
+               context=[1024, 0, 2048, 3072, 4096, 5120, 6144, 7168])  # fmt: skip
+    results = list(run(big))
+    assert [type(r).__name__ for r in results] == ["SweepRow", "Skip"] + ["SweepRow"] * 6
+    assert results[1].why == "context must be a positive integer, got 0"
+
+
+ORDERS = [list(range(64, 64 * 9, 64)), [2048, 16, 96, 64, 4096, 512, 8192, 128]]
+
+
+@pytest.mark.parametrize("name", [p.stem for p in ZOO])
+def test_no_read_of_the_length_goes_unseen_in_the_zoo(name) -> None:
+    # every symbolic value's own number (what C code reads unasked) is off by a million
+    # while its arithmetic is true: a read nothing sees would give a wrong figure, which
+    # at_lengths must catch (None), or the figures equal compile's at every length
+    spec = load_spec(MODELS / f"{name}.model")
+    how = costing()
+    for phase, par, lengths in itertools.product(
+        ("decode", "prefill", "train"), (Parallel(), Parallel(tp=2, pp=2)), ORDERS
+    ):
+        base = Workload(Phase(phase), 2, parallel=par)
+        with skewed(1_000_003):
+            found = at_lengths(spec, H100, base, lengths, how)
+        if found is None:
+            continue
+        for n, got in zip(lengths, found, strict=True):
+            try:
+                graph, want = compile_totals(spec, H100, replace(base, **{length_field(base): n}),
+                                             how)  # fmt: skip
+            except (SpecError, ValueError) as err:
+                assert str(got) == str(err)
+                continue
+            assert got == (graph.shape, want), (phase, par.label, n)
