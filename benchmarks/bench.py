@@ -201,19 +201,23 @@ def _grid() -> str:
     rate = grid.size / (time.perf_counter() - t)
     # the same kind of points one by one (as before the shared lowering: grid.py), and
     # shared, taking turns on a tenth of the contexts, so a noisy machine moves both alike
-    tenth = plan(str(spec), list(GRID_TARGETS), "decode", GRID_BATCHES,
-                 context=contexts[::10], layout=GRID_LAYOUTS, limit=10_000_000)  # fmt: skip
-    work = (tenth.specs, tenth.targets, tenth.sp, tenth.how, tenth.swept)
-    shared = alone = 0.0
-    for _ in range(2):
-        t = time.perf_counter()
-        for _r in run(tenth):
-            pass
-        shared += time.perf_counter() - t
-        t = time.perf_counter()
-        for point in tenth.points():
-            _one(work, point)
-        alone += time.perf_counter() - t
+    rates = {}
+    for estimate in ("roofline", "kernels"):
+        tenth = plan(str(spec), list(GRID_TARGETS), "decode", GRID_BATCHES,
+                     context=contexts[::10], layout=GRID_LAYOUTS, limit=10_000_000,
+                     estimate=estimate)  # fmt: skip
+        work = (tenth.specs, tenth.targets, tenth.sp, tenth.how, tenth.swept)
+        shared = alone = 0.0
+        for _ in range(2):
+            t = time.perf_counter()
+            for _r in run(tenth):
+                pass
+            shared += time.perf_counter() - t
+            t = time.perf_counter()
+            for point in tenth.points():
+                _one(work, point)
+            alone += time.perf_counter() - t
+        rates[estimate] = (2 * tenth.size / shared, 2 * tenth.size / alone)
     million = [sys.executable, "-m", "modelcost", "sweep", str(spec), "--hw", "h200",
                "--phase", "decode", "--batch", "1..1000+1", "--context", "1K..1000K+1K",
                "--format", "csv", "-o", os.devnull, "--quiet"]  # fmt: skip
@@ -223,9 +227,10 @@ def _grid() -> str:
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB → MiB
     return (
         f"grid: {grid.size:,} points ({rows:,} rows) at {rate:,.0f} points/s in one "
-        f"process, streamed as CSV; a tenth of its contexts, taking turns: "
-        f"{2 * tenth.size / shared:,.0f} points/s with the lowering shared, "
-        f"{2 * tenth.size / alone:,.0f} one by one ({alone / shared:.1f}×)\n"
+        f"process, streamed as CSV; a tenth of its contexts, taking turns, points/s with "
+        f"the lowering shared and one by one: "
+        + "; ".join(f"{e} {a:,.0f} and {b:,.0f} ({a / b:.1f}×)" for e, (a, b) in rates.items())
+        + "\n"
         f"1,000,000-point streamed sweep: {wall:.0f} s, peak resident memory {peak:,.0f} MiB"
     )
 

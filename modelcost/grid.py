@@ -26,7 +26,7 @@ from typing import Any
 
 import modelcost.spec as ir
 
-from .cost import CostedGraph, cost_node
+from .cost import cost_node
 from .costing import Costing
 from .errors import SpecError
 from .graph import ModelFacts, Node, OpGraph, Shape, Workload, settled
@@ -41,12 +41,15 @@ from .roofline import (
     _op_times,
     activation_bytes,
     assemble,
+    collectives_engine,
     column,
-    estimated,
+    estimate_nodes,
     matrix_peak,
     memory_parts,
     node_time,
     step_sums,
+    step_time,
+    with_estimate_step,
 )
 from .symbolic import decisions, instantiator, length
 from .validate import workload_shape
@@ -162,6 +165,7 @@ def _totals(
     columns = [column(fixed[k]) if k in fixed else _lanes_column(changing[k])
                for k in range(len(graph.nodes))]  # fmt: skip
     sums = step_sums(columns)
+    kernels = _estimated_sums(checked, fixed, changing, hw, how) if how.estimated else None
     main_peak = matrix_peak(checked, hw, peak)[0]
     # inference activations read only the nodes' sizes: the same at every length unless
     # a size changes; training's read the layout's geometry too (computed at each)
@@ -173,22 +177,52 @@ def _totals(
     out = []
     for i, (x, shape) in enumerate(zip(lengths, shapes, strict=True)):
         facts: ModelFacts = facts_at(x) if facts_at else checked.facts
-        point = None
-        if activations is None or how.estimated:
+        if activations is not None:
+            acts = activations
+        else:
             nodes = tuple(changing[k][i].costed.node if k in changing else n
                           for k, n in enumerate(graph.nodes))  # fmt: skip
             point = OpGraph(facts, workloads[i], shape, nodes, checked.groups, checked.notes)
-        acts = activations if activations is not None else activation_bytes(point)  # type: ignore[arg-type]
-        at = Sums(*(v[i] if isinstance(v, Lanes) else v for v in sums))
-        tot = assemble(at, shape, memory_parts(facts, acts), main_peak, hw)
-        if point is not None and how.estimated:
-            times = [changing[k][i] if k in changing else fixed[k]
-                     for k in range(len(graph.nodes))]  # fmt: skip
-            costed = CostedGraph(point, conventions, tuple(t.costed for t in times))
-            tot = estimated(costed, times, tot, hw, how.calibration, how.engine,
-                            how.moe_imbalance)  # fmt: skip
+            acts = activation_bytes(point)
+        tot = assemble(_at(sums, i), shape, memory_parts(facts, acts), main_peak, hw)
+        if kernels is not None:
+            par = shape.par
+            at = _at(kernels, i)
+            step = step_time(at.busy, at.once, at.comm, par.pp, par.microbatches, par.overlap,
+                             par.vpp)[0]  # fmt: skip
+            tot = with_estimate_step(tot, step)
         out.append((shape, tot))
     return out
+
+
+def _at(sums: Sums, i: int) -> Sums:
+    """The sums of the i-th length."""
+    return Sums(*(v[i] if isinstance(v, Lanes) else v for v in sums))
+
+
+def _estimated_sums(
+    checked: OpGraph,
+    fixed: dict[int, NodeTime],
+    changing: dict[int, list[NodeTime]],
+    hw: Hardware,
+    how: Costing,
+) -> Sums:
+    """The step's sums as the kernels run it (roofline.estimated): each fixed node
+    estimated once, each changing one at each length, added in node order."""
+    engine = collectives_engine(checked, how.engine)
+
+    def seconds(times: list[NodeTime]) -> list[float]:
+        found = estimate_nodes(times, hw, how.calibration, engine, how.moe_imbalance)
+        return [e.total_s for e in found]
+
+    once = dict(zip(fixed, seconds(list(fixed.values())), strict=True))
+    columns = [
+        column(fixed[k], once[k])
+        if k in fixed
+        else _lanes_column(changing[k], seconds(changing[k]))
+        for k in range(len(checked.nodes))
+    ]
+    return step_sums(columns)
 
 
 class Lanes(list):
@@ -212,9 +246,10 @@ def _each(value: Any) -> Any:
     return value if isinstance(value, Lanes) else repeat(value)
 
 
-def _lanes_column(times: list[NodeTime]) -> Column:
-    """A changing node's column: its figures at each length."""
-    cols = [column(t) for t in times]
+def _lanes_column(times: list[NodeTime], seconds: list[float] | None = None) -> Column:
+    """A changing node's column: its figures at each length (its time `seconds` at
+    each, default the roofline's)."""
+    cols = [column(t, None if seconds is None else seconds[i]) for i, t in enumerate(times)]
     first = cols[0]
     return Column(
         Lanes(c.seconds for c in cols),

@@ -341,6 +341,11 @@ def _with_estimate(
     """The totals with the step as the kernels run it: the same composition as the
     roofline's step (overlap, bubble), from the estimated times."""
     step = _compose(times, [e.total_s for e in estimates], graph.shape.par)[2][0]
+    return with_estimate_step(tot, step)
+
+
+def with_estimate_step(tot: Totals, step: float) -> Totals:
+    """The totals with `step`, the step as the kernels run it, beside the roofline's."""
     efficiency = tot.time_s / step if step else None
     return tot.model_copy(
         update={
