@@ -26,6 +26,7 @@ from typing import Any
 
 import modelcost.spec as ir
 
+from .compile import compile_totals
 from .cost import cost_node
 from .costing import Costing
 from .errors import SpecError
@@ -51,7 +52,7 @@ from .roofline import (
     step_time,
     with_estimate_step,
 )
-from .symbolic import decisions, instantiator, length
+from .symbolic import Watch, instantiator, length, watching
 from .validate import workload_shape
 
 Point = tuple[Shape, Totals] | SpecError | ValueError  # a point's shape and totals, or why not
@@ -62,75 +63,110 @@ def length_field(w: Workload) -> str:
     return "context" if w.phase.value == "decode" else "seq"
 
 
+MAX_TEMPLATES = 4  # lowerings one group's lengths may take (a sliding window: two)
+
+
 def at_lengths(
     spec: ir.Spec, hw: Hardware, base: Workload, lengths: Sequence[int], how: Costing
 ) -> list[Point] | None:
     """Each length's (shape, totals), or the error that refuses it, as `compile_totals`
     of `base` at that length gives them (its `length_field`); None when the lengths
-    cannot share one lowering (the caller computes each on its own). The batch is not
-    such a variable: it changes every GEMM of the step, whose costs are computed anyway."""
+    cannot share a lowering (the caller computes each on its own). Where a decision in
+    the lowering splits them (`min(context, window)`), each side takes a lowering of its
+    own, up to MAX_TEMPLATES; what is left is computed one by one. The batch is not such
+    a variable: it changes every GEMM of the step, whose costs are computed anyway."""
     field = length_field(base)
     workloads: dict[int, Workload] = {}  # of the points with a shape
-    shaped: list[tuple[Shape, list[str]] | SpecError | ValueError] = []
+    found: dict[int, Point] = {}
+    shapes: dict[int, Shape] = {}
     for i, n in enumerate(lengths):
         try:
             w = settled(replace(base, **{field: n}), how.conventions)
-            shaped.append(workload_shape(spec, w))
+            shapes[i] = workload_shape(spec, w)[0]
             workloads[i] = w
         except (SpecError, ValueError) as err:  # as compile_totals refuses the point
-            shaped.append(err)
-    ok = list(workloads)
-    if len(ok) < 2:
+            found[i] = err
+    todo = list(workloads)
+    if len(todo) < 2:
         return None
-    template = _template(spec, workloads[ok[0]], field, lengths[ok[0]])
+    for attempt in range(MAX_TEMPLATES):
+        if len(todo) < 2:
+            break
+        part = _region(spec, hw, lengths, workloads, shapes, todo, field, how)
+        if part is None:
+            if attempt == 0:
+                return None
+            break
+        found.update(part)
+        todo = [i for i in todo if i not in part]
+    for i in todo:  # the rest, each on its own
+        try:
+            graph, tot = compile_totals(spec, hw, workloads[i], how)
+            found[i] = (graph.shape, tot)
+        except (SpecError, ValueError) as err:
+            found[i] = err
+    return [found[i] for i in range(len(lengths))]
+
+
+def _region(
+    spec: ir.Spec,
+    hw: Hardware,
+    lengths: Sequence[int],
+    workloads: dict[int, Workload],
+    shapes: dict[int, Shape],
+    todo: list[int],
+    field: str,
+    how: Costing,
+) -> dict[int, tuple[Shape, Totals]] | None:
+    """The points of `todo` that one lowering at the first of them serves (where its
+    decisions come out alike), with their totals; None when it serves none."""
+    template = _template(spec, workloads[todo[0]], field, lengths[todo[0]])
     if template is None:
         return None
-    graph, shape_at = template
+    graph, shape_at, watch = template
+    covered = [i for i in todo if watch.holds(lengths[i])]
+    if not covered or covered[0] != todo[0]:
+        return None  # not even its own length: a guard that does not hold where taken
     node_at = [instantiator(n) for n in graph.nodes]
     facts_at = instantiator(graph.facts)
-    shapes: dict[int, Shape] = {}
-    for i in ok:
-        real = shaped[i][0]  # type: ignore[index]
-        if (shape_at(lengths[i]) if shape_at else graph.shape) != real:
+    for i in covered:
+        if (shape_at(lengths[i]) if shape_at else graph.shape) != shapes[i]:
             return None  # the shape is not the template's at this length
-        shapes[i] = real
     # values that C code reads without asking (a float raised to the length's power) are
     # frozen at the first length: real lowerings at the shortest, the middle and the
     # longest lengths catch a dependence that rises or falls with the length (and one at
     # the first length itself, which symbolic.skewed uses to expose such reads)
-    by_length = sorted(ok, key=lambda i: lengths[i])
+    by_length = sorted(covered, key=lambda i: lengths[i])
     middle = by_length[len(by_length) // 2]
-    for i in dict.fromkeys((by_length[-1], middle, by_length[0], ok[0])):
-        checked = lower(spec, workloads[i], shaped[i])  # type: ignore[arg-type]
+    for i in dict.fromkeys((by_length[-1], middle, by_length[0], covered[0])):
+        checked = lower(spec, workloads[i])
         x = lengths[i]
         if (
             _nodes_at(graph.nodes, node_at, x) != checked.nodes
             or (facts_at(x) if facts_at else graph.facts) != checked.facts
         ):
             return None
-    totals = _totals(graph, checked, node_at, facts_at, [lengths[i] for i in ok],
-                     [shapes[i] for i in ok], [workloads[i] for i in ok], hw, how)  # fmt: skip
-    out: list[Point] = []
-    found = iter(totals)
-    for s in shaped:
-        out.append(s if not isinstance(s, tuple) else next(found))
-    return out
+    totals = _totals(graph, checked, node_at, facts_at, [lengths[i] for i in covered],
+                     [shapes[i] for i in covered], [workloads[i] for i in covered], hw,
+                     how)  # fmt: skip
+    return dict(zip(covered, totals, strict=True))
 
 
-def _template(spec: ir.Spec, w: Workload, field: str, x0: int) -> tuple[OpGraph, Any] | None:
-    """The workload lowered with its length a variable worth `x0`, and its shape's
-    instantiator (None: the shape does not depend on the length); None when a decision
-    in the lowering depends on the length, or lowering refuses it."""
+def _template(spec: ir.Spec, w: Workload, field: str, x0: int) -> tuple[OpGraph, Any, Watch] | None:
+    """The workload lowered with its length a variable worth `x0`, its shape's
+    instantiator (None: the shape does not depend on the length) and the decisions the
+    length made; None when its value escaped (no guard says where the lowering holds),
+    or lowering refuses it."""
     symbolic = replace(w, **{field: length(x0)})
     try:
         shape, notes = workload_shape(spec, symbolic)  # its checks decide: they are redone
-        start = decisions()
-        graph = lower(spec, symbolic, (shape, notes))
+        with watching() as watch:
+            graph = lower(spec, symbolic, (shape, notes))
     except (SpecError, ValueError):
         return None
-    if decisions() != start:
+    if watch.escaped:
         return None
-    return graph, instantiator(shape)
+    return graph, instantiator(shape), watch
 
 
 def _nodes_at(nodes: tuple[Node, ...], node_at: list, x: int) -> tuple[Node, ...]:

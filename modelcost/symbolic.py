@@ -8,12 +8,15 @@ holds a function of the length, and `instantiate` rebuilds the record at any oth
 length exactly as lowering would have (the same integer and float operations in the
 same order).
 
-That holds only while no decision depends on the length's value. Any other use of the
-value (a comparison, `bool`, `hash`, an index, formatting, int() or float(), a method
-of int) counts as one (`decisions`), and a caller that sees the count rise treats the
-result as valid for the first length alone. A value the C code reads without asking
-(range(x), math.isqrt(x)) is not seen here: callers check the instantiated result
-against a real lowering at a second length as well (grid.py).
+That holds where every decision made on the length comes out as it did. Inside
+`watching()`, a comparison or a truth test (`min(context, window)`, `if n:`) is kept as
+a guard, a predicate on the length: the result holds at every length where all guards
+do (`Watch.holds`), and other lengths need a lowering of their own. Any other use of
+the value (`hash`, an index, formatting, int() or float(), a method of int) lets it
+escape: no guard says where the result holds (`Watch.escaped`). Every decision counts
+in `decisions()`. A value that C code reads without asking (`0.5 ** x`, range(x)) is
+not seen here: callers check the instantiated result against real lowerings at other
+lengths as well (grid.py), and `skewed` makes such reads visible in tests.
 """
 
 from __future__ import annotations
@@ -36,6 +39,64 @@ def decisions() -> int:
 
 def _decided() -> None:
     _DECISIONS[0] += 1
+    if _WATCHES:
+        _WATCHES[-1].escaped += 1
+
+
+class Watch:
+    """What the length decided inside `watching()`: each comparison (or truth test) as a
+    guard, a predicate true at every length where it comes out as it did; and how many
+    other uses let its value escape (a hash, an index, formatting: no guard holds)."""
+
+    def __init__(self) -> None:
+        self.guards: list[Callable[[int], bool]] = []
+        self.escaped = 0
+
+    def holds(self, x: int) -> bool:
+        """Whether every decision comes out at length `x` as it did."""
+        return all(g(x) for g in self.guards)
+
+
+_WATCHES: list[Watch] = []
+
+
+@contextmanager
+def watching() -> Iterator[Watch]:
+    """Record the decisions the length makes inside the block."""
+    w = Watch()
+    _WATCHES.append(w)
+    try:
+        yield w
+    finally:
+        _WATCHES.pop()
+
+
+def _compares(name: str, op: Callable[[Any, Any], bool]) -> Callable:
+    """A comparison: decided on the numbers, and kept as a guard when watched."""
+
+    def compare(self: Any, other: Any) -> Any:
+        _DECISIONS[0] += 1
+        vo, fo = _lift(other)
+        result = op(self._v, vo)
+        if _WATCHES:
+            fs = self._fn
+            if fo is None:
+                _WATCHES[-1].guards.append(lambda x: op(fs(x), vo) == result)
+            else:
+                _WATCHES[-1].guards.append(lambda x: op(fs(x), fo(x)) == result)
+        return result
+
+    compare.__name__ = name
+    return compare
+
+
+def _truth(self: Any) -> bool:
+    _DECISIONS[0] += 1
+    result = bool(self._v)
+    if _WATCHES:
+        fs = self._fn
+        _WATCHES[-1].guards.append(lambda x: bool(fs(x)) == result)
+    return result
 
 
 Fn = Callable[[int], Any]
@@ -134,9 +195,10 @@ class _Symbolic:
         return self
 
 
+_COMPARISONS = {"__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt,
+                "__ge__": operator.ge, "__eq__": operator.eq, "__ne__": operator.ne}  # fmt: skip
 # every other use of the value decides something: counted, then answered as the number
-_DECIDING = ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__", "__hash__",
-             "__bool__", "__index__", "__int__", "__float__", "__format__", "__str__",
+_DECIDING = ("__hash__", "__index__", "__int__", "__float__", "__format__", "__str__",
              "__repr__", "__pow__", "__rpow__", "__abs__", "__round__", "__trunc__",
              "__floor__", "__ceil__", "__divmod__", "__rdivmod__", "__complex__",
              "as_integer_ratio", "conjugate", "hex", "is_integer")  # fmt: skip
@@ -158,6 +220,9 @@ for _cls, _base, _names in ((SymInt, int, _DECIDING + _INT_ONLY), (SymFloat, flo
         if hasattr(_base, _name):
             setattr(_cls, _name, _decides(_name, _base))
 for _cls in (SymInt, SymFloat):
+    for _name, _op in _COMPARISONS.items():
+        setattr(_cls, _name, _compares(_name, _op))
+    _cls.__bool__ = _truth  # type: ignore[method-assign]
     for _prop in ("real", "imag", "numerator", "denominator"):
         if hasattr(_cls, _prop):
             setattr(_cls, _prop, property(_decides("__pos__", int if _cls is SymInt else float)))

@@ -8,6 +8,7 @@ import itertools
 import pytest
 from conftest import MODELS, ZOO
 
+import modelcost.grid as grid
 import modelcost.sweeps as sweeps
 from modelcost.compile import compile_totals
 from modelcost.costing import costing
@@ -141,20 +142,35 @@ def test_a_gpt2_context_past_its_positions_is_refused_among_the_others() -> None
     assert "exceeds the 1024 learned positions" in str(found[2])
 
 
-@pytest.mark.parametrize(
-    ("name", "phase"),
-    [
-        ("gemma2-9b", "decode"),  # a sliding window: min(context, 4096) decides
-        ("deepseek-v3", "prefill"),  # experts hit: 0.99… ** tokens, a float's power
-    ],
-)
-def test_lengths_that_decide_something_are_computed_one_by_one(name, phase) -> None:
-    # the window's min() is a decision the variable sees; a float raised to the
-    # length's power is read by C code unseen, and caught by the real lowering at a
-    # second length (grid.at_lengths)
-    spec = load_spec(MODELS / f"{name}.model")
-    base = Workload(Phase(phase), 8, parallel=Parallel())
+def test_experts_hit_read_unseen_is_computed_one_by_one() -> None:
+    # DeepSeek-V3 prefill: the experts hit, E·(1 − ((E − k)/E)^tokens), is a float raised
+    # to the length's power, read by C code unseen, caught by the real lowerings at
+    # other lengths (grid.at_lengths)
+    spec = load_spec(MODELS / "deepseek-v3.model")
+    base = Workload(Phase.prefill, 8, parallel=Parallel())
     assert at_lengths(spec, H100, base, list(range(64, 64 * 10, 64)), costing()) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "second"),
+    [("gemma2-9b", 9000), ("gpt-oss-120b", 64), ("llama4-scout", 9000)],
+)
+def test_a_sliding_window_splits_the_contexts_in_two_lowerings(name, second, monkeypatch) -> None:
+    # min(context, window) is a comparison: a guard that holds on one side of the window
+    # (4,096 for Gemma 2, 128 for gpt-oss, 8,192-token chunks for Llama 4 Scout); the
+    # first length on the other side takes a second lowering, and every point equals
+    # compile's
+    spec = load_spec(MODELS / f"{name}.model")
+    base = Workload(Phase.decode, 4, parallel=Parallel())
+    lengths = [3000, 64, 9000, 4096, 4097, 12_000, 100, 8192, 8193, 16_000]
+    made = []
+    template = grid._template
+    monkeypatch.setattr(grid, "_template", lambda *a: made.append(a[3]) or template(*a))
+    found = at_lengths(spec, H100, base, lengths, costing())
+    assert found is not None and made == [3000, second]
+    for n, got in zip(lengths, found, strict=True):
+        graph, want = compile_totals(spec, H100, replace(base, context=n), costing())
+        assert got == (graph.shape, want)
 
 
 def test_a_decode_sweep_over_contexts_compiles_no_point_on_its_own(monkeypatch) -> None:
