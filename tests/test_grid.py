@@ -20,7 +20,15 @@ from modelcost.record import Record, replace
 from modelcost.resolve import load_spec
 from modelcost.roofline import add_up
 from modelcost.sweeps import SweepRow, plan, run
-from modelcost.symbolic import SymFloat, SymInt, decisions, instantiator, length, skewed
+from modelcost.symbolic import (
+    SymFloat,
+    SymInt,
+    decisions,
+    instantiator,
+    length,
+    skewed,
+    watching,
+)
 
 H100, MI300X = load_hardware("h100"), load_hardware("mi300x")
 
@@ -33,6 +41,17 @@ class _Rec(Record, frozen=True):
     dims: tuple[int, ...]
     size: float
     name: str = "x"
+
+
+def test_comparisons_are_kept_as_guards_and_other_uses_escape() -> None:
+    x = length(3000)
+    with watching() as watch:
+        kept = min(x, 4096)  # a sliding window: x > 4096 is False at 3000
+    assert kept is x and watch.escaped == 0 and len(watch.guards) == 1
+    assert watch.holds(4096) and not watch.holds(4097)  # the window's other side
+    with watching() as watch:
+        hash(x)  # a dict key: the value escapes, no guard says where it holds
+    assert watch.escaped == 1 and not watch.guards
 
 
 def test_arithmetic_on_the_length_stays_a_function_of_it() -> None:
@@ -64,11 +83,12 @@ def test_every_other_use_of_the_value_is_counted_as_a_decision(use) -> None:
 
 def test_what_c_code_reads_unasked_is_not_seen() -> None:
     # the blind spot grid.at_lengths covers with real lowerings at two more lengths:
-    # a plain float raised to the length's power, a slice, a range
+    # a plain float raised to the length's power, a range, a float compared with it
     start = decisions()
     hit = 0.5 ** length(3)
     assert type(hit) is float and hit == 0.125 and decisions() == start
     assert len(range(length(4))) == 4 and decisions() == start
+    assert 2.5 < length(3) and decisions() == start  # noqa: SIM300 (a float on the left: C)
 
 
 def test_a_record_is_rebuilt_at_another_length_and_a_fixed_one_is_not() -> None:
