@@ -52,7 +52,7 @@ from .roofline import (
     step_time,
     with_estimate_step,
 )
-from .symbolic import Watch, instantiator, length, watching
+from .symbolic import Watch, instantiator, length, skewed, watching
 from .validate import workload_shape
 
 Point = tuple[Shape, Totals] | SpecError | ValueError  # a point's shape and totals, or why not
@@ -64,6 +64,7 @@ def length_field(w: Workload) -> str:
 
 
 MAX_TEMPLATES = 4  # lowerings one group's lengths may take (a sliding window: two)
+SKEW = 1_000_003  # what a symbolic value's own number is off by (symbolic.skewed)
 
 
 def at_lengths(
@@ -125,21 +126,25 @@ def _region(
         return None
     graph, shape_at, watch = template
     covered = [i for i in todo if watch.holds(lengths[i])]
-    if not covered or covered[0] != todo[0]:
-        return None  # not even its own length: a guard that does not hold where taken
+    if not covered:  # the guards hold at the first length, where they were taken
+        return None
     node_at = [instantiator(n) for n in graph.nodes]
     facts_at = instantiator(graph.facts)
     for i in covered:
         if (shape_at(lengths[i]) if shape_at else graph.shape) != shapes[i]:
             return None  # the shape is not the template's at this length
-    # values that C code reads without asking (a float raised to the length's power) are
-    # frozen at the first length: real lowerings at the shortest, the middle and the
-    # longest lengths catch a dependence that rises or falls with the length (and one at
-    # the first length itself, which symbolic.skewed uses to expose such reads)
+    # values that C code reads without asking (a float raised to the length's power, an
+    # index) were read off by SKEW: a real lowering at the first length shows any that
+    # matters there; a read that saturates (the experts hit) may agree at the first
+    # length yet not at others: real lowerings at the longest, middle and shortest
+    # lengths catch one that rises or falls with the length
     by_length = sorted(covered, key=lambda i: lengths[i])
     middle = by_length[len(by_length) // 2]
-    for i in dict.fromkeys((by_length[-1], middle, by_length[0], covered[0])):
-        checked = lower(spec, workloads[i])
+    for i in dict.fromkeys((covered[0], by_length[-1], middle, by_length[0])):
+        try:
+            checked = lower(spec, workloads[i])
+        except (SpecError, ValueError):  # refused at a length the template served
+            return None
         x = lengths[i]
         if (
             _nodes_at(graph.nodes, node_at, x) != checked.nodes
@@ -157,11 +162,14 @@ def _template(spec: ir.Spec, w: Workload, field: str, x0: int) -> tuple[OpGraph,
     instantiator (None: the shape does not depend on the length) and the decisions the
     length made; None when its value escaped (no guard says where the lowering holds),
     or lowering refuses it."""
-    symbolic = replace(w, **{field: length(x0)})
     try:
-        shape, notes = workload_shape(spec, symbolic)  # its checks decide: they are redone
-        with watching() as watch:
-            graph = lower(spec, symbolic, (shape, notes))
+        # each symbolic value's own number off by SKEW: a read of it that nothing sees
+        # gives a wrong op at x0 itself, which the real lowering at x0 then shows
+        with skewed(SKEW):
+            symbolic = replace(w, **{field: length(x0)})
+            shape, notes = workload_shape(spec, symbolic)  # its checks decide: redone
+            with watching() as watch:
+                graph = lower(spec, symbolic, (shape, notes))
     except (SpecError, ValueError):
         return None
     if watch.escaped:

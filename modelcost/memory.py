@@ -71,7 +71,9 @@ def model_facts(spec: ir.Spec, shape: Shape, held: Held | None = None) -> ModelF
     par = shape.par
     held = Held(tuple(walk(spec.body))) if held is None else held
     dense, experts, weights, grads, states = _held(held, par, shape.train)
-    cache = 0.0
+    # from an int 0, as sum() starts: the same figures, and a sweep's symbolic length
+    # (symbolic.py) stays seen (0.0 + x is float's own addition, which reads x unasked)
+    cache: float = 0
     if not shape.train:
         # a context-parallel rank keeps the keys of its own chunk
         length = shape.n_kv if shape.decode else shape.n_kv // par.cp

@@ -14,9 +14,10 @@ a guard, a predicate on the length: the result holds at every length where all g
 do (`Watch.holds`), and other lengths need a lowering of their own. Any other use of
 the value (`hash`, an index, formatting, int() or float(), a method of int) lets it
 escape: no guard says where the result holds (`Watch.escaped`). Every decision counts
-in `decisions()`. A value that C code reads without asking (`0.5 ** x`, range(x)) is
-not seen here: callers check the instantiated result against real lowerings at other
-lengths as well (grid.py), and `skewed` makes such reads visible in tests.
+in `decisions()`. A value that C code reads without asking (`0.5 ** x`, range(x), an
+index, `2.5 < x`) is not seen here; under `skewed` such a read gets a number off by a
+million, so a caller that checks the result against a real lowering at the same length
+sees it (grid.py does, and at the shortest, middle and longest lengths).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def decisions() -> int:
 
 def _decided() -> None:
     _DECISIONS[0] += 1
-    if _WATCHES:
-        _WATCHES[-1].escaped += 1
+    for w in _WATCHES:
+        w.escaped += 1
 
 
 class Watch:
@@ -81,9 +82,9 @@ def _compares(name: str, op: Callable[[Any, Any], bool]) -> Callable:
         if _WATCHES:
             fs = self._fn
             if fo is None:
-                _WATCHES[-1].guards.append(lambda x: op(fs(x), vo) == result)
+                _guard(lambda x: op(fs(x), vo) == result)
             else:
-                _WATCHES[-1].guards.append(lambda x: op(fs(x), fo(x)) == result)
+                _guard(lambda x: op(fs(x), fo(x)) == result)
         return result
 
     compare.__name__ = name
@@ -95,8 +96,13 @@ def _truth(self: Any) -> bool:
     result = bool(self._v)
     if _WATCHES:
         fs = self._fn
-        _WATCHES[-1].guards.append(lambda x: bool(fs(x)) == result)
+        _guard(lambda x: bool(fs(x)) == result)
     return result
+
+
+def _guard(g: Callable[[int], bool]) -> None:
+    for w in _WATCHES:  # every watch open around the decision
+        w.guards.append(g)
 
 
 Fn = Callable[[int], Any]
@@ -143,14 +149,16 @@ def _make(value: Any, fn: Fn) -> Any:
 @contextmanager
 def skewed(offset: int) -> Iterator[None]:
     """Inside the block, each symbolic value's own number (what C code reads without
-    asking: `0.5 ** x`, `range(x)`) is off by `offset`, while its arithmetic and its
-    decisions use the true one: a read that nothing sees then gives a visibly wrong
-    result (tests/test_grid.py runs the zoo so)."""
+    asking: `0.5 ** x`, `range(x)`, `2.5 < x`) is off by `offset`, while its arithmetic
+    and its decisions use the true one: a read that nothing sees then gives a visibly
+    wrong result at the very length the value stands for (grid.py lowers so, and checks
+    that length against a real lowering)."""
+    before = _SKEW[0]
     _SKEW[0] = offset
     try:
         yield
     finally:
-        _SKEW[0] = 0
+        _SKEW[0] = before
 
 
 def _binary(op: Callable[[Any, Any], Any]) -> tuple[Callable, Callable]:
