@@ -11,9 +11,12 @@ in node order, with the same operations on the same Python numbers as one point'
 each point's totals are then assembled as `compile_totals` assembles them.
 So a point's totals are the very ones `compile_totals` gives, at a fraction of the work.
 
-When a decision in the lowering depends on the length (a comparison, a name that
-shows it, an error at some lengths but not others), or the rebuilt ops differ from a
-real lowering at another length, `at_lengths` says so (None) and the caller computes
+A comparison the lowering makes on the length is a guard (symbolic.watching): the
+lowering serves the lengths where its guards come out alike, and the first other length
+takes a lowering of its own (a sliding window: two). Where the length's value escapes
+(a hash, a name that shows it), the lowering refuses the first length, or the rebuilt
+ops differ from real lowerings (run skewed, symbolic.skewed, so that a read C code makes
+unseen shows at the first length), `at_lengths` says so (None) and the caller computes
 each point on its own.
 """
 
@@ -39,7 +42,6 @@ from .roofline import (
     Column,
     NodeTime,
     Sums,
-    _op_times,
     activation_bytes,
     assemble,
     collectives_engine,
@@ -48,6 +50,7 @@ from .roofline import (
     matrix_peak,
     memory_parts,
     node_time,
+    op_times,
     step_sums,
     step_time,
     with_estimate_step,
@@ -196,7 +199,7 @@ def _totals(
     at each length, the sums over arrays of the lengths."""
     conventions, peak, bandwidth = how.conventions, how.peak, how.bandwidth
     train, again = checked.shape.train, checked.shape.par.recompute == "full"
-    table = _op_times(hw, peak, bandwidth)
+    table = op_times(hw, peak, bandwidth)
     fixed: dict[int, NodeTime] = {}
     changing: dict[int, list[NodeTime]] = {}
     for k, (n, f) in enumerate(zip(graph.nodes, node_at, strict=True)):

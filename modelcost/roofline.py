@@ -108,7 +108,7 @@ MAX_TIMED = 65_536  # ops timed per target before the table is cleared (bounded 
 
 
 @per_object
-def _op_times(hw: Hardware, peak: PeakMode, bandwidth: PeakMode) -> dict:  # noqa: ARG001
+def op_times(hw: Hardware, peak: PeakMode, bandwidth: PeakMode) -> dict:  # noqa: ARG001
     """A table of one op's pass times on `hw` under `peak` and `bandwidth` (`_passes`),
     kept while `hw` lives (per_object keys it by them): the roofline of an op is a pure
     function of the op, its costs and the target."""
@@ -149,8 +149,8 @@ def time_nodes(
     kept: frozenset[str] | None = None,
 ) -> list[NodeTime]:
     """The roofline of every node (of the kinds `kept`, when given); equal ops (a
-    layer's repeats, a sweep's points sharing a shape) are timed once (`_op_times`)."""
-    table = _op_times(hw, peak, bandwidth)
+    layer's repeats, a sweep's points sharing a shape) are timed once (`op_times`)."""
+    table = op_times(hw, peak, bandwidth)
     return [node_time(cn, hw, peak, bandwidth, table) for cn in costed.nodes
             if kept is None or cn.node.op.kind in kept]  # fmt: skip
 
@@ -158,9 +158,9 @@ def time_nodes(
 def node_time(
     cn: CostedNode, hw: Hardware, peak: PeakMode, bandwidth: PeakMode, table: dict | None = None
 ) -> NodeTime:
-    """One node's roofline, its op's passes looked up in `table` (`_op_times`)."""
+    """One node's roofline, its op's passes looked up in `table` (`op_times`)."""
     if table is None:
-        table = _op_times(hw, peak, bandwidth)
+        table = op_times(hw, peak, bandwidth)
     op = cn.node.op
     f, b, count = cn.fwd, cn.bwd, cn.node.count
     key = (op, f, b)
