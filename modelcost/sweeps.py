@@ -27,6 +27,7 @@ from .errors import SpecError
 from .executors import Executor, in_order
 from .frozen import Frozen
 from .graph import DEFAULT_BATCH, OpGraph, Parallel, Phase, Shape, Workload
+from .grid import at_lengths
 from .hardware import Hardware, load_hardware
 from .hooks import shown
 from .perfmodel import Conventions
@@ -460,8 +461,6 @@ def _at_lengths(work, points: list[_Point]) -> list[SweepRow | Skip]:
     spec, hw = specs[p.spec], targets[p.hw]
     found = None
     if len(points) >= MIN_LENGTHS[p.phase]:
-        from .grid import at_lengths
-
         try:
             base = _workload(p, sp)
         except (SpecError, ValueError):
