@@ -133,7 +133,7 @@ def _combine(op: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     return _make(value, fn)
 
 
-_SKEW = [0]  # added to the number C code sees, under `skewed` (tests)
+_SKEW = [0]  # added to the number C code sees, under `skewed` (grid.py lowers so)
 
 
 def _make(value: Any, fn: Fn) -> Any:
