@@ -53,7 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("analyses", ("diff", "sweeps", "serving", "arrivals", "disagg", "deployment")),
     ("render", (
         "render", "render.bars", "render.charts", "render.chart_modes", "render.diff_text",
-        "render.disagg_format",
+        "render.disagg_format", "render.data_format",
         "render.diff_view", "render.env", "render.escape", "render.formats",
         "render.json_format", "render.notebook", "render.palette", "render.serving_format",
         "render.serving_view", "render.sweep_format", "render.sweep_stream",

@@ -9,6 +9,7 @@ from tabulate import tabulate
 from ..deployment import Deployment, DeploymentPoint, pools_label
 from ..disagg import Disaggregated, DisaggSearch, PoolFigures
 from ..serving import Serving, group_reasons
+from .data_format import as_data
 from .escape import md, terminal
 from .serving_format import BASIS, OBJECTIVE_SAID, rows_table
 from .sweep_view import TablePage
@@ -72,10 +73,9 @@ def _facts(d: Disaggregated) -> list[tuple[str, str]]:
 
 
 def render_disagg(d: Disaggregated, fmt: str) -> str:
-    if fmt == "json":
-        return d.model_dump_json(indent=2) + "\n"
-    if fmt == "csv":
-        return d.to_csv()
+    data = as_data(d, fmt)
+    if data is not None:
+        return data
     rows = _facts(d)
     head = f"{d.model} on {d.hardware}, prefill and decode disaggregated"
     if fmt == "html":
@@ -106,10 +106,9 @@ def _row(d: Disaggregated) -> tuple[str, ...]:
 
 
 def render_disagg_search(found: DisaggSearch, fmt: str) -> str:
-    if fmt == "json":
-        return found.model_dump_json(indent=2) + "\n"
-    if fmt == "csv":
-        return found.to_csv()
+    data = as_data(found, fmt)
+    if data is not None:
+        return data
     head = (f"{found.model} on {found.hardware}, {found.isl:,} in, {found.osl:,} out: "
             f"prefill and decode pools within {found.devices} devices")  # fmt: skip
     rows = [(*_row(s), "chosen" if s == found.chosen else "") for s in found.tried]
@@ -192,10 +191,9 @@ def _said(found: Deployment) -> str:
 
 
 def render_deployment(found: Deployment, fmt: str) -> str:
-    if fmt == "json":
-        return found.model_dump_json(indent=2) + "\n"
-    if fmt == "csv":
-        return found.to_csv()
+    data = as_data(found, fmt)
+    if data is not None:
+        return data
     head = (f"{found.model} on {found.hardware}, {found.isl:,} in, {found.osl:,} out: "
             f"aggregated and disaggregated serving within {found.devices:,} devices")  # fmt: skip
     objective = f"objective: {found.objective}, {OBJECTIVE_SAID[found.objective]}"

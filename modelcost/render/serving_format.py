@@ -11,6 +11,7 @@ from ..serving import MixServing, Search, Serving
 
 if TYPE_CHECKING:
     from ..arrivals import Arrivals, Latencies
+from .data_format import as_data
 from .escape import md, terminal
 from .serving_view import layout_label
 from .units import duration, fixed, si
@@ -23,10 +24,9 @@ def _html(page) -> str:
 
 
 def render_serving(s: Serving, fmt: str) -> str:
-    if fmt == "json":
-        return s.model_dump_json(indent=2) + "\n"
-    if fmt == "csv":
-        return s.to_csv()
+    data = as_data(s, fmt)
+    if data is not None:
+        return data
     rows = _facts(s)
     if fmt == "html":
         from .serving_view import serving_page
@@ -136,10 +136,9 @@ def _front_rows(found: Search) -> list[tuple[str, ...]]:
 
 
 def render_search(found: Search, fmt: str) -> str:
-    if fmt == "json":
-        return found.model_dump_json(indent=2) + "\n"
-    if fmt == "csv":
-        return found.to_csv()
+    data = as_data(found, fmt)
+    if data is not None:
+        return data
     request = f"{found.isl:,} in, {found.osl:,} out"
     head = f"{found.model} on {found.hardware}, {request}: the layouts tried"
     objective = f"objective: {found.objective}, {OBJECTIVE_SAID[found.objective]}"
@@ -178,10 +177,9 @@ def _is_chosen(found: Search, s: Serving) -> bool:
 
 
 def render_mix(mix: MixServing, fmt: str) -> str:
-    if fmt == "json":
-        return mix.model_dump_json(indent=2) + "\n"
-    if fmt == "csv":
-        return mix.to_csv()
+    data = as_data(mix, fmt)
+    if data is not None:
+        return data
     first = mix.classes[0]
     head = f"{first.model} on {first.hardware}, {layout_label(first)}: a request mix"
     columns = ("requests", "share", *_COLUMNS[1:])
@@ -207,10 +205,9 @@ ARRIVAL_FORMATS = ("text", "md", "json", "csv", "html")  # what `serve --rate` w
 def render_arrivals(a: Arrivals, fmt: str) -> str:
     """A run of arriving requests: the facts, then TTFT, TPOT and latency by percentile,
     each with the bound's row under it."""
-    if fmt == "json":
-        return a.model_dump_json(indent=2) + "\n"
-    if fmt == "csv":
-        return a.to_csv()
+    data = as_data(a, fmt)
+    if data is not None:
+        return data
     estimated = a.estimate == "kernels"
     running = f"at most {a.max_running:,} sequences per replica"
     facts = [

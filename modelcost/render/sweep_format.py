@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ..sweeps import Sweep
+from .data_format import as_data
 from .escape import md
 from .sweep_view import estimated, headers, row_cells
 
@@ -14,10 +15,9 @@ def render_sweep(s: Sweep, fmt: str) -> str:
         from .sweep_view import build_sweep_view
 
         return render("table_page.html.j2", view=build_sweep_view(s))
-    if fmt == "json":
-        return s.model_dump_json(indent=2) + "\n"
-    if fmt == "csv":
-        return s.to_csv()
+    data = as_data(s, fmt)
+    if data is not None:
+        return data
     return _markdown(s)
 
 
