@@ -164,7 +164,8 @@ def _template(spec: ir.Spec, w: Workload, field: str, x0: int) -> tuple[OpGraph,
     """The workload lowered with its length a variable worth `x0`, its shape's
     instantiator (None: the shape does not depend on the length) and the decisions the
     length made; None when its value escaped (no guard says where the lowering holds),
-    or lowering refuses it."""
+    or lowering refuses it or fails on the variable (a skewed number read by C code
+    past a bound): the points are then computed one by one, each as compile does."""
     try:
         # each symbolic value's own number off by SKEW: a read of it that nothing sees
         # gives a wrong op at x0 itself, which the real lowering at x0 then shows
@@ -173,7 +174,7 @@ def _template(spec: ir.Spec, w: Workload, field: str, x0: int) -> tuple[OpGraph,
             shape, notes = workload_shape(spec, symbolic)  # its checks decide: redone
             with watching() as watch:
                 graph = lower(spec, symbolic, (shape, notes))
-    except (SpecError, ValueError):
+    except Exception:  # any failure here leaves the points to the exact path
         return None
     if watch.escaped:
         return None

@@ -12,12 +12,12 @@ That holds where every decision made on the length comes out as it did. Inside
 `watching()`, a comparison or a truth test (`min(context, window)`, `if n:`) is kept as
 a guard, a predicate on the length: the result holds at every length where all guards
 do (`Watch.holds`), and other lengths need a lowering of their own. Any other use of
-the value (`hash`, an index, formatting, int() or float(), a method of int) lets it
-escape: no guard says where the result holds (`Watch.escaped`). Every decision counts
-in `decisions()`. A value that C code reads without asking (`0.5 ** x`, range(x), an
-index, `2.5 < x`) is not seen here; under `skewed` such a read gets a number off by a
-million, so a caller that checks the result against a real lowering at the same length
-sees it (grid.py does, and at the shortest, middle and longest lengths).
+the value (`hash`, formatting, int() or float(), a method of int) lets it escape: no
+guard says where the result holds (`Watch.escaped`). A value that C code reads without
+asking (`0.5 ** x`, range(x), an index, `2.5 < x`) is not seen here; under `skewed`
+such a read gets a number off by a million, so a caller that checks the result
+against a real lowering at the same length sees it (grid.py does, and at the
+shortest, middle and longest lengths).
 """
 
 from __future__ import annotations
@@ -30,16 +30,8 @@ from typing import Any
 from msgspec import Struct
 from msgspec.structs import replace
 
-_DECISIONS = [0]
-
-
-def decisions() -> int:
-    """How many times a length's value has decided something (a running count)."""
-    return _DECISIONS[0]
-
 
 def _decided() -> None:
-    _DECISIONS[0] += 1
     for w in _WATCHES:
         w.escaped += 1
 
@@ -47,11 +39,16 @@ def _decided() -> None:
 class Watch:
     """What the length decided inside `watching()`: each comparison (or truth test) as a
     guard, a predicate true at every length where it comes out as it did; and how many
-    other uses let its value escape (a hash, an index, formatting: no guard holds)."""
+    other uses let its value escape (a hash, formatting: no guard holds)."""
 
     def __init__(self) -> None:
         self.guards: list[Callable[[int], bool]] = []
         self.escaped = 0
+
+    @property
+    def decisions(self) -> int:
+        """How many times the length's value decided something: guards and escapes."""
+        return len(self.guards) + self.escaped
 
     def holds(self, x: int) -> bool:
         """Whether every decision comes out at length `x` as it did."""
@@ -76,7 +73,6 @@ def _compares(name: str, op: Callable[[Any, Any], bool]) -> Callable:
     """A comparison: decided on the numbers, and kept as a guard when watched."""
 
     def compare(self: Any, other: Any) -> Any:
-        _DECISIONS[0] += 1
         vo, fo = _lift(other)
         result = op(self._v, vo)
         if _WATCHES:
@@ -92,7 +88,6 @@ def _compares(name: str, op: Callable[[Any, Any], bool]) -> Callable:
 
 
 def _truth(self: Any) -> bool:
-    _DECISIONS[0] += 1
     result = bool(self._v)
     if _WATCHES:
         fs = self._fn

@@ -23,7 +23,6 @@ from modelcost.sweeps import SweepRow, plan, run
 from modelcost.symbolic import (
     SymFloat,
     SymInt,
-    decisions,
     instantiator,
     length,
     skewed,
@@ -65,9 +64,9 @@ def test_arithmetic_on_the_length_stays_a_function_of_it() -> None:
     assert isinstance(size, SymFloat) and size._fn(10) == 75.0
     ratio = 7 / x  # reflected true division
     assert ratio._fn(2) == 3.5
-    start = decisions()
-    assert -x + 1 == -63  # the comparison decides
-    assert decisions() == start + 1
+    with watching() as watch:
+        decided = -x + 1 == -63  # the comparison decides
+    assert decided and watch.decisions == 1
 
 
 @pytest.mark.parametrize(
@@ -76,19 +75,22 @@ def test_arithmetic_on_the_length_stays_a_function_of_it() -> None:
     ids=["compare", "bool", "hash", "format", "int", "float", "int-method"],
 )
 def test_every_other_use_of_the_value_is_counted_as_a_decision(use) -> None:
-    start = decisions()
-    use(length(5))
-    assert decisions() > start
+    x = length(5)
+    with watching() as watch:
+        use(x)
+    assert watch.decisions > 0
 
 
 def test_what_c_code_reads_unasked_is_not_seen() -> None:
     # the blind spot grid.at_lengths covers with real lowerings at two more lengths:
     # a plain float raised to the length's power, a range, a float compared with it
-    start = decisions()
-    hit = 0.5 ** length(3)
-    assert type(hit) is float and hit == 0.125 and decisions() == start
-    assert len(range(length(4))) == 4 and decisions() == start
-    assert 2.5 < length(3) and decisions() == start  # noqa: SIM300 (a float on the left: C)
+    x3, x4 = length(3), length(4)
+    with watching() as watch:
+        hit = 0.5**x3
+        span = len(range(x4))
+        below = 2.5 < x3  # noqa: SIM300 (a float on the left: C)
+    assert type(hit) is float and hit == 0.125 and span == 4 and below
+    assert watch.decisions == 0
     with skewed(1000):  # how grid.py shows such reads: C code gets a number off by 1,000
         x = length(4)
     assert len(range(x)) == 1004 and x + 1 == 5  # while the arithmetic stays true
