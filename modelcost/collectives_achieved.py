@@ -18,7 +18,9 @@ The figures are published measurements (specs/kernels/collectives.json), by part
   · (n−1)/n for all-gather, reduce-scatter and all-to-all (doc/PERFORMANCE.md): the
   ring's bytes-per-rank factors, so time = S · factor / busbw. All-reduce inside
   an 8-rank NVSwitch domain runs NVLink SHARP (NVLS) at its own busbw; a 400 Gb/s NIC
-  at its achieved 48 GB/s.
+  at its achieved 48 GB/s. Where a family publishes an all-reduce's measured times by
+  message size over its whole domain (rccl-tests on 8 MI300X), those times are used,
+  interpolated as the custom all-reduce's are, and past the largest size at its busbw.
 
 A part without its own figure uses its family's (said so); a family without one, the
 ring at link peak (said so: "the link model"). Which engine's all-reduce applies is a
@@ -102,6 +104,26 @@ def _custom(
     return us * 1e-6, f"{table['kernel']}, {shot} at {_b(size)} × {op.group}: {how}{where}"
 
 
+def _measured(op: CollectiveOp, hw: Hardware, fam: dict[str, Any]) -> tuple[float, str] | None:
+    """An all-reduce over the family's measured group (nccl-/rccl-tests times by message
+    size, `all_reduce_measured`): interpolated in log(size) between published sizes,
+    below the smallest the smallest's time, above the largest at the largest's busbw."""
+    table = fam.get("all_reduce_measured")
+    inner, outer = split(op, hw)
+    if table is None or op.collective != "all_reduce" or outer != 1 or inner != table["ranks"]:
+        return None
+    points = table["latency_us"]
+    size = op.elements * bpe(op.dtype)
+    where = "" if hw.name == fam["measured_on"] else f", {fam['measured_on']}'s figure"
+    top, top_us = points[-1]
+    if size > top:  # the largest published size is at its peak busbw: time grows with bytes
+        us = top_us * size / top
+        how = f"{us:.1f} µs at {_b(top)}'s busbw ({top_us:g} µs published there)"
+    else:
+        us, how = _interpolate(points, size)
+    return us * 1e-6, f"NCCL/RCCL all-reduce at {_b(size)} × {op.group} as measured: {how}{where}"
+
+
 def _busbw(op: CollectiveOp, inner: int, outer: int, fam: dict[str, Any]) -> tuple[float, str]:
     """(achieved busbw inside the scale-up domain, what it is), or (0, why none)."""
     figures = fam["busbw"]
@@ -133,6 +155,10 @@ def achieved(
         custom = _custom(op, hw, found[1], engine)
         if custom is not None:
             return custom
+    if found is not None:
+        measured = _measured(op, hw, found[1])
+        if measured is not None:
+            return measured
     inner, outer = split(op, hw)
     up, up_why = _busbw(op, inner, outer, found[1]) if found and inner > 1 else (0.0, "")
     out_fig = _data()["scale_out"]

@@ -137,14 +137,33 @@ def test_a_part_without_its_own_figure_uses_its_familys() -> None:
 
 def test_xgmi_ring_on_mi300x() -> None:
     # AMD ROCm blog (mi300x-rccl-xgmi): ~48 GB/s usable per xGMI link, one link to each
-    # peer: 8 ranks 7 × 48 = 336 GB/s busbw, 4 ranks 3 × 48 = 144 (derived)
-    op = ar(64 * MiB)
+    # peer: 8 ranks 7 × 48 = 336 GB/s busbw, 4 ranks 3 × 48 = 144 (derived). All-gather
+    # over 8 ranks moves S·7/8 at 336 GB/s, plus the link model's 7 steps × 1 µs
+    op = CollectiveOp("all_gather", 32 * MiB, 8)
     t, why = achieved(op, MI300X)
-    assert t == pytest.approx(64 * MiB * 1.75 / 336e9 + 14e-6, rel=1e-12)
+    assert t == pytest.approx(64 * MiB * 7 / 8 / 336e9 + 7e-6, rel=1e-12)
     assert why.startswith("NCCL/RCCL ring at 336 GB/s busbw (7 links × 48)")
     assert est(op, MI300X).time_s == t > collective_time(op, MI300X)
-    t4, _ = achieved(ar(64 * MiB, 4), MI300X)
+    t4, _ = achieved(ar(64 * MiB, 4), MI300X)  # 4 ranks: no measured table, the ring
     assert t4 == pytest.approx(64 * MiB * 1.5 / 144e9 + 6e-6, rel=1e-12)
+
+
+def test_mi300x_all_reduce_over_8_as_rccl_tests_measured_it() -> None:
+    # AMD ROCm blog (mi300x-rccl-xgmi, 2025-03-02), rccl-tests all_reduce_perf on one
+    # 8×MI300X node, out-of-place: 64 MiB 429.1 µs; 8 MiB 83.68, 16 MiB 148.8 µs; 32 KiB
+    # 13.31 µs (and ~13 µs below it); 1 GiB 5970.6 µs (314.7 GB/s busbw)
+    t, why = achieved(ar(64 * MiB), MI300X)
+    assert t == pytest.approx(429.1e-6, rel=1e-12)
+    assert why == "NCCL/RCCL all-reduce at 64 MiB × 8 as measured: 429.1 µs published at 64 MiB"
+    # between two sizes, linear in log(size): 12 MiB is halfway from 8 to 16 MiB in log2
+    w = math.log(12 / 8) / math.log(2)
+    assert achieved(ar(12 * MiB), MI300X)[0] == pytest.approx((83.68 + w * (148.8 - 83.68)) * 1e-6)
+    assert achieved(ar(2 * KiB), MI300X)[0] == pytest.approx(13.31e-6)  # below: the smallest's
+    # past 1 GiB at 1 GiB's busbw: 2 GiB takes twice 1 GiB's time
+    assert achieved(ar(2048 * MiB), MI300X)[0] == pytest.approx(2 * 5970.6e-6)
+    # the MI325X (same xGMI family) takes the MI300X's figure, said so
+    assert "mi300x's figure" in achieved(ar(64 * MiB), load_hardware("mi325x"))[1]
+    assert est(ar(64 * MiB), MI300X).time_s == t > collective_time(ar(64 * MiB), MI300X)
 
 
 def test_vllm_custom_all_reduce_on_mi355x() -> None:

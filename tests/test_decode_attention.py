@@ -86,15 +86,32 @@ def test_the_fixed_time_reproduces_the_published_decode_times() -> None:
 
 def test_too_few_blocks_draw_a_share_of_the_bandwidth() -> None:
     # one sequence, 64 query / 8 KV heads, 1,024 keys: 8 blocks, 8 key steps, so at most 8
-    # splits: 64 blocks; whole bandwidth takes 0.2963 × 304 = 90.1 CUs busy (FlashInfer's
-    # 32 of 108), so 64 / 90.08 = 71 % of MI300X's best published 4.26 TB/s
+    # splits: 64 blocks; whole bandwidth takes 0.2963 × 256 = 75.9 CUs busy (FlashInfer's
+    # 32 of 108), so 64 / 75.85 = 84 % of MI355X's best published 6.44 TB/s (MI355X has
+    # no published decode kernel: its sustained bandwidth, said so)
     op = SdpaOp(1, 1, 64, 1024, 8, 128, 128, causal=False)
-    assert decode_blocks(op, 304) == (64, 8, 8)
-    share = 64 / (0.2963 * 304)
+    assert decode_blocks(op, 256) == (64, 8, 8)
+    share = 64 / (0.2963 * 256)
+    e = _estimate(op, load_hardware("mi355x"))
+    assert e.time_s == pytest.approx(op.bytes() / (6.442e12 * share) + 2 * LAUNCH_S, rel=1e-12)
+    assert "84% of the bandwidth (the whole of it takes 76 CUs busy)" in e.reason
+    assert "6.44 TB/s, the best published on mi355x (no published decode kernel)" in e.reason
+
+
+def test_mi300x_decode_at_aiters_published_gfx942_rate() -> None:
+    # ROCm/aiter PR #1383 row 46 (gfx942): batch 128, context 4096, 16 query / 1 KV head,
+    # d=128, 16-bit KV: 268.4 MB of KV + 0.5 MB of queries in 99.1 µs = 2.71 TB/s, 0.512 of
+    # the 5.3 TB/s datasheet. The grid: 128 blocks, keys split 4 ways (FlashAttention-2's
+    # heuristic over 2 × 304 slots) = 512 blocks, more than the 90 CUs that draw the whole
+    # bandwidth; so its bytes at 0.512 × 5.3 TB/s, plus the launch and the combine's
+    op = SdpaOp(128, 1, 16, 4096, 1, 128, 128, causal=False)
+    assert decode_blocks(op, 304) == (512, 4, 16)
     e = _estimate(op, MI300X)
-    assert e.time_s == pytest.approx(op.bytes() / (4.26e12 * share) + 2 * LAUNCH_S, rel=1e-12)
-    assert "71% of the bandwidth (the whole of it takes 90 CUs busy)" in e.reason
-    assert "4.26 TB/s, the best published on mi300x (no published decode kernel)" in e.reason
+    expected = op.bytes() / (0.512 * 5.3e12) + 2 * LAUNCH_S
+    assert e.time_s == pytest.approx(expected, rel=1e-12)
+    assert "2.71 TB/s: AITER Gluon paged-attention decode (gfx942), 51.2% of 5.30 TB/s" in e.reason
+    # the published 99.1 µs, plus the two launches the model adds around the kernel
+    assert e.time_s * 1e6 == pytest.approx(99.1 + 4, abs=0.5)
 
 
 def test_absorbed_mla_decode_at_flashmla_s_published_bandwidth() -> None:

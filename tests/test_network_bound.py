@@ -63,6 +63,10 @@ def published_in_the_catalog() -> list[tuple[str, str, int, int, float, str]]:
                     for n in (2, 4, 8):  # (n − 1) links × the usable per-link rate
                         t = busbw_time(kind, big, n, (n - 1) * fig["gbps"])
                         rows.append((part, kind, big, n, t, f"{fam_name} per-link busbw"))
+            measured = fam.get("all_reduce_measured")
+            for nbytes, us in measured["latency_us"] if measured else ():
+                what = f"{fam_name} measured all-reduce"
+                rows.append((part, "all_reduce", nbytes, measured["ranks"], us * 1e-6, what))
             for engine, table in fam["custom_all_reduce"].items():
                 for group, points in table.get("latency_us", {}).items():
                     for nbytes, us in points:
@@ -77,8 +81,9 @@ CATALOG = published_in_the_catalog()
 def test_the_catalog_rows_cover_every_figure() -> None:
     # NVLink 4 (H100, H200): NVLS, ring × 4 kinds, vLLM's 3 groups × 6 points and
     # TensorRT-LLM's 6 (SGLang runs vLLM's: no table of its own); NVLink 5 (B200, GB200):
-    # NVLS; xGMI 3 (MI300X, MI325X): 4 kinds × 3 groups; MI350X/MI355X: vLLM's 7 points
-    assert len(CATALOG) == 2 * (1 + 4 + 3 * 6 + 6) + 2 * 1 + 2 * 4 * 3 + 2 * 7
+    # NVLS; xGMI 3 (MI300X, MI325X): 4 kinds × 3 groups and rccl-tests' 10 all-reduce
+    # sizes; MI350X/MI355X: vLLM's 7 points
+    assert len(CATALOG) == 2 * (1 + 4 + 3 * 6 + 6) + 2 * 1 + 2 * (4 * 3 + 10) + 2 * 7
 
 
 @pytest.mark.parametrize(("part", "kind", "nbytes", "group", "seconds", "what"), CATALOG)
