@@ -19,8 +19,9 @@ The figures are published measurements (specs/kernels/collectives.json), by part
   ring's bytes-per-rank factors, so time = S · factor / busbw. All-reduce inside
   an 8-rank NVSwitch domain runs NVLink SHARP (NVLS) at its own busbw; a 400 Gb/s NIC
   at its achieved 48 GB/s. Where a family publishes an all-reduce's measured times by
-  message size over its whole domain (rccl-tests on 8 MI300X), those times are used,
-  interpolated as the custom all-reduce's are, and past the largest size at its busbw.
+  message size over its whole domain (nccl-tests on 8 H100, rccl-tests on 8 MI300X),
+  those times are used from the smallest published size up, interpolated as the custom
+  all-reduce's are, and past the largest size at its busbw.
 
 A part without its own figure uses its family's (said so); a family without one, the
 ring at link peak (said so: "the link model"). Which engine's all-reduce applies is a
@@ -107,13 +108,15 @@ def _custom(
 def _measured(op: CollectiveOp, hw: Hardware, fam: dict[str, Any]) -> tuple[float, str] | None:
     """An all-reduce over the family's measured group (nccl-/rccl-tests times by message
     size, `all_reduce_measured`): interpolated in log(size) between published sizes,
-    below the smallest the smallest's time, above the largest at the largest's busbw."""
+    above the largest at the largest's busbw; below the smallest, not this table's."""
     table = fam.get("all_reduce_measured")
     inner, outer = split(op, hw)
     if table is None or op.collective != "all_reduce" or outer != 1 or inner != table["ranks"]:
         return None
     points = table["latency_us"]
     size = op.elements * bpe(op.dtype)
+    if size < points[0][0]:
+        return None
     where = "" if hw.name == fam["measured_on"] else f", {fam['measured_on']}'s figure"
     top, top_us = points[-1]
     if size > top:  # the largest published size is at its peak busbw: time grows with bytes

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from itertools import pairwise
 
 from .collectives_achieved import achieved
 from .engines import DEFAULT_ENGINE
@@ -84,6 +85,10 @@ class LibraryKernel(Frozen):
     source: str
     pass_: str = "fwd"
     tile_set: str | None = None  # the tiles its library chooses among (`tile_sets`)
+    # the one GEMM (M, N, K) its figure was measured on, where a part publishes figures at
+    # several token counts: the estimate then serves each GEMM from the one measured at
+    # the nearest M, its per-tile rate the one that reproduces that measurement
+    shape: tuple[int, int, int] | None = None
 
 
 class TileSet(Frozen):
@@ -147,6 +152,58 @@ def published(kind: str, part: str, precision: str, pass_: str = "fwd") -> Libra
     return max(found, key=lambda k: k.tflops, default=None)
 
 
+@cache
+def shaped(kind: str, part: str, precision: str, pass_: str = "fwd") -> tuple[LibraryKernel, ...]:
+    """The part's kernels published at one GEMM shape each, by M; then its sibling's
+    (the same compute silicon, library.json `siblings`) at the token counts it lacks."""
+
+    def of(name: str) -> list[LibraryKernel]:
+        want = (kind, name, precision, pass_)
+        return [k for k in library() if k.shape and (k.kind, k.part, k.precision, k.pass_) == want]
+
+    own = of(part)
+    sib = siblings().get(part)
+    theirs = of(sib.sibling) if sib is not None and own else []
+    have = {k.shape[0] for k in own if k.shape is not None}
+    both = own + [k for k in theirs if k.shape is not None and k.shape[0] not in have]
+    return tuple(sorted(both, key=lambda k: k.shape[0] if k.shape is not None else 0))
+
+
+def nearest(kernels: tuple[LibraryKernel, ...], rows: int) -> LibraryKernel:
+    """The kernel measured at the M nearest `rows` on a log scale: past the geometric
+    mean of two neighbours' M, the larger (comparisons only: `rows` may be symbolic)."""
+    chosen = kernels[0]
+    for lo, hi in pairwise(kernels):
+        assert lo.shape is not None and hi.shape is not None  # shaped() keeps only these
+        if rows * rows > lo.shape[0] * hi.shape[0]:
+            chosen = hi
+    return chosen
+
+
+_PER_TILE: dict[tuple[str, str, int, float], float] = {}
+
+
+def per_tile_rate(k: LibraryKernel, hw: Hardware) -> float:
+    """The sustained FLOP/s per tile at which `plan` (plus the launch `estimate` adds)
+    takes exactly the kernel's published time at its own shape: the published figure
+    with the shape's tile and wave quantization taken out (once per kernel and part)."""
+    key = (k.id, hw.name, hw.compute_units, sustained_bandwidth(hw).bytes_s)
+    if key not in _PER_TILE:
+        _PER_TILE[key] = _per_tile(k, hw)
+    return _PER_TILE[key]
+
+
+def _per_tile(k: LibraryKernel, hw: Hardware) -> float:
+    assert k.shape is not None
+    M, N, K = k.shape
+    target = 2 * M * N * K / (k.tflops * 1e12) - LAUNCH_S
+    ts = tiles_for(hw, k)
+    rate = k.tflops * 1e12
+    for _ in range(32):  # plan's time is rate-proportional but for its memory terms
+        rate *= plan((M,), N, K, rate, hw, ts).time_s / target
+    return rate
+
+
 class Estimate(Record, frozen=True):
     time_s: float
     reason: str
@@ -198,10 +255,23 @@ def _borrowed(kind: str, hw: Hardware, precision: str, pass_: str) -> Rate | Non
     )
 
 
+def _at_nearest_shape(k: LibraryKernel, hw: Hardware) -> Rate:
+    assert k.shape is not None
+    M, N, K = k.shape
+    whose = "" if k.part == hw.name else f" (the {k.part}'s: {siblings()[hw.name].reason})"
+    rate = per_tile_rate(k, hw)
+    return Rate(rate, k,
+                f"{k.library} sustains {_tflops(k.tflops * 1e12)} at {M}×{N}×{K}, the "
+                f"published shape nearest in M{whose}: {_tflops(rate)} a tile")  # fmt: skip
+
+
 def matrix_rate(kind: str, op: OpRecord, hw: Hardware, pass_: str = "fwd") -> Rate:
     """The sustained FLOP/s of a matrix op: the fastest published kernel on the part,
     else its sibling's efficiency, else the part's best published peak or datasheet."""
     precision = hw.peak("matrix", op.precision, "datasheet")[1]
+    at = shaped(kind, hw.name, precision, pass_)
+    if at and isinstance(op, GemmOp | GroupedGemmOp):
+        return _at_nearest_shape(nearest(at, op.M), hw)
     k = published(kind, hw.name, precision, pass_)
     if k is not None:
         return Rate(k.tflops * 1e12, k, f"{k.library} sustains {_tflops(k.tflops * 1e12)}")

@@ -141,12 +141,11 @@ def test_a_parts_own_figure_comes_before_its_siblings_and_fills_what_it_lacks() 
     fp8 = GemmOp(8192, 8192, 8192, a=DType.fp8_e4m3, b=DType.fp8_e4m3)
     r = matrix_rate("gemm", fp8, load_hardware("mi325x"))
     assert r.flops == 1519e12 and r.kernel is None and "the best published" in r.source
-    # B200 fp4: no figure of its own; the GB200's cuBLASLt FP4 7,627.6 of its 10,000
-    # TFLOPS (Azure ND GB200 v6) is 76.276 %, times the B200's own 9,000: 6,864.84 TFLOPS
-    fp4 = GemmOp(8192, 8192, 8192, a=DType.nvfp4, b=DType.nvfp4)
-    r = matrix_rate("gemm", fp4, load_hardware("b200"))
-    assert r.flops == pytest.approx(7627.6 / 10000 * 9000e12, rel=1e-12)
-    assert "no published fp4 figure on b200: on the gb200" in r.source
+    # MI350X fp8: no figure of its own; the MI355X's Gluon a8w8 3,527 of its 5,033.2 dense
+    # fp8 TFLOPS (gfx950-gluon-tutorials) times the MI350X's own 4,613.7
+    r = matrix_rate("gemm", fp8, load_hardware("mi350x"))
+    assert r.flops == pytest.approx(3527 / 5033.2 * 4613.7e12, rel=1e-4)
+    assert "no published fp8 figure on mi350x: on the mi355x" in r.source
     # its fp8 stays its own: ml-engineering's MAMF 3,432.5 TFLOPS
     assert matrix_rate("gemm", fp8, load_hardware("b200")).flops == 3432.5e12
 
@@ -235,3 +234,45 @@ def test_stream_k_spreads_a_partial_last_wave_over_every_cu() -> None:
     plain = plan((128 * 10,), 128 * 20, 4096, rate, hw, TileSet(tiles=((128, 128),),
                                                                 stream_k=False))  # fmt: skip
     assert plain.time_s == pytest.approx(2 * per_tile, rel=1e-12)
+
+
+# B200 NVFP4 GEMMs published at several token counts (library.json `shape`): flashinfer
+# issue #1732 (M=1, N=K=8192: 8192²·0.5 B at 1.78 TB/s = 18.85 µs), flashinfer PR #1979
+# (1024×7168×4608: 3,370.4 TFLOPS, 0.020 ms), pytorch/ao PR #2427 (6144³: 5.50e15 FLOP/s)
+B200_FP4 = [((1, 8192, 8192), 7.12), ((1024, 7168, 4608), 3370.4), ((6144, 6144, 6144), 5500)]
+
+
+def _fp4(M: int, N: int, K: int) -> GemmOp:
+    return GemmOp(M, N, K, a=DType.nvfp4, b=DType.nvfp4, out=DType.bf16, bias_dtype=DType.bf16)
+
+
+@pytest.mark.parametrize(("shape", "tflops"), B200_FP4)
+def test_a_shaped_figure_is_reproduced_at_its_own_shape(shape: tuple, tflops: float) -> None:
+    # the per-tile rate takes the shape's tile and wave quantization out, so the estimate
+    # (plan + its launch) gives back the published time: 2·M·N·K / TFLOPS
+    M, N, K = shape
+    c = check({"id": 0, "kind": "gemm", "hardware": "b200", "precision": "fp4",
+               "M": M, "N": N, "K": K, "tflops": tflops})  # fmt: skip
+    assert c.estimate_s == pytest.approx(2 * M * N * K / (tflops * 1e12), rel=1e-9)
+    assert f"at {M}×{N}×{K}, the published shape nearest in M" in c.reason
+
+
+def test_a_gemm_takes_the_figure_published_nearest_its_tokens() -> None:
+    from modelcost.estimate import matrix_rate
+
+    b200 = load_hardware("b200")
+
+    def source(M: int) -> str:
+        return matrix_rate("gemm", _fp4(M, 8192, 8192), b200).source
+
+    # geometric midpoints: √(1·1024) = 32 and √(1024·6144) = 2,508
+    assert "at 1×8192×8192" in source(32) and "at 1024×7168×4608" in source(33)
+    assert "at 1024×7168×4608" in source(2508) and "at 6144×6144×6144" in source(2509)
+    # a decode step's 377 tokens on the GB200 (the B200's silicon) take the B200's M=1024
+    # figure, said so; at 16,384 tokens its own cuBLASLt figure (Azure ND GB200 v6)
+    gb200 = load_hardware("gb200")
+    r = matrix_rate("gemm", _fp4(377, 28672, 8192), gb200)
+    assert "at 1024×7168×4608, the published shape nearest in M (the b200's:" in r.source
+    assert r.flops == matrix_rate("gemm", _fp4(377, 28672, 8192), b200).flops
+    big = matrix_rate("gemm", _fp4(16384, 16384, 16384), gb200)
+    assert big.kernel is not None and big.kernel.id == "cublaslt-fp4-gb200"

@@ -79,11 +79,12 @@ CATALOG = published_in_the_catalog()
 
 
 def test_the_catalog_rows_cover_every_figure() -> None:
-    # NVLink 4 (H100, H200): NVLS, ring × 4 kinds, vLLM's 3 groups × 6 points and
-    # TensorRT-LLM's 6 (SGLang runs vLLM's: no table of its own); NVLink 5 (B200, GB200):
-    # NVLS; xGMI 3 (MI300X, MI325X): 4 kinds × 3 groups and rccl-tests' 10 all-reduce
-    # sizes; MI350X/MI355X: vLLM's 7 points
-    assert len(CATALOG) == 2 * (1 + 4 + 3 * 6 + 6) + 2 * 1 + 2 * (4 * 3 + 10) + 2 * 7
+    # NVLink 4 (H100, H200): NVLS, ring × 4 kinds, vLLM's 3 groups × 6 points,
+    # TensorRT-LLM's 6 (SGLang runs vLLM's: no table of its own)
+    # and nccl-tests' 10 all-reduce sizes; NVLink 5 (B200, GB200): NVLS; xGMI 3 (MI300X,
+    # MI325X): 4 kinds × 3 groups and rccl-tests' 10 all-reduce sizes; MI350X/MI355X:
+    # vLLM's 7 points
+    assert len(CATALOG) == 2 * (1 + 4 + 3 * 6 + 6 + 10) + 2 * 1 + 2 * (4 * 3 + 10) + 2 * 7
 
 
 @pytest.mark.parametrize(("part", "kind", "nbytes", "group", "seconds", "what"), CATALOG)
