@@ -86,8 +86,9 @@ class LibraryKernel(Frozen):
     pass_: str = "fwd"
     tile_set: str | None = None  # the tiles its library chooses among (`tile_sets`)
     # the one GEMM (M, N, K) its figure was measured on, where a part publishes figures at
-    # several token counts: the estimate then serves each GEMM from the one measured at
-    # the nearest M, its per-tile rate the one that reproduces that measurement
+    # several token counts: the estimate then serves each GEMM of at least the smallest
+    # published M from the one measured at the nearest M, its per-tile rate the one that
+    # reproduces that measurement (below it, the part's other figures)
     shape: tuple[int, int, int] | None = None
 
 
@@ -154,19 +155,25 @@ def published(kind: str, part: str, precision: str, pass_: str = "fwd") -> Libra
 
 @cache
 def shaped(kind: str, part: str, precision: str, pass_: str = "fwd") -> tuple[LibraryKernel, ...]:
-    """The part's kernels published at one GEMM shape each, by M; then its sibling's
-    (the same compute silicon, library.json `siblings`) at the token counts it lacks."""
+    """The part's kernels published at one GEMM shape each, one a token count (M), by
+    M; then its sibling's (the same compute silicon, library.json `siblings`) at the
+    token counts it lacks. Two kernels at one M: the faster, as an engine dispatches."""
 
-    def of(name: str) -> list[LibraryKernel]:
+    def of(name: str) -> dict[int, LibraryKernel]:
         want = (kind, name, precision, pass_)
-        return [k for k in library() if k.shape and (k.kind, k.part, k.precision, k.pass_) == want]
+        best: dict[int, LibraryKernel] = {}
+        for k in library():
+            if k.shape and (k.kind, k.part, k.precision, k.pass_) == want:
+                m = k.shape[0]
+                if m not in best or k.tflops > best[m].tflops:
+                    best[m] = k
+        return best
 
     own = of(part)
     sib = siblings().get(part)
-    theirs = of(sib.sibling) if sib is not None and own else []
-    have = {k.shape[0] for k in own if k.shape is not None}
-    both = own + [k for k in theirs if k.shape is not None and k.shape[0] not in have]
-    return tuple(sorted(both, key=lambda k: k.shape[0] if k.shape is not None else 0))
+    theirs = of(sib.sibling) if sib is not None and own else {}
+    pool = theirs | own  # the part's own at a token count both publish
+    return tuple(pool[m] for m in sorted(pool))
 
 
 def nearest(kernels: tuple[LibraryKernel, ...], rows: int) -> LibraryKernel:
@@ -270,7 +277,7 @@ def matrix_rate(kind: str, op: OpRecord, hw: Hardware, pass_: str = "fwd") -> Ra
     else its sibling's efficiency, else the part's best published peak or datasheet."""
     precision = hw.peak("matrix", op.precision, "datasheet")[1]
     at = shaped(kind, hw.name, precision, pass_)
-    if at and isinstance(op, GemmOp | GroupedGemmOp):
+    if at and isinstance(op, GemmOp | GroupedGemmOp) and at[0].shape and at[0].shape[0] <= op.M:
         return _at_nearest_shape(nearest(at, op.M), hw)
     k = published(kind, hw.name, precision, pass_)
     if k is not None:

@@ -281,3 +281,44 @@ def test_a_gemm_takes_the_figure_published_nearest_its_tokens() -> None:
     assert r.flops == matrix_rate("gemm", _fp4(377, 28672, 8192), b200).flops
     big = matrix_rate("gemm", _fp4(16384, 16384, 16384), gb200)
     assert big.kernel is not None and big.kernel.id == "cublaslt-fp4-gb200"
+
+
+def test_mi300x_fp8_gemms_at_aiters_tuned_times_from_16_tokens_up() -> None:
+    from modelcost.estimate import matrix_rate
+
+    # ROCm/aiter PR #1092's tuned a8w8 table (cu_num 304: MI300X), N=7168, K=8192:
+    # M=1024 in 152.5955 µs, M=256 in 59.3987 µs (2·M·N·K / time: 788.1 and 506.2
+    # TFLOPS), each reproduced at its own shape
+    for M, us in ((1024, 152.5955), (256, 59.3987)):
+        tflops = 2 * M * 7168 * 8192 / us / 1e6
+        c = check({"id": 0, "kind": "gemm", "hardware": "mi300x", "precision": "fp8",
+                   "M": M, "N": 7168, "K": 8192, "tflops": tflops})  # fmt: skip
+        # the catalog keeps the derived TFLOPS to 0.01: the time back within 1e-5
+        assert c.estimate_s == pytest.approx(us * 1e-6, rel=1e-5)
+        assert "AITER CK gemm_a8w8 (rowwise)" in c.reason
+    # below its smallest row (M=16) the part's hipBLASLt figure: vLLM sends a one-row FP8
+    # GEMM to its skinny kernel, not to this table's
+    mi300x = load_hardware("mi300x")
+    one = GemmOp(1, 7168, 8192, a=DType.fp8_e4m3, b=DType.fp8_e4m3)
+    assert matrix_rate("gemm", one, mi300x).flops == 1159.54e12
+    sixteen = GemmOp(16, 7168, 8192, a=DType.fp8_e4m3, b=DType.fp8_e4m3)
+    assert "at 16×7168×8192" in matrix_rate("gemm", sixteen, mi300x).source
+
+
+def test_one_figure_a_token_count_the_parts_own_then_the_faster(monkeypatch) -> None:
+    from modelcost import estimate as e
+
+    def k(id_: str, part: str, tflops: float, m: int) -> e.LibraryKernel:
+        return e.LibraryKernel(id=id_, kind="gemm", part=part, precision="fp4", library=id_,
+                               tile=(128, 128), tflops=tflops, measured="", source="",
+                               shape=(m, 4096, 4096))  # fmt: skip
+
+    kernels = (k("slow", "b200", 100, 64), k("fast", "b200", 200, 64),
+               k("theirs", "gb200", 900, 64), k("theirs-big", "gb200", 900, 4096))  # fmt: skip
+    monkeypatch.setattr(e, "library", lambda: kernels)
+    e.shaped.cache_clear()
+    try:
+        # the B200's own at M=64 (the faster of its two), the GB200's at 4096 it lacks
+        assert [x.id for x in e.shaped("gemm", "b200", "fp4")] == ["fast", "theirs-big"]
+    finally:
+        e.shaped.cache_clear()
