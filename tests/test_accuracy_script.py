@@ -166,3 +166,17 @@ def test_write_regenerates_the_page_and_chart_whole(tmp_path, monkeypatch, capsy
     assert sorted(p.name for p in tmp_path.iterdir()) == ["accuracy.md", "accuracy.svg",
                                                            "few.json"]  # fmt: skip
     assert "wrote accuracy.md and accuracy.svg" in capsys.readouterr().out
+
+
+def test_the_summary_has_a_row_for_every_end_to_end_point() -> None:
+    # three invented points: a kernel 10 % slow, one GPU 20 % fast, multi-GPU 40 % fast
+    # (time metrics: estimate / measured − 1); the end-to-end row is the two serving ones
+    def pt(group: str, estimate: float) -> object:
+        return acc.Scored(1, group, "h100", "x", "s", 1.0, estimate, 0.5, True, "why")
+
+    rows = acc.summary([pt(acc.KERNEL, 1.1), pt(acc.SINGLE, 0.8), pt(acc.MULTI, 0.6)])
+    by = {r[0]: r for r in rows}
+    assert list(by) == [acc.KERNEL, acc.SINGLE, acc.MULTI, acc.E2E, "all"]
+    # within ±25 %: the −20 % one of the two; median |error| of 20 % and 40 %: 30 %
+    assert by[acc.E2E][1:4] == [2, "1/2 (50%)", "30%"]
+    assert by["all"][1:4] == [3, "2/3 (67%)", "20%"]
