@@ -235,17 +235,28 @@ def _shipped(name: str) -> Hardware:
     return load_hardware(hardware_dir() / f"{name}.hw")
 
 
-def _borrowed(kind: str, hw: Hardware, precision: str, pass_: str) -> Rate | None:
-    """The sibling's published efficiency at `precision` (its kernel's, else its best
-    published peak's) over its datasheet peak, applied to this part's datasheet peak."""
+def _borrowed(
+    kind: str, hw: Hardware, precision: str, pass_: str, rows: int | None = None
+) -> Rate | None:
+    """The sibling's published efficiency at `precision` (for a GEMM of `rows` tokens its
+    figure published nearest them, per tile, where it publishes several; else its
+    kernel's, else its best published peak's) over its datasheet peak, applied to this
+    part's datasheet peak."""
     sib = siblings().get(hw.name)
     if sib is None:
         return None
     other = _shipped(sib.sibling)
     peak, used, _ = hw.peak("matrix", precision, "datasheet")
     their_peak = other.peak("matrix", used, "datasheet")[0]
+    at = shaped(kind, other.name, used, pass_) if rows is not None else ()
     k = published(kind, other.name, used, pass_)
-    if k is not None:
+    if at and at[0].shape and rows is not None and at[0].shape[0] <= rows:
+        k = nearest(at, rows)
+        assert k.shape is not None
+        M, N, K = k.shape
+        sustained = per_tile_rate(k, other)
+        what = f"{k.library} (published at {M}×{N}×{K}, the shape nearest in M) sustains"
+    elif k is not None:
         sustained, what = k.tflops * 1e12, f"{k.library} sustains"
     else:
         sustained, _, source = other.peak("matrix", used, "achievable")
@@ -282,7 +293,8 @@ def matrix_rate(kind: str, op: OpRecord, hw: Hardware, pass_: str = "fwd") -> Ra
     k = published(kind, hw.name, precision, pass_)
     if k is not None:
         return Rate(k.tflops * 1e12, k, f"{k.library} sustains {_tflops(k.tflops * 1e12)}")
-    sib = _borrowed(kind, hw, precision, pass_)
+    rows = op.M if isinstance(op, GemmOp | GroupedGemmOp) else None
+    sib = _borrowed(kind, hw, precision, pass_, rows)
     if kind == "attention":  # no attention figure: the sibling's, else the GEMM rate
         if sib is not None and sib.kernel is not None:
             return sib

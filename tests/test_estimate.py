@@ -93,10 +93,18 @@ def test_a_narrow_prefill_projection_takes_smaller_tiles_and_splits_k() -> None:
         "a16w16 v9 (4-wave, 256×256×64) (the kernel column), estimated as "
         "128×128 tiles, K split 2 ways: 256 tiles in 1 wave on 256 CUs"
     )
-    per_tile = 2 * 128 * 128 * (4096 + K_FILL) * 256 / 1590.8e12  # AITER tuned_gemm's rate
+    # the rate: AITER's tuned time at the published shape nearest in M (2048×8192×8192 in
+    # 192.94 µs, llama70B_bf16_tuned_gemm.csv) per tile, that shape's waves taken out
+    from modelcost.estimate import library, per_tile_rate
+
+    k = next(x for x in library() if x.id == "aiter-tgemm-bf16-mi355x-m2048")
+    rate = per_tile_rate(k, MI355X)
+    assert _timed(GemmOp(2048, 8192, 8192), MI355X)[1] == pytest.approx(192.94e-6, rel=1e-5)
+    assert "AITER tuned_gemm (asm 256x256) sustains 1,425 TFLOPS at 2048×8192×8192" in why
+    per_tile = 2 * 128 * 128 * (4096 + K_FILL) * 256 / rate
     reduce = 2 * 2 * 2048 * 1024 * 4 / 6.442e12  # fp32 partials written and read back
     assert est == pytest.approx(per_tile + reduce + LAUNCH_S, rel=1e-12)
-    assert est / roof < 2.2
+    assert est / roof < 2.4
 
 
 @settings(max_examples=200, deadline=None)
