@@ -89,7 +89,7 @@ class LibraryKernel(Frozen):
     # several token counts: the estimate then serves each GEMM of at least the smallest
     # published M from the one measured at the nearest M, its per-tile rate the one that
     # reproduces that measurement (below it, the part's other figures)
-    shape: tuple[int, int, int] | None = None
+    shape: tuple[int, ...] | None = None  # attention: (S, B, H_Q, H_KV, causal 0/1)
 
 
 class TileSet(Frozen):
@@ -645,8 +645,26 @@ def _decode(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, rate: float):
 
 
 def _prefill_rate(op: SdpaOp, hw: Hardware, pass_: str) -> tuple[float, tuple[int, int], str]:
-    """The flash kernel that the engines run on the part where one is named and
-    published (attention.json), else the catalog's fastest (`_rate`)."""
+    """The flash kernel's figure published at the sequence length nearest the op's (for
+    the op's mask), where the part publishes several; else the flash kernel that the
+    engines run on the part where one is named and published (attention.json), else
+    the catalog's fastest (`_rate`)."""
+    precision = hw.peak("matrix", op.precision, "datasheet")[1]
+    at = flash_shaped(hw.name, precision, pass_, op.causal)
+    if at and at[0].shape and at[0].shape[0] <= op.N_Q:
+        k = nearest(at, op.N_Q)
+        assert k.shape is not None
+        S, B, H_Q, H_KV, causal = k.shape
+        rate = per_block_rate(k, hw)
+        mask = "causal" if causal else "full"
+        return (
+            rate,
+            k.tile,
+            (
+                f"{k.library} sustains {_tflops(k.tflops * 1e12)} at B={B}, S={S}, {H_Q}/{H_KV} "
+                f"heads, {mask} (the published length nearest): {_tflops(rate)} a block"
+            ),
+        )
     e = engine_prefill(hw.name)
     if e is not None:
         precision = hw.peak("matrix", op.precision, "datasheet")[1]
@@ -691,6 +709,75 @@ def _math(op: SdpaOp, hw: Hardware, pass_: str) -> tuple[float, str]:
     return gemm_s + other_s + more, why
 
 
+class FlashGrid(Record, frozen=True):
+    """A flash kernel's grid over one attention: its blocks of query rows in waves, the
+    share of the CUs they keep busy, and the useful share of each block's key loop."""
+
+    keys: float  # keys a query row
+    said: str
+    occupancy: float
+    loop: float
+
+
+def flash_grid(op: SdpaOp, rows: int, units: int) -> FlashGrid:
+    """Blocks of `rows` query rows (B · H_Q · ⌈S_q/rows⌉) in waves on `units` CUs; each
+    block's key loop pays KEY_FILL keys of prologue and epilogue, and a causal mask's
+    diagonal blocks are computed whole."""
+    pairs = op.pairs()
+    keys = pairs / op.N_Q if op.N_Q else 0  # keys per query row
+    blocks = op.B * op.H_Q * -(-op.N_Q // rows)
+    waves, said = _waves(blocks, units)
+    loop = keys / (keys + KEY_FILL) if keys else 0.0
+    if op.causal and keys:
+        loop *= keys / (keys + rows / 2)  # the diagonal blocks are computed whole
+    return FlashGrid(keys=keys, said=said, occupancy=blocks / (waves * units), loop=loop)
+
+
+def flash_shaped(part: str, precision: str, pass_: str, causal: bool) -> tuple[LibraryKernel, ...]:
+    """The part's flash-attention figures published at one shape each (library.json
+    `shape`: S, B, H_Q, H_KV, causal), masked as `causal` is, by S."""
+    want = ("attention", part, precision, pass_)
+    return tuple(sorted(
+        (k for k in library() if k.shape and (k.kind, k.part, k.precision, k.pass_) == want
+         and bool(k.shape[4]) == causal),
+        key=lambda k: k.shape[0] if k.shape else 0))  # fmt: skip
+
+
+def published_flops(k: LibraryKernel) -> float:
+    """The FLOPs a flash figure's source counts at its shape: 4·B·H_Q·S²·d forward, 2.5×
+    that backward, half of it under a causal mask (AITER's benchmark_mha_fwd/bwd)."""
+    assert k.shape is not None
+    S, B, H_Q, _, causal = k.shape
+    return (4 if k.pass_ == "fwd" else 10) * B * H_Q * S * S * HEAD_DIM * (0.5 if causal else 1)
+
+
+HEAD_DIM = 128  # the published flash sweeps' head dimension (attention `shape`s)
+
+
+def _flash_op(k: LibraryKernel) -> SdpaOp:
+    assert k.shape is not None
+    S, B, H_Q, H_KV, causal = k.shape
+    return SdpaOp(B, S, H_Q, S, H_KV, HEAD_DIM, HEAD_DIM, causal=bool(causal))
+
+
+def per_block_rate(k: LibraryKernel, hw: Hardware) -> float:
+    """The rate per block at which a flash kernel's grid (`flash_grid`) plus its launch
+    takes exactly the figure's published time at its own shape (once per kernel and
+    part)."""
+    key = (k.id, hw.name, hw.compute_units, 0.0)
+    if key not in _PER_TILE:
+        _PER_TILE[key] = _per_block(k, hw)
+    return _PER_TILE[key]
+
+
+def _per_block(k: LibraryKernel, hw: Hardware) -> float:
+    op = _flash_op(k)
+    g = flash_grid(op, k.tile[0], hw.compute_units)
+    ours = op.flops() if k.pass_ == "fwd" else op.flops_bwd()
+    target = published_flops(k) / (k.tflops * 1e12) - LAUNCH_S
+    return ours / (target * g.occupancy * g.loop)
+
+
 def _attention(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, pass_: str):
     if not op.flash_impl:  # PyTorch's math SDPA, eager attention
         return _math(op, hw, pass_)
@@ -699,15 +786,8 @@ def _attention(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, pass_: str
         return _decode(op, flops, nbytes, hw, rate)
     bw = sustained_bandwidth(hw)
     memory = nbytes / bw.bytes_s
-    pairs = op.pairs()
-    keys = pairs / op.N_Q if op.N_Q else 0  # keys per query row
-    units = hw.compute_units
-    blocks = op.B * op.H_Q * -(-op.N_Q // rows)
-    waves, said = _waves(blocks, units)
-    occupancy = blocks / (waves * units)
-    loop = keys / (keys + KEY_FILL) if keys else 0.0
-    if op.causal and keys:
-        loop *= keys / (keys + rows / 2)  # the diagonal blocks are computed whole
+    g = flash_grid(op, rows, hw.compute_units)
+    keys, said, occupancy, loop = g.keys, g.said, g.occupancy, g.loop
     compute = flops / (rate * occupancy * loop) if loop else 0.0
     if memory >= compute:
         return memory, f"memory-bound at {bw.said}"

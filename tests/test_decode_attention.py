@@ -185,11 +185,20 @@ def test_a_decode_estimate_is_never_below_its_roofline(part, B, N_Q, H_KV, group
 
 def test_prefill_attention_takes_the_engines_kernel() -> None:
     op = SdpaOp(16, 4096, 64, 4096, 8, 128, 128, causal=True)
-    # MI355X: the engines run AITER, 1,291 TFLOPS (id 133), not HipKittens' faster 1,325
+    # MI355X: AITER's asm flash attention, published by sequence length (aiter's
+    # op_tests/cpp/mha/README.md, PR #1270): causal, B=8, S=4096, 64/8 heads, 1,190.3
+    # TFLOPS, not HipKittens' faster 1,325
     e = _estimate(op, load_hardware("mi355x"))
     assert (
+        "AITER asm flash attention (fwd_v3) sustains 1,190 TFLOPS at B=8, S=4096, 64/8 "
+        "heads, causal (the published length nearest)" in e.reason
+    )
+    # without a published length at or below the op's (S=512): the engines' kernel,
+    # AITER flash_attn_func at 1,291 TFLOPS (id 133)
+    short = SdpaOp(16, 512, 64, 512, 8, 128, 128, causal=True)
+    assert (
         "AITER flash_attn_func (vLLM's and SGLang's AITER backend on ROCm) sustains "
-        "1,291 TFLOPS" in e.reason
+        "1,291 TFLOPS" in _estimate(short, load_hardware("mi355x")).reason
     )
     # H100: FlashAttention-3, as vLLM picks it on compute capability 9.x
     assert (
