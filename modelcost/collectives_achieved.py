@@ -105,13 +105,23 @@ def _custom(
     return us * 1e-6, f"{table['kernel']}, {shot} at {_b(size)} × {op.group}: {how}{where}"
 
 
-def _measured(op: CollectiveOp, hw: Hardware, fam: dict[str, Any]) -> tuple[float, str] | None:
-    """An all-reduce over the family's measured group (nccl-/rccl-tests times by message
-    size, `all_reduce_measured`): interpolated in log(size) between published sizes,
-    above the largest at the largest's busbw; below the smallest, not this table's."""
+def _table(op: CollectiveOp, hw: Hardware, fam: dict[str, Any]) -> dict[str, Any] | None:
+    """The family's measured all-reduce table, if it covers `op` (an all-reduce over
+    exactly its group, inside one scale-up domain)."""
     table = fam.get("all_reduce_measured")
     inner, outer = split(op, hw)
     if table is None or op.collective != "all_reduce" or outer != 1 or inner != table["ranks"]:
+        return None
+    return table
+
+
+def _measured(op: CollectiveOp, hw: Hardware, fam: dict[str, Any]) -> tuple[float, str] | None:
+    """An all-reduce over the family's measured group (nccl-/rccl-tests times by message
+    size, `all_reduce_measured`): interpolated in log(size) between published sizes,
+    above the largest at the largest's busbw; below the smallest, not this table's
+    (`achieved` then keeps the other model's time, at most the smallest's)."""
+    table = _table(op, hw, fam)
+    if table is None:
         return None
     points = table["latency_us"]
     size = op.elements * bpe(op.dtype)
@@ -162,6 +172,34 @@ def achieved(
         measured = _measured(op, hw, found[1])
         if measured is not None:
             return measured
+    t, why = _modelled(op, hw, found)
+    floor = _smallest_measured(op, hw, found[1]) if found is not None else None
+    if floor is not None and floor[0] < t:  # a smaller message never takes longer
+        return floor
+    return t, why
+
+
+def _smallest_measured(
+    op: CollectiveOp, hw: Hardware, fam: dict[str, Any]
+) -> tuple[float, str] | None:
+    """The measured table's smallest size, as (its time, why), when it covers `op`'s
+    group and collective (the cap on a smaller message's time)."""
+    table = _table(op, hw, fam)
+    if table is None:
+        return None
+    size, us = table["latency_us"][0]
+    where = "" if hw.name == fam["measured_on"] else f", {fam['measured_on']}'s figure"
+    return us * 1e-6, (
+        f"NCCL/RCCL all-reduce at {_b(op.elements * bpe(op.dtype))} × {op.group}: at most "
+        f"the {us:g} µs measured at {_b(size)}, the smallest size published{where}"
+    )
+
+
+def _modelled(
+    op: CollectiveOp, hw: Hardware, found: tuple[str, dict[str, Any]] | None
+) -> tuple[float, str]:
+    """NCCL/RCCL by the ring's formula at the family's achieved busbw (or the link
+    model where none is published)."""
     inner, outer = split(op, hw)
     up, up_why = _busbw(op, inner, outer, found[1]) if found and inner > 1 else (0.0, "")
     out_fig = _data()["scale_out"]

@@ -87,9 +87,10 @@ class LibraryKernel(Frozen):
     tile_set: str | None = None  # the tiles its library chooses among (`tile_sets`)
     # the one GEMM (M, N, K) its figure was measured on, where a part publishes figures at
     # several token counts: the estimate then serves each GEMM of at least the smallest
-    # published M from the one measured at the nearest M, its per-tile rate the one that
-    # reproduces that measurement (below it, the part's other figures)
-    shape: tuple[int, ...] | None = None  # attention: (S, B, H_Q, H_KV, causal 0/1)
+    # published M from the one measured at the smallest M at or above its own (its
+    # bucket), its per-tile rate the one that reproduces that measurement (below the
+    # smallest, the part's other figures). Attention: (S, B, H_Q, H_KV, causal 0/1)
+    shape: tuple[int, ...] | None = None
 
 
 class TileSet(Frozen):
@@ -147,10 +148,15 @@ def moe_imbalance() -> tuple[float, str]:
 
 @cache
 def published(kind: str, part: str, precision: str, pass_: str = "fwd") -> LibraryKernel | None:
-    """The fastest published kernel of `kind` for `precision` on `part`."""
+    """The fastest published kernel of `kind` for `precision` on `part` whose figure is
+    not tied to one shape; else, of the figures published by shape, the one at the
+    largest (the long-shape regime a shape-less figure stands for)."""
     found = [k for k in library() if (k.kind, k.part, k.precision, k.pass_)
              == (kind, part, precision, pass_)]  # fmt: skip
-    return max(found, key=lambda k: k.tflops, default=None)
+    plain = [k for k in found if k.shape is None]
+    if plain:
+        return max(plain, key=lambda k: k.tflops)
+    return max(found, key=lambda k: k.shape[0] if k.shape else 0, default=None)
 
 
 @cache
@@ -176,25 +182,25 @@ def shaped(kind: str, part: str, precision: str, pass_: str = "fwd") -> tuple[Li
     return tuple(pool[m] for m in sorted(pool))
 
 
-def nearest(kernels: tuple[LibraryKernel, ...], rows: int) -> LibraryKernel:
-    """The kernel measured at the M nearest `rows` on a log scale: past the geometric
-    mean of two neighbours' M, the larger (comparisons only: `rows` may be symbolic)."""
-    chosen = kernels[0]
-    for lo, hi in pairwise(kernels):
-        assert lo.shape is not None and hi.shape is not None  # shaped() keeps only these
-        if rows * rows > lo.shape[0] * hi.shape[0]:
-            chosen = hi
-    return chosen
+def bucket(kernels: tuple[LibraryKernel, ...], rows: int) -> LibraryKernel:
+    """The kernel published at the smallest M at or above `rows` (the configuration a
+    tuned GEMM dispatches for that bucket of token counts, as AITER's tuned_gemm pads M
+    up to its next tuned size), or the largest past them all."""
+    for k in kernels:
+        assert k.shape is not None  # shaped() keeps only these
+        if rows <= k.shape[0]:
+            return k
+    return kernels[-1]
 
 
-_PER_TILE: dict[tuple[str, str, int, float], float] = {}
+_PER_TILE: dict[tuple[LibraryKernel, str, int, float], float] = {}
 
 
 def per_tile_rate(k: LibraryKernel, hw: Hardware) -> float:
     """The sustained FLOP/s per tile at which `plan` (plus the launch `estimate` adds)
     takes exactly the kernel's published time at its own shape: the published figure
     with the shape's tile and wave quantization taken out (once per kernel and part)."""
-    key = (k.id, hw.name, hw.compute_units, sustained_bandwidth(hw).bytes_s)
+    key = (k, hw.name, hw.compute_units, sustained_bandwidth(hw).bytes_s)
     if key not in _PER_TILE:
         _PER_TILE[key] = _per_tile(k, hw)
     return _PER_TILE[key]
@@ -204,10 +210,14 @@ def _per_tile(k: LibraryKernel, hw: Hardware) -> float:
     assert k.shape is not None
     M, N, K = k.shape
     target = 2 * M * N * K / (k.tflops * 1e12) - LAUNCH_S
+    if target <= 0:
+        raise ValueError(f"{k.id}: its published time is not above a launch")
     ts = tiles_for(hw, k)
     rate = k.tflops * 1e12
-    for _ in range(32):  # plan's time is rate-proportional but for its memory terms
-        rate *= plan((M,), N, K, rate, hw, ts).time_s / target
+    for _ in range(64):  # plan's time is rate-proportional but for its memory terms
+        rate *= plan((M,), N, K, rate, hw, ts, bucket=M).time_s / target
+    if not math.isclose(plan((M,), N, K, rate, hw, ts, bucket=M).time_s, target, rel_tol=1e-9):
+        raise ValueError(f"{k.id}: no per-tile rate reproduces its published time")
     return rate
 
 
@@ -239,7 +249,7 @@ def _borrowed(
     kind: str, hw: Hardware, precision: str, pass_: str, rows: int | None = None
 ) -> Rate | None:
     """The sibling's published efficiency at `precision` (for a GEMM of `rows` tokens its
-    figure published nearest them, per tile, where it publishes several; else its
+    figure for their bucket, per tile, where it publishes several; else its
     kernel's, else its best published peak's) over its datasheet peak, applied to this
     part's datasheet peak."""
     sib = siblings().get(hw.name)
@@ -251,11 +261,11 @@ def _borrowed(
     at = shaped(kind, other.name, used, pass_) if rows is not None else ()
     k = published(kind, other.name, used, pass_)
     if at and at[0].shape and rows is not None and at[0].shape[0] <= rows:
-        k = nearest(at, rows)
+        k = bucket(at, rows)
         assert k.shape is not None
         M, N, K = k.shape
         sustained = per_tile_rate(k, other)
-        what = f"{k.library} (published at {M}×{N}×{K}, the shape nearest in M) sustains"
+        what = f"{k.library} (published at {M}×{N}×{K}, the bucket serving {M:,}) sustains"
     elif k is not None:
         sustained, what = k.tflops * 1e12, f"{k.library} sustains"
     else:
@@ -273,27 +283,43 @@ def _borrowed(
     )
 
 
-def _at_nearest_shape(k: LibraryKernel, hw: Hardware) -> Rate:
+def _at_shape(k: LibraryKernel, hw: Hardware, precision: str) -> Rate:
+    """A GEMM figure published by token count, per tile; a sibling's scaled by the two
+    parts' datasheet peaks, as `_borrowed` scales a sibling's efficiency."""
     assert k.shape is not None
     M, N, K = k.shape
-    whose = "" if k.part == hw.name else f" (the {k.part}'s: {siblings()[hw.name].reason})"
-    rate = per_tile_rate(k, hw)
+    rate, whose = per_tile_rate(k, hw), ""
+    if k.part != hw.name:
+        other = _shipped(k.part)
+        peak, used, _ = hw.peak("matrix", precision, "datasheet")
+        ratio = peak / other.peak("matrix", used, "datasheet")[0]
+        rate = per_tile_rate(k, other) * ratio
+        whose = (
+            f" (the {k.part}'s, × {ratio:.3g} for this part's peak: {siblings()[hw.name].reason})"
+        )
     return Rate(rate, k,
                 f"{k.library} sustains {_tflops(k.tflops * 1e12)} at {M}×{N}×{K}, the "
-                f"published shape nearest in M{whose}: {_tflops(rate)} a tile")  # fmt: skip
+                f"published token count serving {M:,} or fewer{whose}: "
+                f"{_tflops(rate)} a tile")  # fmt: skip
 
 
-def matrix_rate(kind: str, op: OpRecord, hw: Hardware, pass_: str = "fwd") -> Rate:
-    """The sustained FLOP/s of a matrix op: the fastest published kernel on the part,
-    else its sibling's efficiency, else the part's best published peak or datasheet."""
+def matrix_rate(
+    kind: str, op: OpRecord, hw: Hardware, pass_: str = "fwd", rows: int | None = None
+) -> Rate:
+    """The sustained FLOP/s of a matrix op: for a GEMM of `rows` tokens (default its M;
+    a grouped GEMM's hottest expert's) the figure its part (and silicon sibling)
+    publishes for that bucket of token counts (`shaped`, `bucket`); else the fastest
+    published kernel on the part, else its sibling's efficiency, else the part's best
+    published peak or datasheet."""
     precision = hw.peak("matrix", op.precision, "datasheet")[1]
+    if isinstance(op, GemmOp | GroupedGemmOp) and rows is None:
+        rows = op.M
     at = shaped(kind, hw.name, precision, pass_)
-    if at and isinstance(op, GemmOp | GroupedGemmOp) and at[0].shape and at[0].shape[0] <= op.M:
-        return _at_nearest_shape(nearest(at, op.M), hw)
+    if at and rows is not None and at[0].shape and at[0].shape[0] <= rows:
+        return _at_shape(bucket(at, rows), hw, precision)
     k = published(kind, hw.name, precision, pass_)
     if k is not None:
         return Rate(k.tflops * 1e12, k, f"{k.library} sustains {_tflops(k.tflops * 1e12)}")
-    rows = op.M if isinstance(op, GemmOp | GroupedGemmOp) else None
     sib = _borrowed(kind, hw, precision, pass_, rows)
     if kind == "attention":  # no attention figure: the sibling's, else the GEMM rate
         if sib is not None and sib.kernel is not None:
@@ -374,16 +400,25 @@ def _splits(tiles: int, M: int, K: int, units: int, stream_k: bool) -> int:
 
 
 def plan(
-    rows: tuple[int, ...], N: int, K: int, rate: float, hw: Hardware, ts: TileSet, batch: int = 1
+    rows: tuple[int, ...],
+    N: int,
+    K: int,
+    rate: float,
+    hw: Hardware,
+    ts: TileSet,
+    batch: int = 1,
+    bucket: int = 0,
 ) -> Plan:
     """The fastest of the tile set's ways to run a GEMM of N × K weights over `rows`
     (one entry a batch member or an expert, each padded to the tile; `batch` copies of
     them, so that a batch of many alike costs one entry): waves × the time of one tile
     at the sustained rate per CU, its K loop lengthened by the pipeline's fill, plus a
-    split K's partial tiles reduced through memory. Ties: the larger tile."""
+    split K's partial tiles reduced through memory. Ties: the larger tile. `bucket`:
+    the token count whose published configuration serves these rows (its tile height
+    and split rule, as a tuned GEMM pads M up to its bucket)."""
     units, best = hw.compute_units, None
     bw = sustained_bandwidth(hw).bytes_s
-    top = max(rows)
+    top = max(max(rows), bucket)
     for tm, tn in ts.tiles:
         tm = min(tm, max(16, 1 << (top - 1).bit_length()))  # a short M takes a short tile
         tiles = batch * sum(-(-m // tm) for m in rows) * -(-N // tn)
@@ -430,8 +465,6 @@ def _gemm(
     pass_: str,
     imbalance: float | None = None,
 ):
-    r = matrix_rate("gemm", op, hw, pass_)
-    ts = tiles_for(hw, r.kernel)
     moe = ""
     if isinstance(op, GroupedGemmOp):  # each expert hit gets its share of the rows
         imbalance = moe_imbalance()[0] if imbalance is None else imbalance
@@ -441,11 +474,22 @@ def _gemm(
                "routing imbalance), each padded to its tile; ")  # fmt: skip
     else:
         rows, N, K = (op.M,), op.N, op.K
+    r = matrix_rate("gemm", op, hw, pass_, rows=max(rows))
+    ts = tiles_for(hw, r.kernel)
+    pub = r.kernel.shape if r.kernel is not None else None
+    served = pub[0] if pub is not None and max(rows) <= pub[0] else 0
     batch = 1 if isinstance(op, GroupedGemmOp) else op.B  # alike members: one entry
     units = hw.compute_units
-    p = plan(rows, N, K, r.flops, hw, ts, batch)
+    p = plan(rows, N, K, r.flops, hw, ts, batch, bucket=served)
+    time, floor = p.time_s, ""
+    for lo, rate in _buckets_below(r.kernel, hw, op, pass_) if served else ():
+        # more rows never run faster than a smaller bucket's configuration would
+        capped = tuple(min(m, lo) for m in rows)
+        t_lo = plan(capped, N, K, rate, hw, ts, batch, bucket=lo).time_s
+        if t_lo > time:
+            time, floor = t_lo, f"; no faster than the {lo:,}-token bucket below"
     work = 2 * batch * sum(rows) * N * K
-    compute = p.time_s * (flops / work) if work else 0.0
+    compute = time * (flops / work) if work else 0.0
     bw = sustained_bandwidth(hw)
     memory = nbytes / bw.bytes_s
     split = f", K split {p.splits} ways" if p.splits > 1 else ""
@@ -454,7 +498,19 @@ def _gemm(
     shape = f"{named}{moe}{p.tm}×{p.tn} tiles{split}: {_waves(p.tiles, units)[1]}"
     if memory >= compute:
         return memory, f"memory-bound at {bw.said} ({shape})"
-    return compute, f"{shape}; {r.source}"
+    return compute, f"{shape}; {r.source}{floor}"
+
+
+def _buckets_below(
+    k: LibraryKernel | None, hw: Hardware, op: OpRecord, pass_: str
+) -> list[tuple[int, float]]:
+    """(M, per-tile rate on `hw`) of every token count published below `k`'s, in the
+    pool `k` was chosen from, where `k` is a figure published by token count."""
+    if k is None or k.shape is None:
+        return []
+    pool = shaped(k.kind, k.part, k.precision, k.pass_)
+    lower = [x.shape[0] for x in pool if x.shape is not None and x.shape[0] < k.shape[0]]
+    return [(m, matrix_rate("gemm", op, hw, pass_, rows=m).flops) for m in lower]
 
 
 class DecodeKernel(Frozen):
@@ -645,29 +701,16 @@ def _decode(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, rate: float):
 
 
 def _prefill_rate(op: SdpaOp, hw: Hardware, pass_: str) -> tuple[float, tuple[int, int], str]:
-    """The flash kernel's figure published at the sequence length nearest the op's (for
-    the op's mask), where the part publishes several; else the flash kernel that the
-    engines run on the part where one is named and published (attention.json), else
-    the catalog's fastest (`_rate`)."""
+    """The flash kernel's figures published by sequence length for the op's mask and
+    head dimension, where the part publishes several (`flash_at`); else the flash
+    kernel that the engines run on the part where one is named and published
+    (attention.json), else the catalog's fastest (`_rate`)."""
     precision = hw.peak("matrix", op.precision, "datasheet")[1]
     at = flash_shaped(hw.name, precision, pass_, op.causal)
-    if at and at[0].shape and at[0].shape[0] <= op.N_Q:
-        k = nearest(at, op.N_Q)
-        assert k.shape is not None
-        S, B, H_Q, H_KV, causal = k.shape
-        rate = per_block_rate(k, hw)
-        mask = "causal" if causal else "full"
-        return (
-            rate,
-            k.tile,
-            (
-                f"{k.library} sustains {_tflops(k.tflops * 1e12)} at B={B}, S={S}, {H_Q}/{H_KV} "
-                f"heads, {mask} (the published length nearest): {_tflops(rate)} a block"
-            ),
-        )
+    if at and op.d_h_qk == op.d_h_v == HEAD_DIM:
+        return flash_at(at, op.N_Q, hw)
     e = engine_prefill(hw.name)
     if e is not None:
-        precision = hw.peak("matrix", op.precision, "datasheet")[1]
         for k in library():
             if k.id in e.kernels and (k.precision, k.pass_) == (precision, pass_):
                 rate = k.tflops * 1e12
@@ -733,6 +776,7 @@ def flash_grid(op: SdpaOp, rows: int, units: int) -> FlashGrid:
     return FlashGrid(keys=keys, said=said, occupancy=blocks / (waves * units), loop=loop)
 
 
+@cache
 def flash_shaped(part: str, precision: str, pass_: str, causal: bool) -> tuple[LibraryKernel, ...]:
     """The part's flash-attention figures published at one shape each (library.json
     `shape`: S, B, H_Q, H_KV, causal), masked as `causal` is, by S."""
@@ -754,28 +798,66 @@ def published_flops(k: LibraryKernel) -> float:
 HEAD_DIM = 128  # the published flash sweeps' head dimension (attention `shape`s)
 
 
+def flash_at(
+    kernels: tuple[LibraryKernel, ...], length: int, hw: Hardware
+) -> tuple[float, tuple[int, int], str]:
+    """(per-block rate, tile, why) at `length` query rows from figures published by
+    sequence length: between two published lengths their per-block rates interpolated
+    in log(length), so the time grows smoothly with the length; below the shortest its
+    rate, past the longest its rate."""
+
+    def said(k: LibraryKernel) -> str:
+        assert k.shape is not None
+        S, B, H_Q, H_KV, causal = k.shape
+        mask = "causal" if causal else "full"
+        return (f"{k.library} sustains {_tflops(k.tflops * 1e12)} at B={B}, S={S}, "
+                f"{H_Q}/{H_KV} heads, {mask}")  # fmt: skip
+
+    first, last = kernels[0], kernels[-1]
+    assert first.shape is not None and last.shape is not None
+    at = [k for k in kernels if k.shape is not None and k.shape[0] == length]
+    if at or length < first.shape[0] or length > last.shape[0]:
+        k = at[0] if at else first if length < first.shape[0] else last
+        rate = per_block_rate(k, hw)
+        return rate, k.tile, f"{said(k)}: {_tflops(rate)} a block"
+    lo, hi = next((a, b) for a, b in pairwise(kernels) if b.shape and length < b.shape[0])
+    assert lo.shape is not None and hi.shape is not None
+    w = math.log(length / lo.shape[0]) / math.log(hi.shape[0] / lo.shape[0])
+    r_lo, r_hi = per_block_rate(lo, hw), per_block_rate(hi, hw)
+    rate = math.exp(math.log(r_lo) + w * (math.log(r_hi) - math.log(r_lo)))
+    return (
+        rate,
+        lo.tile,
+        (
+            f"{said(lo)} and {hi.tflops:,.0f} at S={hi.shape[0]}: {_tflops(rate)} a block, "
+            f"their per-block rates interpolated in log(length)"
+        ),
+    )
+
+
 def _flash_op(k: LibraryKernel) -> SdpaOp:
     assert k.shape is not None
     S, B, H_Q, H_KV, causal = k.shape
     return SdpaOp(B, S, H_Q, S, H_KV, HEAD_DIM, HEAD_DIM, causal=bool(causal))
 
 
+_PER_BLOCK: dict[tuple[LibraryKernel, str, int], float] = {}
+
+
 def per_block_rate(k: LibraryKernel, hw: Hardware) -> float:
     """The rate per block at which a flash kernel's grid (`flash_grid`) plus its launch
     takes exactly the figure's published time at its own shape (once per kernel and
-    part)."""
-    key = (k.id, hw.name, hw.compute_units, 0.0)
-    if key not in _PER_TILE:
-        _PER_TILE[key] = _per_block(k, hw)
-    return _PER_TILE[key]
-
-
-def _per_block(k: LibraryKernel, hw: Hardware) -> float:
-    op = _flash_op(k)
-    g = flash_grid(op, k.tile[0], hw.compute_units)
-    ours = op.flops() if k.pass_ == "fwd" else op.flops_bwd()
-    target = published_flops(k) / (k.tflops * 1e12) - LAUNCH_S
-    return ours / (target * g.occupancy * g.loop)
+    part): the grid's time is its FLOPs over rate × occupancy × useful loop share."""
+    key = (k, hw.name, hw.compute_units)
+    if key not in _PER_BLOCK:
+        op = _flash_op(k)
+        g = flash_grid(op, k.tile[0], hw.compute_units)
+        ours = op.flops() if k.pass_ == "fwd" else op.flops_bwd()
+        target = published_flops(k) / (k.tflops * 1e12) - LAUNCH_S
+        if target <= 0:
+            raise ValueError(f"{k.id}: its published time is not above a launch")
+        _PER_BLOCK[key] = ours / (target * g.occupancy * g.loop)
+    return _PER_BLOCK[key]
 
 
 def _attention(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, pass_: str):

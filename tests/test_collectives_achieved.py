@@ -158,8 +158,13 @@ def test_mi300x_all_reduce_over_8_as_rccl_tests_measured_it() -> None:
     # between two sizes, linear in log(size): 12 MiB is halfway from 8 to 16 MiB in log2
     w = math.log(12 / 8) / math.log(2)
     assert achieved(ar(12 * MiB), MI300X)[0] == pytest.approx((83.68 + w * (148.8 - 83.68)) * 1e-6)
-    # below the smallest published size, not the table's: the ring at 336 GB/s busbw
-    assert achieved(ar(2 * KiB), MI300X)[1].startswith("NCCL/RCCL ring at 336 GB/s")
+    # below the smallest published size, not the table's: the ring at 336 GB/s busbw and
+    # its 14 steps of 1 µs (14.2 µs at 2 KiB), but never more than the 13.31 µs measured
+    # at 32 KiB: a smaller message does not take longer
+    t2, why2 = achieved(ar(2 * KiB), MI300X)
+    assert t2 == pytest.approx(13.31e-6) and "at most the 13.31 µs measured at 32 KiB" in why2
+    why4 = achieved(ar(2 * KiB, 4), MI300X)[1]  # 4 ranks: no table, the ring alone
+    assert why4.startswith("NCCL/RCCL ring at 144 GB/s")
     # past 1 GiB at 1 GiB's busbw: 2 GiB takes twice 1 GiB's time
     assert achieved(ar(2048 * MiB), MI300X)[0] == pytest.approx(2 * 5970.6e-6)
     # the MI325X (same xGMI family) takes the MI300X's figure, said so

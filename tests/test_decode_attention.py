@@ -187,19 +187,23 @@ def test_prefill_attention_takes_the_engines_kernel() -> None:
     op = SdpaOp(16, 4096, 64, 4096, 8, 128, 128, causal=True)
     # MI355X: AITER's asm flash attention, published by sequence length (aiter's
     # op_tests/cpp/mha/README.md, PR #1270): causal, B=8, S=4096, 64/8 heads, 1,190.3
-    # TFLOPS, not HipKittens' faster 1,325
+    # TFLOPS, not HipKittens' faster 1,325 nor AITER's one long-sequence figure
     e = _estimate(op, load_hardware("mi355x"))
     assert (
         "AITER asm flash attention (fwd_v3) sustains 1,190 TFLOPS at B=8, S=4096, 64/8 "
-        "heads, causal (the published length nearest)" in e.reason
+        "heads, causal: " in e.reason
     )
-    # without a published length at or below the op's (S=512): the engines' kernel,
-    # AITER flash_attn_func at 1,291 TFLOPS (id 133)
+    # shorter than the shortest published length (1,024): its rate, not a long one's
     short = SdpaOp(16, 512, 64, 512, 8, 128, 128, causal=True)
     assert (
-        "AITER flash_attn_func (vLLM's and SGLang's AITER backend on ROCm) sustains "
-        "1,291 TFLOPS" in _estimate(short, load_hardware("mi355x")).reason
+        "at B=8, S=1024, 64/8 heads, causal: " in _estimate(short, load_hardware("mi355x")).reason
     )
+    # between two lengths: their per-block rates interpolated in log(length)
+    mid = SdpaOp(16, 1448, 64, 1448, 8, 128, 128, causal=True)
+    assert "interpolated in log(length)" in _estimate(mid, load_hardware("mi355x")).reason
+    # a head dimension the sweep was not published at (MLA's 192): the engines' kernel
+    mla = SdpaOp(16, 4096, 64, 4096, 8, 192, 128, causal=True)
+    assert "AITER flash_attn_func" in _estimate(mla, load_hardware("mi355x")).reason
     # H100: FlashAttention-3, as vLLM picks it on compute capability 9.x
     assert (
         "FlashAttention-3 (vLLM's and SGLang's FlashAttention backend on Hopper) "
