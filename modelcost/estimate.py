@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
-from itertools import pairwise
+from itertools import groupby, pairwise
 
 from .collectives_achieved import achieved
 from .engines import DEFAULT_ENGINE
@@ -419,15 +419,17 @@ def plan(
     units, best = hw.compute_units, None
     bw = sustained_bandwidth(hw).bytes_s
     top = max(max(rows), bucket)
+    runs = [(m, len(list(alike))) for m, alike in groupby(rows)]  # experts share counts
+    total = sum(rows)
     for tm, tn in ts.tiles:
         tm = min(tm, max(16, 1 << (top - 1).bit_length()))  # a short M takes a short tile
-        tiles = batch * sum(-(-m // tm) for m in rows) * -(-N // tn)
+        tiles = batch * sum(n * -(-m // tm) for m, n in runs) * -(-N // tn)
         splits = _splits(tiles, top, K, units, ts.stream_k)
         waves = -(-tiles * splits // units)
         per_tile = 2 * tm * tn * (-(-K // splits) + K_FILL) * units / rate
         reduce = 0.0
         if splits > 1 and top > SPLIT_K_M:
-            reduce = 2 * splits * batch * sum(rows) * N * PARTIAL_BYTES / bw
+            reduce = 2 * splits * batch * total * N * PARTIAL_BYTES / bw
         time = waves * per_tile + reduce
         if ts.stream_k and splits == 1 and tiles > units and tiles % units:
             # stream-K's hybrid (Osama et al., "Stream-K", PPoPP 2023; the schedulers of
@@ -508,9 +510,15 @@ def _buckets_below(
     pool `k` was chosen from, where `k` is a figure published by token count."""
     if k is None or k.shape is None:
         return []
-    pool = shaped(k.kind, k.part, k.precision, k.pass_)
-    lower = [x.shape[0] for x in pool if x.shape is not None and x.shape[0] < k.shape[0]]
-    return [(m, matrix_rate("gemm", op, hw, pass_, rows=m).flops) for m in lower]
+    key = (k, hw.name, hw.compute_units, op.precision, pass_)
+    if key not in _BELOW:
+        pool = shaped(k.kind, k.part, k.precision, k.pass_)
+        lower = [x.shape[0] for x in pool if x.shape is not None and x.shape[0] < k.shape[0]]
+        _BELOW[key] = [(m, matrix_rate("gemm", op, hw, pass_, rows=m).flops) for m in lower]
+    return _BELOW[key]
+
+
+_BELOW: dict[tuple[LibraryKernel, str, int, str, str], list[tuple[int, float]]] = {}
 
 
 class DecodeKernel(Frozen):
