@@ -34,7 +34,8 @@ borrows the efficiency its sibling of the same compute silicon publishes (librar
 the one for its bucket (the smallest published M at or above its own) with that
 bucket's tile height, floored by every smaller bucket; where it publishes a flash
 kernel at several lengths, the per-block rates are interpolated in log(length). Each
-such figure's per-tile (per-block) rate is the one that reproduces it at its own shape. Bandwidth likewise: the part's best published sustained figure, else the
+such figure's per-tile (per-block) rate is the one that reproduces it at its own shape.
+Bandwidth likewise: the part's best published sustained figure, else the
 measured efficiency of a part with the same memory system (`memory_siblings`), else the
 datasheet. Each op says which, and why its time is what it is.
 """
