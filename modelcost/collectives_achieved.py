@@ -101,8 +101,14 @@ def _custom(
     one_max = table["one_shot_max_bytes"].get(str(op.group))
     shot = "one-shot" if one_max is None or size <= one_max else "two-shot"
     us, how = _interpolate(points, size)
-    where = "" if hw.name == fam["measured_on"] else f", {fam['measured_on']}'s figure"
+    where = _whose(hw, fam)
     return us * 1e-6, f"{table['kernel']}, {shot} at {_b(size)} × {op.group}: {how}{where}"
+
+
+def _whose(hw: Hardware, fam: dict[str, Any]) -> str:
+    """Whose figure a part takes: nothing to say on the part the family's figures were
+    measured on, else the part they come from."""
+    return "" if hw.name == fam["measured_on"] else f", {fam['measured_on']}'s figure"
 
 
 def _table(op: CollectiveOp, hw: Hardware, fam: dict[str, Any]) -> dict[str, Any] | None:
@@ -127,7 +133,7 @@ def _measured(op: CollectiveOp, hw: Hardware, fam: dict[str, Any]) -> tuple[floa
     size = op.elements * bpe(op.dtype)
     if size < points[0][0]:
         return None
-    where = "" if hw.name == fam["measured_on"] else f", {fam['measured_on']}'s figure"
+    where = _whose(hw, fam)
     top, top_us = points[-1]
     if size > top:  # the largest published size is at its peak busbw: time grows with bytes
         us = top_us * size / top
@@ -188,7 +194,7 @@ def _smallest_measured(
     if table is None:
         return None
     size, us = table["latency_us"][0]
-    where = "" if hw.name == fam["measured_on"] else f", {fam['measured_on']}'s figure"
+    where = _whose(hw, fam)
     return us * 1e-6, (
         f"NCCL/RCCL all-reduce at {_b(op.elements * bpe(op.dtype))} × {op.group}: at most "
         f"the {us:g} µs measured at {_b(size)}, the smallest size published{where}"
@@ -210,11 +216,7 @@ def _modelled(
     said = []
     if up:
         update["scaleup_bandwidth"] = 2 * up  # the link model takes half per direction
-        where = (
-            ""
-            if found is None or hw.name == found[1]["measured_on"]
-            else (f", {found[1]['measured_on']}'s figure")
-        )
+        where = "" if found is None else _whose(hw, found[1])
         said.append(f"NCCL/RCCL {up_why}{where}")
     elif inner > 1:
         said.append("no published scale-up figure: its link model")

@@ -151,13 +151,20 @@ def moe_imbalance() -> tuple[float, str]:
     return float(moe["imbalance"]), str(moe["source"])
 
 
+def kernels_of(
+    kind: str, part: str, precision: str, pass_: str = "fwd"
+) -> tuple[LibraryKernel, ...]:
+    """The catalog's kernels of `kind` for `precision` and `pass_` on `part`."""
+    want = (kind, part, precision, pass_)
+    return tuple(k for k in library() if (k.kind, k.part, k.precision, k.pass_) == want)
+
+
 @cache
 def published(kind: str, part: str, precision: str, pass_: str = "fwd") -> LibraryKernel | None:
     """The fastest published kernel of `kind` for `precision` on `part` whose figure is
     not tied to one shape; else, of the figures published by shape, the one at the
     largest (the long-shape regime a shape-less figure stands for)."""
-    found = [k for k in library() if (k.kind, k.part, k.precision, k.pass_)
-             == (kind, part, precision, pass_)]  # fmt: skip
+    found = kernels_of(kind, part, precision, pass_)
     plain = [k for k in found if k.shape is None]
     if plain:
         return max(plain, key=lambda k: k.tflops)
@@ -171,10 +178,9 @@ def shaped(kind: str, part: str, precision: str, pass_: str = "fwd") -> tuple[Li
     token counts it lacks. Two kernels at one M: the faster, as an engine dispatches."""
 
     def of(name: str) -> dict[int, LibraryKernel]:
-        want = (kind, name, precision, pass_)
         best: dict[int, LibraryKernel] = {}
-        for k in library():
-            if k.shape and (k.kind, k.part, k.precision, k.pass_) == want:
+        for k in kernels_of(kind, name, precision, pass_):
+            if k.shape:
                 m = k.shape[0]
                 if m not in best or k.tflops > best[m].tflops:
                     best[m] = k
@@ -793,11 +799,9 @@ def flash_grid(op: SdpaOp, rows: int, units: int) -> FlashGrid:
 def flash_shaped(part: str, precision: str, pass_: str, causal: bool) -> tuple[LibraryKernel, ...]:
     """The part's flash-attention figures published at one shape each (library.json
     `shape`: S, B, H_Q, H_KV, causal), masked as `causal` is, by S."""
-    want = ("attention", part, precision, pass_)
-    return tuple(sorted(
-        (k for k in library() if k.shape and (k.kind, k.part, k.precision, k.pass_) == want
-         and bool(k.shape[4]) == causal),
-        key=lambda k: k.shape[0] if k.shape else 0))  # fmt: skip
+    found = kernels_of("attention", part, precision, pass_)
+    return tuple(sorted((k for k in found if k.shape and bool(k.shape[4]) == causal),
+                        key=lambda k: k.shape[0] if k.shape else 0))  # fmt: skip
 
 
 def published_flops(k: LibraryKernel) -> float:
