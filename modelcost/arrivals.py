@@ -379,9 +379,10 @@ def simulate(
     mode = estimate_mode(estimate)
     # the memory's limit alone, as the engine keeps it: serve's, without a budget
     memory = Scenario(spec, hw, parallel, isl, osl, replace(engine, budget=0))
-    fit, _ = fitting(memory)
+    room = fitting(memory)
+    fit = room.most
     if concurrency is not None and concurrency > fit:
-        raise SpecError(f"--concurrency {concurrency:,}: at most {fit:,} sequences fit",
+        raise SpecError(f"--concurrency {concurrency:,}: at most {room.said}",
                         filename="modelcost")  # fmt: skip
     most = concurrency or fit
     if engine.budget:  # a step decodes every running sequence: the budget must hold them

@@ -22,6 +22,7 @@ from .report import Report, Totals
 from .resolve import load_spec
 from .roofline import StageStep, build_report, estimated, fits, served_stage, time_nodes, totals
 from .settings import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode, PeakMode
+from .validate import check_imbalance
 
 if TYPE_CHECKING:
     from .calibration import Calibration
@@ -55,8 +56,9 @@ def compile_report(
     if how is None:
         how = costing(conventions, peak, bandwidth, estimate, calibration)
     workload = settled(workload, how.conventions)
+    check_imbalance(spec, how.moe_imbalance)
     graph = lower(spec, workload)
-    advice = None if not advise or fits(graph, hw) else fitting_advice(spec, hw, workload)
+    advice = None if not advise or fits(graph, hw) else fitting_advice(spec, hw, workload, how)
     return build_report(cost(graph, how.conventions), hw, how, only, advice)
 
 
@@ -92,6 +94,7 @@ def compile_totals(
     or a serving figure reads, without the report's per-op, layer and kind entries
     (the totals are the very ones `compile_report` puts in its report, the kernels'
     estimate among them with `how.kernels` or a calibration)."""
+    check_imbalance(spec, how.moe_imbalance)
     costed = cost(lower(spec, settled(workload, how.conventions)), how.conventions)
     times = time_nodes(costed, hw, how.peak, how.bandwidth)
     tot = totals(costed, times, hw, how.peak)
@@ -106,12 +109,14 @@ def compile_stage(
     """The same pipeline as `compile_totals`, stopping at the report's pipeline stage
     split into its own work and its p2p receive (roofline.served_stage): what a served
     decode pipeline's TPOT is composed from."""
+    check_imbalance(spec, how.moe_imbalance)
     costed = cost(lower(spec, settled(workload, how.conventions)), how.conventions)
     times = time_nodes(costed, hw, how.peak, how.bandwidth)
     return served_stage(costed, times, hw, how)
 
 
 MAX_TP = 64
+MAX_PP = 64  # the pipeline stages the advice tries at most (doubling)
 MAX_MICROBATCH_TRIES = 4  # more microbatches: m·2, m·4, m·8, m·16 at most
 
 
@@ -128,11 +133,12 @@ class Lever(Record, frozen=True):
 
 
 def _levers(workload: Workload) -> list[Lever]:
-    """The options not yet pulled that lower a device's memory, in the order the advice
-    tries them: ZeRO's stages over the data-parallel ranks (training, more than one
-    copy of the weights), full recomputation (training), sequence parallelism (tp > 1),
-    more microbatches (training: fewer sequences alive at once, 1F1B keeping min(m, pp)
-    of them), then a larger tensor-parallel size (doubling, up to MAX_TP)."""
+    """The options not yet pulled that lower a device's memory, in the order the
+    combined search adds them: ZeRO's stages over the data-parallel ranks (training,
+    more than one copy of the weights), full recomputation (training), sequence
+    parallelism (tp > 1), more microbatches (training: fewer sequences alive at once,
+    1F1B keeping min(m, pp) of them), a larger tensor-parallel size (doubling, up to
+    MAX_TP), then more pipeline stages (doubling, up to MAX_PP)."""
     par, train = workload.parallel, workload.phase is Phase.train
     levers: list[Lever] = []
     if train and par.weight_copies > 1 and par.zero < 3:
@@ -149,68 +155,123 @@ def _levers(workload: Workload) -> list[Lever]:
     tps = tuple(par.tp * 2**k for k in range(1, MAX_TP.bit_length()) if par.tp * 2**k <= MAX_TP)
     if tps:
         levers.append(Lever("tp", tps))
+    pps = tuple(par.pp * 2**k for k in range(1, MAX_PP.bit_length()) if par.pp * 2**k <= MAX_PP)
+    if pps:
+        levers.append(Lever("pp", pps))
     return levers
 
 
-def _holds(spec: ir.Spec, hw: Hardware, workload: Workload, par: Parallel, **changes) -> bool:
-    """Whether a device of `par` with `changes` holds the workload (False for a layout
-    that cannot be: folded experts that a larger tp no longer divides, heads or widths
-    that do not split this way, a batch that does not)."""
+SEARCHED = ("tp", "pp")  # levers whose every value the combined search tries
+
+
+class Fix(Record, frozen=True):
+    """A layout that fits: the flags that make it, its step time at the roofline and
+    the devices it takes (what it costs: step time × devices)."""
+
+    flags: tuple[str, ...]
+    step_s: float
+    devices: int
+
+    @property
+    def device_seconds(self) -> float:
+        return self.step_s * self.devices
+
+
+def _fix(spec: ir.Spec, hw: Hardware, workload: Workload, how: Costing,
+         changes: dict[str, int | str | bool], levers: list[Lever]) -> Fix | None:  # fmt: skip
+    """The fix `changes` make to the workload's layout, or None where that layout does
+    not fit or cannot be (folded experts that a larger tp no longer divides, heads or
+    widths that do not split this way, a batch that does not)."""
     try:
-        layout = replace(par, **changes)
-        return fits(lower(spec, replace(workload, parallel=layout)), hw)
+        layout = replace(workload.parallel, **changes)
+        changed = replace(workload, parallel=layout)
+        graph = lower(spec, changed)
+        if not fits(graph, hw):
+            return None
+        costed = cost(graph, how.conventions)
+        tot = totals(costed, time_nodes(costed, hw, how.peak, how.bandwidth), hw, how.peak)
     except (SpecError, ValueError):
-        return False
+        return None
+    flags = tuple(lever.flag(changes[lever.field]) for lever in levers if lever.field in changes)
+    return Fix(flags, tot.time_s, layout.devices)
 
 
-def _fits_with(flags: list[str], given: Parallel, layout: Parallel) -> str:
-    """`it fits with --zero 3 --sp (tp 8, dp 2 as given)`: the flags, and what of the
-    given layout stays as it is."""
-    changed = set(layout.label.split(", ")) - set(given.label.split(", "))
-    rest = ", ".join(p for p in layout.label.split(", ") if p and p not in changed)
-    return f"it fits with {' '.join(flags)}" + (f" ({rest} as given)" if rest else "")
+def _seconds(t: float) -> str:
+    """A step time in the warning's terms: three significant digits, ms below a second."""
+    return f"{t * 1e3:.3g} ms" if t < 1 else f"{t:,.3g} s" if t < 1000 else f"{t:,.0f} s"
 
 
-def fitting_advice(spec: ir.Spec, hw: Hardware, workload: Workload) -> str:
+def _said(fix: Fix, given: Parallel) -> str:
+    more = f" on {fix.devices:,} devices" if fix.devices != given.devices else ""
+    return f"{' '.join(fix.flags)} (step {_seconds(fix.step_s)}{more})"
+
+
+def fitting_advice(
+    spec: ir.Spec, hw: Hardware, workload: Workload, how: Costing = DEFAULT_COSTING
+) -> str:
     """What would make a device hold the workload, given the options already set: each
-    lever not yet pulled (`_levers`), in order and alone, its weakest setting that fits
-    named; else the levers' strongest settings together, added in order (a larger tp
-    last) until it fits, then each dropped again that it fits without. Each is checked
-    by lowering the changed workload and testing `fits`: at most 3 + 1 + 1 +
-    MAX_MICROBATCH_TRIES + 6 lowerings alone, as many together and one a lever dropped
-    (a lowering takes milliseconds)."""
+    lever not yet pulled (`_levers`) alone, at its weakest setting that fits; and,
+    unless one of those keeps the device count, the levers' strongest settings
+    together, added in order (every tp, then every pp, on top) until it fits, then each
+    dropped again that it fits without. Every fix is
+    checked by lowering the changed workload and testing `fits`, and priced at the
+    roofline as `how` costs it; they are named cheapest first, by step time × devices
+    (a fix that doubles the devices costs that much), each with its step time. Where
+    nothing tried fits, it says so and what was tried."""
     par = workload.parallel
+    how = replace(how, kernels=False, calibration=None)  # the roofline's step time
     levers = _levers(workload)
+    fixes: list[Fix] = []
     for lever in levers:
         for value in lever.values:
-            if _holds(spec, hw, workload, par, **{lever.field: value}):
-                return _fits_with([lever.flag(value)], par, replace(par, **{lever.field: value}))
-    # none alone: the strongest settings together, in order, then a larger tp on top
+            fix = _fix(spec, hw, workload, how, {lever.field: value}, levers)
+            if fix is not None:
+                fixes.append(fix)
+                break
+    if all(f.devices != par.devices for f in fixes):  # the levers together, on as many
+        fix = _together(spec, hw, workload, how, levers)  # devices as they can
+        if fix is not None and fix.flags not in {f.flags for f in fixes}:
+            fixes.append(fix)
+    if not fixes:
+        return _nothing_fits(levers)
+    fixes.sort(key=lambda f: (f.device_seconds, f.step_s))
+    rest = f"; the rest as given ({par.label})" if par.label else ""
+    if len(fixes) == 1:
+        return f"it fits with {_said(fixes[0], par)}{rest}"
+    listed = "; ".join(_said(f, par) for f in fixes)
+    return f"it fits with, the least step time × devices first: {listed}{rest}"
+
+
+def _together(spec: ir.Spec, hw: Hardware, workload: Workload, how: Costing,
+              levers: list[Lever]) -> Fix | None:  # fmt: skip
+    """The levers together (none alone being enough): the strongest settings in
+    order, every tp and pp tried on top; then each setting dropped that it fits
+    without."""
     pulled: dict[str, int | str | bool] = {}
-    found = None
+    found: dict[str, int | str | bool] | None = None
     for lever in levers:
-        values = lever.values if lever.field == "tp" else lever.values[-1:]
+        values = lever.values if lever.field in SEARCHED else lever.values[-1:]
         for value in values:
-            if _holds(spec, hw, workload, par, **{**pulled, lever.field: value}):
+            if _fix(spec, hw, workload, how, {**pulled, lever.field: value}, levers):
                 found = {**pulled, lever.field: value}
                 break
         if found is not None:
             break
-        if lever.field != "tp":
-            pulled[lever.field] = lever.values[-1]
+        pulled[lever.field] = lever.values[-1]
     if found is None:
-        if not pulled:
-            return f"no --tp up to {MAX_TP} makes it fit: add --pp stages"
-        tried = ", ".join(
-            lever.flag(pulled[lever.field]) for lever in levers if lever.field in pulled
-        )
-        return (
-            f"neither {tried} nor --tp up to {MAX_TP} makes it fit, alone or together: "
-            "add --pp stages"
-        )
-    for field in [f for f in found if f != "tp"]:  # what it fits without
+        return None
+    for field in [f for f in found if f not in SEARCHED]:  # what it fits without
         fewer = {k: v for k, v in found.items() if k != field}
-        if len(fewer) > 1 and _holds(spec, hw, workload, par, **fewer):
+        if len(fewer) > 1 and _fix(spec, hw, workload, how, fewer, levers):
             found = fewer
-    flags = [lever.flag(found[lever.field]) for lever in levers if lever.field in found]
-    return _fits_with(flags, par, replace(par, **found))
+    return _fix(spec, hw, workload, how, found, levers)
+
+
+def _nothing_fits(levers: list[Lever]) -> str:
+    """What the advice tried, none of which fits."""
+    tried = [lever.flag(lever.values[-1]) for lever in levers if lever.field not in SEARCHED]
+    tried += [f"--{lever.field} up to {lever.values[-1]}" for lever in levers
+              if lever.field in SEARCHED]  # fmt: skip
+    if not tried:
+        return "nothing the advice tries makes it fit"
+    return f"no layout the advice tries makes it fit ({', '.join(tried)}, alone or together)"

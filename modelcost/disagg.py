@@ -52,8 +52,10 @@ from .record import Record
 from .resources import kernel_table
 from .serving import (
     STATIC,
+    Binds,
     Bound,
     Engine,
+    Room,
     Scenario,
     check_request,
     choice_key,
@@ -191,7 +193,11 @@ class PoolFigures(Frozen):
     layout: str
     devices: int  # of the whole pool
     batch: int  # prompts a prefill step, or sequences a replica decodes
-    max_batch: int  # what the memory (and the engine) hold
+    max_batch: int  # the most that run: the least of the memory's and the engine's
+    in_memory: int  # what the memory holds
+    engine_cap: int | None  # the engine's cap on sequences an instance runs (None: none)
+    binds: Binds  # which of them bounds max_batch
+    max_batch_said: str  # max_batch and what binds it, in a line
     step_s: float
     bound_step_s: float
     requests_per_s: float  # the whole pool's
@@ -275,9 +281,8 @@ class _Prefill:
 
     def __init__(self, sc: Scenario) -> None:
         self.sc = sc
-        most = fitting(sc)[0]  # SpecError where one prompt does not fit
-        self.most = most
-        self.batch = min(max(1, sc.profile.prefill_tokens // sc.new), most)
+        self.room = fitting(sc)  # SpecError where one prompt does not fit
+        self.batch = min(max(1, sc.profile.prefill_tokens // sc.new), self.room.most)
         self.step = sc.prefill(self.batch)
         self.bound_step = sc.prefill(self.batch, bound=True)
         self.alone = sc.prefill(1, bound=True)  # the bound's TTFT: one request's prefill
@@ -294,8 +299,8 @@ class _Prefill:
 class _Decode:
     """A decode instance's figures at concurrency n, each compile done once."""
 
-    def __init__(self, sc: Scenario, n: int, most: int) -> None:
-        self.sc, self.n, self.most = sc, n, most
+    def __init__(self, sc: Scenario, n: int, room: Room) -> None:
+        self.sc, self.n, self.room = sc, n, room
         self.tpot = sc.tpot(n)
         self.bound_tpot = sc.tpot(n, bound=True)
         per = sc.in_flight * sc.par.dp * n  # pipeline stages: pp batches of n in flight
@@ -331,24 +336,26 @@ def request_cache(sc: Scenario) -> float:
     return sc.totals(w).memory.kv_cache
 
 
-def _decode_pick(sc: Scenario, concurrency: int | None, tpot: float | None) -> tuple[int, int]:
-    """(the concurrency, the most that fit): as `serve` picks it, by TPOT alone (TTFT
-    does not depend on the decode batch)."""
-    most = fitting(sc)[0]
+def _decode_pick(sc: Scenario, concurrency: int | None, tpot: float | None) -> tuple[int, Room]:
+    """(the concurrency, what the memory and the engine hold): as `serve` picks it, by
+    TPOT alone (TTFT does not depend on the decode batch)."""
+    room = fitting(sc)
     if concurrency is not None:
-        return concurrency, most
+        return concurrency, room
     if tpot is None:
-        return most, most
-    best = largest_meeting(most, lambda n: sc.tpot(n) <= tpot, lambda n: sc.tpot(n) <= tpot)
-    return best or 1, most
+        return room.most, room
+    best = largest_meeting(room.most, lambda n: sc.tpot(n) <= tpot,
+                           lambda n: sc.tpot(n) <= tpot)  # fmt: skip
+    return best or 1, room
 
 
-def _pool(role: Role, count: int, par: Parallel, batch: int, most: int, step: float,
+def _pool(role: Role, count: int, par: Parallel, batch: int, room: Room, step: float,
           bound_step: float, rate: float, bound_rate: float, memory: float,
           capacity: float) -> PoolFigures:  # fmt: skip
     return PoolFigures.trusted(
         role=role, count=count, layout=par.label or "one device", devices=count * par.devices,
-        batch=batch, max_batch=most, step_s=step, bound_step_s=bound_step,
+        batch=batch, max_batch=room.most, in_memory=room.in_memory, engine_cap=room.cap,
+        binds=room.binds, max_batch_said=room.said, step_s=step, bound_step_s=bound_step,
         requests_per_s=count * rate, bound_requests_per_s=count * bound_rate, memory=memory,
         capacity=capacity,
     )  # fmt: skip
@@ -368,7 +375,8 @@ def _combine(pre: _Prefill, dec: _Decode, counts: tuple[int, int], request_bytes
     ttft = pre.ttft + t.time_s
     b_ttft = pre.alone + t.bound_s
     bound = Bound.trusted(
-        ttft_s=b_ttft, tpot_s=dec.bound_tpot, latency_s=b_ttft + osl * dec.bound_tpot,
+        ttft_s=b_ttft, ttft_worst_s=pre.bound_step + t.bound_s, tpot_s=dec.bound_tpot,
+        latency_s=b_ttft + osl * dec.bound_tpot,
         output_tokens_per_s=b_out, total_tokens_per_s=b_out * (isl + osl) / osl,
         output_tokens_per_s_device=b_out / devices,
     )  # fmt: skip
@@ -380,9 +388,9 @@ def _combine(pre: _Prefill, dec: _Decode, counts: tuple[int, int], request_bytes
     return Disaggregated.trusted(
         model=sc_p.spec.name, hardware=sc_p.hw.name, isl=isl, osl=osl, engine=sc_p.engine.label,
         estimate="kernels" if kernels else "roofline",
-        prefill=_pool("prefill", xp, sc_p.par, pre.batch, pre.most, pre.step, pre.bound_step,
+        prefill=_pool("prefill", xp, sc_p.par, pre.batch, pre.room, pre.step, pre.bound_step,
                       pre.rate, pre.bound_rate, pre.memory, pre.capacity),
-        decode=_pool("decode", yd, sc_d.par, dec.n, dec.most, dec.tpot, dec.bound_tpot,
+        decode=_pool("decode", yd, sc_d.par, dec.n, dec.room, dec.tpot, dec.bound_tpot,
                      dec.rate, dec.bound_rate, dec.memory, dec.capacity),
         transfer=t, devices=devices, limited_by="prefill" if p_rate < d_rate else "decode",
         ttft_s=ttft, tpot_s=dec.tpot, latency_s=ttft + (osl + sc_d.extra_steps()) * dec.tpot,
@@ -449,8 +457,8 @@ def serve_disagg(
     except SpecError as err:
         raise _refused("prefill", sc_p.par, err, pools) from None
     try:
-        n, most = _decode_pick(sc_d, concurrency, tpot)
-        dec = _Decode(sc_d, n, most)
+        n, room = _decode_pick(sc_d, concurrency, tpot)
+        dec = _Decode(sc_d, n, room)
     except SpecError as err:
         raise _refused("decode", sc_d.par, err, pools) from None
     counts = (pools.prefill.count, pools.decode.count)
@@ -572,8 +580,8 @@ def search_disagg(
         except SpecError as err:
             refused.append(f"prefill {par.label or 'tp 1'}: {err.message}")
         try:
-            n, most = _decode_pick(sc_d, 1 if objective == "latency" else None, tpot)
-            decodes.append(_Decode(sc_d, n, most))
+            n, room = _decode_pick(sc_d, 1 if objective == "latency" else None, tpot)
+            decodes.append(_Decode(sc_d, n, room))
         except SpecError as err:
             refused.append(f"decode {par.label or 'tp 1'}: {err.message}")
     tried: list[Disaggregated] = []

@@ -82,6 +82,16 @@ class Profile(Record, frozen=True):
     memory: Memory
     prefill_tokens: int
     max_sequences: int | None  # None: the memory alone bounds the batch
+    max_sequences_option: str  # the engine's option that sets it ("" where none)
+    max_sequences_source: str
+
+    @property
+    def cap_said(self) -> str:
+        """The engine's cap on sequences a replica runs, with its source, in a line."""
+        if self.max_sequences is None:
+            return f"none ({self.label}: {self.max_sequences_source})"
+        return (f"{self.max_sequences:,} sequences ({self.label}'s "
+                f"{self.max_sequences_option}: {self.max_sequences_source})")  # fmt: skip
 
     def step(self, kernels_s: float, phase: Literal["decode", "prefill"]) -> float:
         """A step's time from its kernels' time, with the host's share where published."""
@@ -128,6 +138,7 @@ def profile(
     if memory_fraction is not None:
         fraction, source = memory_fraction, "--memory-fraction"
     prefill_tokens = _sized(e["prefill_tokens"], part, capacity)
+    cap = e["max_sequences"]
     assert prefill_tokens is not None  # every engine publishes one
     return Profile(
         name=name,
@@ -139,5 +150,7 @@ def profile(
         extra_decode_steps=e["extra_decode_steps"],
         memory=Memory(rule=mem["rule"], fraction=fraction, source=source),
         prefill_tokens=prefill_tokens,
-        max_sequences=_sized(e["max_sequences"], part, capacity),
+        max_sequences=_sized(cap, part, capacity),
+        max_sequences_option="" if cap is None else cap["option"],
+        max_sequences_source=e["max_sequences_source"] if cap is None else cap["source"],
     )

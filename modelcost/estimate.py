@@ -463,7 +463,7 @@ def _expert_rows(M: int, G: float, imbalance: float) -> tuple[int, ...]:
     mean (at most all of them), the rest shared as evenly as whole rows allow."""
     groups = max(1, math.ceil(G))
     mean = M / groups
-    hot = min(M, math.ceil(imbalance * mean)) if groups > 1 else M
+    hot = M if groups == 1 or imbalance * mean >= M else math.ceil(imbalance * mean)
     rest, n = M - hot, min(groups - 1, M - hot)
     q, r = divmod(rest, n) if n else (0, 0)
     others = (q + 1,) * r + (q,) * (n - r)

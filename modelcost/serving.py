@@ -51,7 +51,7 @@ import math
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import modelcost.spec as ir
 
@@ -93,6 +93,38 @@ MAX_SEARCH_TP = 64  # ranks a replica set `search` tries (tp × dp): powers of t
 # engines' pipeline parallelism across nodes: vLLM's --pipeline-parallel-size,
 # TensorRT-LLM's PP); at most 2 more layouts, 2 × and 4 × the domain's devices
 SEARCH_PIPELINE_STAGES = (2, 4)
+
+
+Binds = Literal["memory", "engine cap", "token budget"]
+
+
+class Room(Record, frozen=True):
+    """How many sequences a replica runs (`most`) and what binds it: `in_memory`, the
+    most whose KV cache fits the memory the engine gives it; `cap`, the engine's own
+    limit (None: none); the token budget, when a chunked step cannot hold them all."""
+
+    most: int
+    in_memory: int
+    cap: int | None
+    cap_name: str  # the engine's option, as "vLLM's max_num_seqs"
+    budget: int  # tokens a step (0: static batches)
+    binds: Binds
+    per_sequence: float  # KV bytes of one sequence per device
+
+    @property
+    def said(self) -> str:
+        """How many run a replica and what binds them, in a line."""
+        memory = f"the memory holds {self.in_memory:,}"
+        if self.binds == "engine cap":
+            why = f"{self.cap_name} caps them; {memory}"
+        elif self.binds == "token budget":
+            why = f"the {self.budget:,}-token budget holds them with their prompts; {memory}"
+        else:
+            cap = self.cap
+            why = "the memory holds them; " + (
+                "the engine has no cap" if cap is None else f"{self.cap_name} is {cap:,}"
+            )
+        return f"{self.most:,} sequences per replica: {why}"
 
 
 class Engine(Record, frozen=True):
@@ -168,7 +200,8 @@ class Bound(Frozen):
     """The serving figures at the roofline: what no engine beats (the headline's bound,
     at the same concurrency)."""
 
-    ttft_s: float
+    ttft_s: float  # static batches: one prompt's prefill alone, which no request beats
+    ttft_worst_s: float  # static batches: the whole batch's prefill, in one step
     tpot_s: float
     latency_s: float
     output_tokens_per_s: float  # the whole job's
@@ -212,7 +245,12 @@ class Serving(Tabular, Frozen):
     memory_fraction: float  # the engine's (or --memory-fraction), read by its rule
     cached: int  # prompt tokens a prefix-cache hit saves per request
     chunk: int  # prompt tokens prefilled per step beside the decodes (chunked)
-    max_concurrency: int  # sequences per replica the memory (and budget) holds
+    max_concurrency: int  # sequences per replica that run: the least of the three below
+    concurrency_in_memory: int  # the most whose KV cache the memory holds
+    engine_cap: int | None  # the engine's cap on sequences a replica runs (None: none)
+    engine_cap_said: str  # that cap with its option and source, or why there is none
+    concurrency_binds: Binds  # which bounds max_concurrency: memory, engine cap, budget
+    concurrency_said: str  # max_concurrency and what binds it, in a line
     concurrency: int  # the one chosen (the largest meeting the targets)
     ttft_s: float  # static batches: the mean over the batch of when a prompt's prefill ends
     ttft_worst_s: float  # the last request's (static: the whole batch's prefill)
@@ -445,10 +483,11 @@ class Scenario:
     def ttft(self, n: int, bound: bool = False, worst: bool = False) -> float:
         """Time to first token at concurrency n. Static batches: the headline is the mean
         over the batch (`worst`: the last request's) of when its prefill step ends; the
-        bound is one request's prefill alone, which no schedule beats."""
+        bound is one request's prefill alone, which no schedule beats (`worst`: the whole
+        batch's in one step, which no last request beats)."""
         if not self.engine.budget:
             if bound or not self.kernels:
-                return self.prefill(1, bound)
+                return self.prefill(n if worst else 1, bound)
             return self.static_ttft(n)[1 if worst else 0]
         return -(-self.new // self.chunk(n)) * self.tpot(n, bound)
 
@@ -465,9 +504,10 @@ class Scenario:
             first = sum(t for _, t in self.prefill_steps(n))
         return running * self.osl / (first + steps * self.tpot(n, bound))
 
-    def most(self) -> tuple[int, float]:
-        """(the most sequences per replica that fit, the KV bytes of one per device);
-        with pipeline stages, the most in one batch in flight."""
+    def most(self) -> Room:
+        """The most sequences per replica that run, what binds them (the memory, the
+        engine's cap, the token budget) and the KV bytes of one per device; with
+        pipeline stages, the most in one batch in flight."""
         per_seq = self.memory(1)[1]  # one sequence per replica (a batch of one a stage)
 
         def kv_room(n: int) -> float:  # bytes the engine gives the KV cache beside n's
@@ -484,22 +524,32 @@ class Scenario:
         # the answer and false after. What fits beside one sequence's activations bounds
         # the answer from above (hi); what fits beside hi's fits (lo ≤ hi, and its own
         # activations are no larger): a binary search between them finds it exactly.
-        # The engine runs at most its max_num_seqs (max_batch_size) a replica.
-        hi = min(room(1), self.profile.max_sequences or room(1))
+        hi = room(1)
         lo = min(room(hi), hi) if hi else 0
-        most = fitting = _last(lo, hi, fits)
+        in_memory = _last(lo, hi, fits)
+        # The engine runs at most its max_num_seqs (max_batch_size) a replica.
+        cap = self.profile.max_sequences
+        most = fitting = min(in_memory, cap) if cap is not None else in_memory
         if self.engine.budget:  # the decodes, the chunk and its prompts must all fit
             while most and (most + self.chunk(most) > self.engine.budget
                             or most + -(-self.chunk(most) // self.new) > fitting):  # fmt: skip
                 most -= 1
-        return most, per_seq / self.in_flight
+        binds: Binds = (
+            "token budget" if most < fitting
+            else "engine cap" if cap is not None and cap < in_memory
+            else "memory"
+        )  # fmt: skip
+        name = f"{self.profile.label}'s {self.profile.max_sequences_option}"
+        return Room(most=most, in_memory=in_memory, cap=cap, cap_name=name,
+                    budget=self.engine.budget, binds=binds,
+                    per_sequence=per_seq / self.in_flight)  # fmt: skip
 
 
-def fitting(sc: Scenario) -> tuple[int, float]:
+def fitting(sc: Scenario) -> Room:
     """`sc.most()`, or the SpecError that says why not one sequence fits."""
-    most, per_seq = sc.most()
-    if most:
-        return most, per_seq
+    room = sc.most()
+    if room.most:
+        return room
     budget = sc.engine.budget
     if budget and budget < 1 + sc.chunk(1):
         raise SpecError(
@@ -547,7 +597,8 @@ def serve(
     _check_speculation(speculation, engine, parallel)
     sc = Scenario(spec, hw, parallel, isl, osl, engine, estimate_mode(estimate), calibration,
                    speculation, moe_imbalance)  # fmt: skip
-    most, per_seq = fitting(sc)
+    room = fitting(sc)
+    most = room.most
 
     def ok(n: int) -> bool:
         return (tpot is None or sc.tpot(n) <= tpot) and (ttft is None or sc.ttft(n) <= ttft)
@@ -564,7 +615,7 @@ def serve(
         n, met = best or 1, best is not None
         if best is None:
             why = _why(sc, 1, tpot, ttft)
-    return _figures(sc, most, n, per_seq, met, why, tpot, ttft)
+    return _figures(sc, room, n, met, why, tpot, ttft)
 
 
 def _check_speculation(s: Speculation | None, engine: Engine, par: Parallel) -> None:
@@ -635,9 +686,8 @@ def _curve(sc: Scenario, most: int) -> tuple[CurvePoint, ...]:
 
 def _figures(
     sc: Scenario,
-    most: int,
+    room: Room,
     n: int,
-    per_seq: float,
     met: bool,
     why: str,
     tpot_target: float | None,
@@ -649,6 +699,7 @@ def _figures(
     b_tpot, b_first, b_out = sc.tpot(n, bound=True), sc.ttft(n, bound=True), sc.output_rate(n, True)
     bound = Bound.trusted(
         ttft_s=b_first,
+        ttft_worst_s=sc.ttft(n, bound=True, worst=True),
         tpot_s=b_tpot,
         latency_s=b_first + osl * b_tpot,
         output_tokens_per_s=b_out,
@@ -673,7 +724,12 @@ def _figures(
         memory_fraction=sc.profile.memory.fraction,
         cached=sc.cached,
         chunk=sc.chunk(n),
-        max_concurrency=most,
+        max_concurrency=room.most,
+        concurrency_in_memory=room.in_memory,
+        engine_cap=room.cap,
+        engine_cap_said=sc.profile.cap_said,
+        concurrency_binds=room.binds,
+        concurrency_said=room.said,
         concurrency=n,
         ttft_s=first,
         ttft_worst_s=worst,
@@ -687,12 +743,12 @@ def _figures(
         memory=memory,
         capacity=at_full.capacity,
         fits=memory <= at_full.capacity,
-        kv_per_sequence=per_seq,
+        kv_per_sequence=room.per_sequence,
         meets_targets=met,
         why=why,
         tpot_target_s=tpot_target,
         ttft_target_s=ttft_target,
-        curve=_curve(sc, most),
+        curve=_curve(sc, room.most),
         speculative=_speculative(sc, n),
     )
 

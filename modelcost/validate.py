@@ -83,6 +83,34 @@ def _check_interleaving(par: Parallel) -> None:
 
 
 @per_object
+def check_imbalance(spec: ir.Spec, imbalance: float | None) -> None:
+    """Raise a SpecError for a routed load over the mean (`--moe-imbalance`) that no
+    routing reaches: the hottest expert holds at most every routed token, experts /
+    top_k times the mean (the smallest over the spec's MoE layers)."""
+    limit = _imbalance_limit(spec)
+    if imbalance is None or limit is None or imbalance <= limit[0]:
+        return
+    most, said = limit
+    raise SpecError(
+        f"--moe-imbalance {imbalance:g}: the hottest expert holds at most every routed "
+        f"token, {most:g}× the mean ({said})",
+        filename="modelcost",
+        hint=f"use a load over the mean from 1 to {most:g}",
+    )
+
+
+@per_object
+def _imbalance_limit(spec: ir.Spec) -> tuple[float, str] | None:
+    """(experts / top_k, how the spec says it) of the MoE layer where it is smallest;
+    None for a model without routed experts."""
+    moes = {(op.experts, op.top_k) for op, _ in walk(spec.body, auxiliary=True)
+            if isinstance(op, ir.MoE)}  # fmt: skip
+    if not moes:
+        return None
+    experts, k = min(moes, key=lambda e: e[0] / e[1])
+    return experts / k, f"{experts} experts, each token routed to {k}"
+
+
 def input_facts(spec: ir.Spec) -> tuple[ir.PatchEmbed | None, ir.PositionEmbedding | None, bool]:
     """(the patch embedding, the learned positions, whether any layer decodes) of the
     main stream."""

@@ -135,7 +135,11 @@ def test_the_advice_never_suggests_what_is_set() -> None:
     warning = advice(8, **ZERO3)
     assert warning is not None and "--zero" not in warning
     assert warning.endswith(
-        "it does not fit; it fits with --recompute full --sp (tp 8, dp 2, zero 3 as given)"
+        # the two together keep the 16 devices; pp 4 alone fits on 64 (each stage 20
+        # layers), at a shorter step but 4× the devices: dearer in step time × devices
+        "it does not fit; it fits with, the least step time × devices first: --recompute "
+        "full --sp (step 2.21 s); --pp 4 (step 1.53 s on 64 devices); the rest as given "
+        "(tp 8, dp 2, zero 3)"
     )
 
 
@@ -148,7 +152,10 @@ def test_sequence_parallelism_is_suggested_when_it_helps() -> None:
     assert inputs / 8 < parts(16, **ZERO3, recompute="full", sp=True)["activations"] < ROOM
     assert advice(16, **ZERO3, recompute="full") == (
         "needs 120.0 GB per device but NVIDIA H100 SXM5 80GB has 85.5 GB (driver-reported): "
-        "it does not fit; it fits with --sp (tp 8, dp 2, zero 3, recompute full as given)"
+        "it does not fit; it fits with, the least step time × devices first: --sp (step "
+        "3.86 s); --microbatches 4 (step 3.93 s); --tp 16 (step 2.47 s on 32 devices); --pp "
+        "2 (step 3.71 s on 32 devices); the rest as given (tp 8, dp 2, zero 3, recompute "
+        "full)"
     )
 
 
@@ -163,7 +170,9 @@ def test_more_microbatches_are_suggested_when_they_help() -> None:
     warning = advice(32, **set_)
     assert warning is not None
     assert warning.endswith(
-        "it fits with --microbatches 2 (tp 8, sp, dp 2, zero 3, recompute full as given)"
+        "it fits with, the least step time × devices first: --microbatches 2 (step 7.15 s); "
+        "--tp 16 (step 4.36 s on 32 devices); --pp 2 (step 6.93 s on 32 devices); the rest "
+        "as given (tp 8, sp, dp 2, zero 3, recompute full)"
     )
 
 
@@ -177,7 +186,11 @@ def test_zero_is_suggested_over_data_parallel_ranks() -> None:
     assert sum(zero1.values()) < H100.capacity < sum(plain.values())
     warning = advice(8, **set_)
     assert warning is not None
-    assert warning.endswith("it fits with --zero 1 (tp 8, sp, dp 8, recompute full as given)")
+    assert warning.endswith(
+        "it fits with, the least step time × devices first: --zero 1 (step 1.04 s); --tp 16 "
+        "(step 609 ms on 128 devices); --pp 2 (step 762 ms on 128 devices); the rest as "
+        "given (tp 8, sp, dp 8, recompute full)"
+    )
 
 
 def test_the_levers_together_when_none_alone_is_enough() -> None:
@@ -187,7 +200,10 @@ def test_the_levers_together_when_none_alone_is_enough() -> None:
     warning = advice(8)
     assert warning is not None
     assert warning.endswith(
-        "it does not fit on one device; it fits with --recompute full --microbatches 8 --tp 16"
+        # pp 64 alone fits too, one microbatch through 64 stages (a 63/64 bubble)
+        "it does not fit on one device; it fits with, the least step time × devices first: "
+        "--recompute full --microbatches 8 --tp 16 (step 2.23 s on 16 devices); --pp 64 "
+        "(step 38.3 s on 64 devices)"
     )
     without = {"tp": 16, "microbatches": 8}
     assert sum(parts(8, **without).values()) > H100.capacity  # recomputing is needed
@@ -212,5 +228,5 @@ def test_the_advice_skips_a_tp_that_folded_experts_refuse() -> None:
                 "train", "--batch", "24", "--seq", "4096", "--tp", "2", "--ep", "2",
                 "--microbatches", "2")  # fmt: skip
     assert r.returncode == 0 and "Traceback" not in r.stderr
-    assert "does not fit; neither --recompute full, --sp, --microbatches 8 nor --tp up to 64" \
-        in r.stdout  # fmt: skip
+    assert ("it does not fit; it fits with --pp 8 (step 2.2 s on 16 devices); the rest as "
+            "given (tp 2, ep 2, etp 1, 2 microbatches)") in r.stdout  # fmt: skip

@@ -33,8 +33,9 @@ def _pool(p: PoolFigures, estimated: bool) -> str:
     rate = f"{fixed(p.requests_per_s, 2)} requests/s" + (
         f" (bound {fixed(p.bound_requests_per_s, 2)})" if estimated else ""
     )
-    return (f"{p.count} × {p.layout} ({p.devices} devices): {p.batch:,} {what} (at most "
-            f"{p.max_batch:,} fit), {step} {duration(p.step_s)}{bound}; {rate}; "
+    devices = f"{p.devices} device{'s' if p.devices > 1 else ''}"
+    return (f"{p.count} × {p.layout} ({devices}): {p.batch:,} {what} (at most "
+            f"{p.max_batch_said}), {step} {duration(p.step_s)}{bound}; {rate}; "
             f"{si(p.memory, 'B')} of {si(p.capacity, 'B')} a device")  # fmt: skip
 
 
@@ -56,7 +57,10 @@ def _facts(d: Disaggregated) -> list[tuple[str, str]]:
                         f" a device at {si(t.bandwidth, 'B/s')} ({t.bandwidth_source}): "
                         + both(duration(t.time_s), f"{duration(t.bound_s)} at the link's "
                                f"{si(t.link_bandwidth, 'B/s')}")),
-        ("TTFT", both(duration(d.ttft_s), duration(b.ttft_s)) + ": the prefill and the transfer"),
+        ("TTFT", duration(d.ttft_s) + (f" (bound {duration(b.ttft_s)} one prompt alone, "
+                                       f"{duration(b.ttft_worst_s)} the whole step)"
+                                       if estimated else "")
+                 + ": the prefill step and the transfer"),
         ("TPOT", both(duration(d.tpot_s), duration(b.tpot_s))),
         ("request latency", both(duration(d.latency_s), duration(b.latency_s))),
         ("output tokens/s", f"{fixed(d.output_tokens_per_s, 1)} "

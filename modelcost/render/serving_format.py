@@ -57,10 +57,10 @@ def _facts(s: Serving) -> list[tuple[str, str]]:
         ("engine", s.engine + (f": {s.chunk:,} prompt tokens a step" if s.chunk else "")),
         ("times", BASIS[s.estimate]),
         ("engine model", s.engine_reason),
-        ("concurrency", f"{s.concurrency:,} per replica (at most {s.max_concurrency:,} fit)"),
-        ("TTFT", both(duration(s.ttft_s), duration(b.ttft_s))
-                 + (f"; the batch's mean, its last request {duration(s.ttft_worst_s)}"
-                    if s.ttft_worst_s != s.ttft_s else "")),
+        ("concurrency", f"{s.concurrency:,} per replica"),
+        ("most that run", s.concurrency_said),
+        ("engine cap", s.engine_cap_said),
+        ("TTFT", _ttft(s, estimated)),
         ("TPOT", both(duration(s.tpot_s), duration(b.tpot_s))),
         ("request latency", both(duration(s.latency_s), duration(b.latency_s))),
         ("output tokens/s", f"{fixed(s.output_tokens_per_s, 1)} "
@@ -88,6 +88,21 @@ def _facts(s: Serving) -> list[tuple[str, str]]:
     if s.why:
         rows.append(("targets", f"not met: {s.why}"))
     return rows
+
+
+def _ttft(s: Serving, estimated: bool) -> str:
+    """A static batch's mean TTFT with its worst beside it (the last request's, the whole
+    prefill), each with its own bound; under chunked prefill, every request's."""
+    b = s.bound
+    if s.chunk:
+        return duration(s.ttft_s) + (f" (bound {duration(b.ttft_s)})" if estimated else "")
+    if not estimated:  # the headline is the bound
+        return f"{duration(s.ttft_s)} one prompt alone, {duration(s.ttft_worst_s)} the whole batch"
+    said = f"{duration(s.ttft_s)} mean, {duration(s.ttft_worst_s)} worst"
+    return (
+        f"{said} (bound {duration(b.ttft_s)} one prompt alone, "
+        f"{duration(b.ttft_worst_s)} the whole batch)"
+    )
 
 
 _COLUMNS = ("layout", "concurrency", "TTFT", "TPOT", "output tok/s", "per device",
