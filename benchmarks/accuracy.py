@@ -141,7 +141,7 @@ def score_e2e(p: dict, tmp: Path) -> Scored:
     batch = f"batch {m['concurrency']}" if m["concurrency"] else ""
     what = " ".join(x for x in (p["model_or_shape"]["model"], m["recipe"] or "bf16", s.layout,
                                 f"{m['isl']}/{m['osl']}", batch) if x)  # fmt: skip
-    reason = (f"{s.engine}, concurrency {s.concurrency} (at most {s.max_concurrency} fit); "
+    reason = (f"{s.engine}, concurrency {s.concurrency} ({s.concurrency_said}); "
               f"{m['note']}")  # fmt: skip
     group = SINGLE if s.devices == 1 else MULTI
     return Scored(p["id"], group, m["hardware"], what, UNITS[m["metric"]], m["measured"], est,
