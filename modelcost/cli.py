@@ -12,6 +12,7 @@ import gc
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -293,6 +294,8 @@ def _compile_all(
     from .compile import compile_report
     from .costing import costing
     from .graph import Workload
+    from .record import replace
+    from .validate import check_reads, for_phase, given_options
 
     def pick(name: str):
         value = getattr(args, f"{name}{suffix}", None) if suffix else None
@@ -302,24 +305,21 @@ def _compile_all(
     estimate, calibration = _estimation(args, hw)
     how = costing(args.conventions, args.peak, args.bandwidth, estimate, calibration, args.engine,
                   args.moe_imbalance)  # fmt: skip
+    phases = phases if phases is not None else pick("phase")
+    asked = Workload(phases[0], pick("batch"), pick("seq"), pick("context"), args.logits, layout,
+                     **{name: getattr(args, name, 0) for name in ENGINE},
+                     streams=pick("stream"))  # fmt: skip
+    # an option no phase asked for reads is refused; each phase takes what it reads
+    check_reads(phases, given_options(asked), layout.weight_copies)
     return [
         compile_report(
             spec,
             hw,
-            Workload(
-                phase,
-                pick("batch"),
-                pick("seq"),
-                pick("context"),
-                args.logits,
-                layout,
-                **{name: getattr(args, name, 0) for name in ENGINE},
-                streams=pick("stream"),
-            ),
+            for_phase(replace(asked, phase=phase)),
             only=getattr(args, "only", None),
             how=how,
         )
-        for phase in (phases if phases is not None else pick("phase"))
+        for phase in phases
     ]
 
 
@@ -718,16 +718,34 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from .diff import diff, gate
     from .hardware import load_hardware
     from .render import render_diff
+    from .report import saved_reports
     from .resolve import load_spec
 
     try:
-        spec_a, spec_b = load_spec(args.a), load_spec(args.b)
-        hw_a = load_hardware(args.hw)
-        hw_b = load_hardware(args.hw_b) if args.hw_b else hw_a
-        a = _compile_all(spec_a, hw_a, args)
-        b = _compile_all(spec_b, hw_b, args, suffix="_b")
+        saved_a, saved_b = saved_reports(args.a), saved_reports(args.b)
+        if saved_a is not None and saved_b is not None:
+            _refuse_given(args, "A and B are saved reports: their workloads are their own")
+        if (saved_a is None or saved_b is None) and args.hw is None:
+            raise SpecError("give --hw: the target a spec is compiled for",
+                            filename="modelcost")  # fmt: skip
+        if saved_a is not None:
+            a = list(saved_a)
+        else:
+            a = _compile_all(load_spec(args.a), load_hardware(args.hw), args)
+        if saved_b is not None:
+            b = list(saved_b)
+        else:
+            hw_b = load_hardware(args.hw_b or args.hw)
+            b = _compile_all(load_spec(args.b), hw_b, args, suffix="_b")
         if len(a) != len(b):
-            raise SpecError("--phase-b must name as many phases as --phase", filename="modelcost")
+            said = {"A": a, "B": b}
+            raise SpecError(
+                "A and B hold different numbers of phases: "
+                + ", ".join(f"{k} {', '.join(r.workload.phase for r in v)}"
+                            for k, v in said.items()),
+                filename="modelcost",
+                hint="--phase-b names B's phases (as many as --phase)",
+            )  # fmt: skip
         d = diff(a, b)
     except SpecError as err:
         _report(err)
@@ -750,6 +768,19 @@ def cmd_diff(args: argparse.Namespace) -> int:
         print(f"modelcost: {verdict.message}", file=sys.stderr)
         return EXIT_CHECK_FAILED
     return status
+
+
+_NOT_WORKLOAD = ("a", "b", "func", "command", "format", "output", "fail_above", "charts")
+
+
+def _refuse_given(args: argparse.Namespace, why: str) -> None:
+    """Refuse a workload, layout or costing option given where no side is compiled."""
+    defaults = vars(build_parser("diff").parse_args(["diff", args.a, args.b]))
+    given = [k for k, v in vars(args).items() if k not in _NOT_WORKLOAD and defaults[k] != v]
+    if given:
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in given)
+        raise SpecError(f"{flags}: {why}", filename="modelcost",
+                        hint="leave the options out, or diff the specs")  # fmt: skip
 
 
 def cmd_site(args: argparse.Namespace) -> int:
@@ -833,6 +864,27 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_zoo(args: argparse.Namespace) -> int:
+    """The shipped models by name (a SPEC argument or an `import` may give the name
+    alone, from any folder): each file's models, titles and parameters."""
+    from tabulate import tabulate
+
+    from .params import count_params
+    from .resolve import load_specs
+    from .resources import shipped_models
+
+    found = [(name, spec, count_params(spec).total) for name, path in shipped_models().items()
+             for spec in load_specs(path)]  # fmt: skip
+    if args.format == "json":
+        rows = [{"name": name, "model": spec.name, "title": spec.title, "parameters": total}
+                for name, spec, total in found]  # fmt: skip
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    table = [[name, spec.name, spec.title, count(total)] for name, spec, total in found]
+    print(terminal(tabulate(table, headers=["name", "model", "title", "parameters"])))
+    return EXIT_OK
+
+
 def cmd_hw_show(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
@@ -876,8 +928,9 @@ CHARTS_HELP = ("Markdown's charts: SVG files beside the page (the default with -
                "none; without -o, a line says how to get them")  # fmt: skip
 
 
+SPEC_HELP = "a .model file, or a shipped model's name: llama3-70b (modelcost zoo lists them)"
 COMMANDS = ("check", "fmt", "params", "compile", "sweep", "import", "calibrate", "serve",
-            "diff", "site", "hw", "schema")  # fmt: skip
+            "diff", "site", "hw", "zoo", "schema")  # fmt: skip
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -909,12 +962,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         mode.add_argument("-w", "--write", action="store_true", help="rewrite files in place")
 
     if p := add("params", cmd_params, "count total and active parameters by component"):
-        p.add_argument("spec", metavar="SPEC")
+        p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
         p.add_argument("--model", help="which model, when a file defines several")
         p.add_argument("--format", choices=["text", "json"], default="text")
 
     if p := add("compile", cmd_compile, "lower, cost and roofline a spec on a hardware target"):
-        p.add_argument("spec", metavar="SPEC")
+        p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
         p.add_argument("--model", help="which model, when a file defines several")
         p.add_argument(
             "--hw", required=True, help="a shipped target (modelcost hw list) or a .hw file"
@@ -930,7 +983,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     if p := add("sweep", cmd_sweep, "one row per combination of specs, targets and option values "
             f"(at most {MAX_POINTS:,} in all; {MAX_STREAMED:,} streamed)"):  # fmt: skip
-        p.add_argument("specs", nargs="+", metavar="SPEC")
+        p.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
         p.add_argument("--hw", required=True, help="targets, separated by commas")
         add_options(p, ("phase", "batch", "seq", "context", *ENGINE, *LAYOUT), lists=True)
         add_options(p, ROOFLINE + ESTIMATE)
@@ -968,7 +1021,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if p := add("serve", cmd_serve, "serving a request mix: concurrency, TTFT, TPOT, throughput"):
         from .speculative import DEFAULT_DRAFT_TOKENS
 
-        p.add_argument("spec", metavar="SPEC")
+        p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
         p.add_argument("--model", help="which model, when a file defines several")
         p.add_argument("--hw", required=True, help="a shipped target or a .hw file")
         p.add_argument("--isl", type=positive, help="input tokens per request")
@@ -1051,10 +1104,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "-o", "--output", metavar="FILE", help="write here instead of stdout (- too)"
         )
 
-    if p := add("diff", cmd_diff, "compare two specs (or one on two targets or workloads)"):
-        p.add_argument("a", metavar="A.model")
-        p.add_argument("b", metavar="B.model")
-        p.add_argument("--hw", required=True, help="target of A (and of B unless --hw-b)")
+    if p := add("diff", cmd_diff, "compare two specs (or one on two targets or workloads, or "
+                "two saved reports)"):  # fmt: skip
+        saved = "; or a report saved by compile --format json"
+        p.add_argument("a", metavar="A", help=SPEC_HELP + saved)
+        p.add_argument("b", metavar="B", help=SPEC_HELP + saved)
+        p.add_argument("--hw", help="target of A (and of B unless --hw-b); a saved report "
+                       "keeps its own")  # fmt: skip
         p.add_argument("--hw-b", help="target of B")
         add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE + ESTIMATE + MOE, sides=True)
         p.add_argument("--charts", choices=CHART_MODES_CLI, help=CHARTS_HELP)
@@ -1068,7 +1124,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if p := add(
         "site", cmd_site, "write a docs site: a page per model × hardware, diffs, an index"
     ):
-        p.add_argument("specs", nargs="+", metavar="SPEC")
+        p.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
         p.add_argument(
             "--hw", required=True, help="comma-separated targets, e.g. mi300x,mi355x,h200"
         )
@@ -1090,13 +1146,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--format", choices=["text", "json"], default="text")
         p.set_defaults(func=cmd_hw_show)
 
+    if p := add("zoo", cmd_zoo, "the shipped models: each name works as a SPEC from anywhere"):
+        p.add_argument("--format", choices=["text", "json"], default="text")
+
     if p := add("schema", cmd_schema, "print the JSON Schema of the Spec IR (or of reports)"):
         p.add_argument("--report", action="store_true", help="the schema of compile's JSON")
     return parser
 
 
+def _negatives_joined(words: list[str]) -> list[str]:
+    """`--tpot -5ms` as `--tpot=-5ms`: argparse reads a word starting with `-` (and not
+    a plain number) as an option, so a negative value would be told "expected one
+    argument"; joined, its option's parser names it (a duration must be positive)."""
+    out: list[str] = []
+    for word in words:
+        if out and re.match(r"-\.?\d", word) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    words = sys.argv[1:] if argv is None else list(argv)
+    words = _negatives_joined(sys.argv[1:] if argv is None else list(argv))
     command = words[0] if words and words[0] in COMMANDS else None  # else: all of them
     args = build_parser(command).parse_args(words)
     if sys.stdout is None:  # started with it closed (`>&-`): writing to it is an error

@@ -262,7 +262,7 @@ def _together(spec: ir.Spec, hw: Hardware, workload: Workload, how: Costing,
         return None
     for field in [f for f in found if f not in SEARCHED]:  # what it fits without
         fewer = {k: v for k, v in found.items() if k != field}
-        if len(fewer) > 1 and _fix(spec, hw, workload, how, fewer, levers):
+        if fewer and _fix(spec, hw, workload, how, fewer, levers):
             found = fewer
     return _fix(spec, hw, workload, how, found, levers)
 

@@ -66,9 +66,10 @@ def read_text(path: str | os.PathLike[str], limit: int = MAX_FILE_BYTES) -> str:
 
 
 def decode(data: bytes, filename: str) -> str:
-    """UTF-8 text; invalid bytes are a positioned error at the first of them."""
+    """UTF-8 text, without the byte-order mark an editor may put first (Notepad's);
+    invalid bytes are a positioned error at the first of them."""
     try:
-        return data.decode("utf-8")
+        return data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
     except UnicodeDecodeError as exc:
         start = exc.start
         line_start = data.rfind(b"\n", 0, start) + 1

@@ -9,6 +9,7 @@ from typing import Literal
 from .dtypes import DType
 from .perfmodel import MODELCOST, Conventions, OpRecord
 from .record import Record, force_setattr, replace
+from .settings import bounded
 
 
 class Phase(StrEnum):
@@ -80,18 +81,15 @@ class Parallel(Record, frozen=True):
                 f"recompute must be 'none', 'selective' or 'full', got {self.recompute!r}"
             )
         for name in ("tp", "ep", "dp", "pp", "cp", "microbatches", "vpp"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            bounded(name, getattr(self, name))
         if self.zero not in (0, 1, 2, 3):
             raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if self.sp and self.tp == 1:
             raise ValueError(
                 "sequence parallelism (sp) splits tokens over the tp ranks: it needs tp > 1"
             )
-        etp = self.etp
-        if etp is not None and (not isinstance(etp, int) or isinstance(etp, bool) or etp <= 0):
-            raise ValueError(f"etp must be a positive integer, got {etp!r}")
+        if self.etp is not None:
+            bounded("etp", self.etp)
         if self.folded:
             self._check_folded()
 
@@ -245,8 +243,7 @@ class Workload(Record, frozen=True):
         for item in self.streams:
             if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
                 raise ValueError(f"streams maps a stream's name to its length, got {item!r}")
-            if not isinstance(item[1], int) or isinstance(item[1], bool) or item[1] <= 0:
-                raise ValueError(f"stream {item[0]!r} needs a positive length, got {item[1]!r}")
+            bounded(f"stream {item[0]!r}'s length", item[1])
         if not isinstance(self.phase, Phase):
             try:
                 force_setattr(self, "phase", Phase(self.phase))  # normalizing, in __init__
@@ -257,13 +254,10 @@ class Workload(Record, frozen=True):
         if self.logits not in ("all", "last", None):
             raise ValueError(f"logits must be 'all' or 'last', got {self.logits!r}")
         for name in ("batch", "seq", "context"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value <= 0):
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            if (value := getattr(self, name)) is not None:
+                bounded(name, value)
         for name in ("prefix", "chunk", "prompt"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{name} must be a whole number, got {value!r}")
+            bounded(name, getattr(self, name), least=0)
         q = self.queries
         if not isinstance(q, int) or isinstance(q, bool) or q <= 0:
             raise ValueError(f"queries must be a positive integer, got {q!r}")

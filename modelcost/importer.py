@@ -1659,6 +1659,14 @@ def import_config(text: str, filename: str, name: str | None = None) -> str:
         raise _at(text, filename, err.lineno, err.colno, f"not JSON: {err.msg}") from None
     if not isinstance(config, dict):
         raise SpecError("a config.json holds one JSON object", filename=filename)
+    if "schema_version" in config and "reports" in config:
+        raise SpecError(
+            f"a saved modelcost report (schema_version {_show(config['schema_version'])}), "
+            "not a Hugging Face config.json",
+            filename=filename,
+            hint="`modelcost diff A.json B.json` compares two saved reports; the other "
+            "commands read a .model file (or a config.json)",
+        )
     model_type = config.get("model_type") or (MAMBA_SSM if "ssm_cfg" in config else None)
     family = BY_TYPE.get(model_type) if isinstance(model_type, str) else None
     if family is None:
@@ -2067,7 +2075,12 @@ def _scan(text: str, filename: str) -> dict[str, tuple[int, int]]:
                     names[-1] = json.loads(tok)
                 except ValueError:
                     names[-1] = tok[1:-1]
-                keys[".".join(names)] = (m.start(), len(tok))
+                path = ".".join(names)
+                if path in keys:  # json would keep the last silently
+                    raise _at_offset(text, filename, m.start(), f"duplicate key `{path}`: "
+                                     "JSON keeps the last of them", "give each key once",
+                                     len(tok))  # fmt: skip
+                keys[path] = (m.start(), len(tok))
         else:
             _check_literal(tok, m.start(), names, text, filename)
     return keys

@@ -58,10 +58,12 @@ from .graph import DEFAULT_BATCH, Parallel, Phase, Workload
 from .hardware import Hardware, hardware_dir, load_hardware, shipped_hardware
 from .mkdocs_cache import entry_key, modelcost_digest, read_entry, write_entry
 from .mkdocs_fences import fenced_blocks
+from .record import replace
 from .resolve import load_spec
 from .settings import DEFAULT_ESTIMATE, ESTIMATE_MODES, estimate_mode
 from .site import SiteOptions, SitePage, assemble, render_page, site_page
 from .sweeps import check_calibration
+from .validate import check_reads, for_phase, given_options
 from .version import __version__
 
 log = get_plugin_logger(__name__)
@@ -279,7 +281,9 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
         def reports(path: str) -> list:
             spec = load_spec(self.root / path)
             batch, seq, context = ints("batch") or DEFAULT_BATCH, ints("seq"), ints("context")
-            return [compile_report(spec, hw, Workload(Phase(p), batch, seq, context), how=how)
+            asked = Workload(Phase(phases[0]), batch, seq, context)
+            check_reads([Phase(p) for p in phases], given_options(asked))
+            return [compile_report(spec, hw, for_phase(replace(asked, phase=Phase(p))), how=how)
                     for p in phases]  # fmt: skip
 
         a = reports(keys["spec"])

@@ -30,7 +30,8 @@ from .settings import (
 
 
 def positive(text: str) -> int:
-    """A count: `8`, `2048`, `128_000`, `128K` (= 131,072), `1M` (settings.count)."""
+    """A count: `8`, `2048`, `128_000`, `128K` (= 128,000), `128Ki` (= 131,072), `1M`:
+    a `.model` file's suffixes (settings.count)."""
     try:
         return count(text)
     except ValueError as err:
@@ -51,12 +52,14 @@ def seconds(text: str) -> float:
                 break
             if value > 0 and value != float("inf"):
                 return value
+            if value <= 0:
+                raise argparse.ArgumentTypeError(f"a duration must be positive, got {text!r}")
             break
     raise argparse.ArgumentTypeError(f"expected a duration such as 50ms or 0.5s, got {text!r}")
 
 
 def counts(text: str) -> list[int]:
-    """Values for a sweep: `1,8,64`, `1..256` (powers of two from 1), `1K..8K` (doubling),
+    """Values for a sweep: `1,8,64`, `1..256` (powers of two from 1), `1Ki..8Ki` (doubling),
     `128..1024+128` (an explicit step); each value a `positive` count."""
     out: dict[int, None] = {}  # each once, in the order given
     for part in (p.strip() for p in text.split(",")):

@@ -14,17 +14,8 @@ import modelcost.syntax as s
 from .bounds import check_bounds
 from .errors import SpecError
 from .grammar_tables import load_parser
+from .settings import SIZE_SUFFIXES
 
-SIZE_SUFFIXES = {
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "K": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-}
 MAX_SOURCE_CHARS = 1_000_000
 # A `#` starts a comment unless it is inside a string, and strings cannot span lines.
 _STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*')

@@ -7,10 +7,14 @@ Units: FLOPs, bytes, seconds, FLOP/s and bytes/s as plain SI numbers.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
+from .errors import SpecError
+from .files import read_text
 from .frozen import Frozen
 from .hooks import shown
 from .settings import CapacityBasis, PeakMode
@@ -290,3 +294,33 @@ class ReportSet(Frozen):
 
     schema_version: int = REPORT_SCHEMA_VERSION
     reports: tuple[Report, ...] = Field(min_length=1)
+
+
+def saved_reports(path: str | Path) -> tuple[Report, ...] | None:
+    """The reports of a file `compile --format json` wrote (`{"schema_version": ...,
+    "reports": [...]}`), or None for a file that is not one (a spec, a config.json).
+    A SpecError for a saved report of another schema version or one that does not
+    validate."""
+    path = Path(path)
+    if path.suffix != ".json":
+        return None
+    text = read_text(path)
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None  # not JSON: the spec reader says what it is
+    if not (isinstance(data, dict) and "schema_version" in data and "reports" in data):
+        return None
+    version = data["schema_version"]
+    if version != REPORT_SCHEMA_VERSION:
+        raise SpecError(f"a report saved with schema_version {version!r}; this modelcost "
+                        f"reads {REPORT_SCHEMA_VERSION}", filename=str(path),
+                        hint="compile it again with this version")  # fmt: skip
+    try:
+        return ReportSet.model_validate_json(text).reports
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise SpecError(
+            f"not a report modelcost wrote: {where}: {first['msg']}", filename=str(path)
+        ) from None

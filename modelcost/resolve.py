@@ -27,6 +27,7 @@ from .hooks import translator
 from .parse import parse
 from .recipes import RECIPES, RecipeName
 from .record import Record
+from .resources import shipped_model, shipped_models
 from .spec import walk
 from .vocabulary import (
     REQUIRED,
@@ -49,6 +50,7 @@ MAX_MULTIPLICITY = 10_000_000
 # costs ~25 µs, so the worst accepted model resolves in about half a second
 MAX_OPS = 20_000
 MAX_DEPTH = 64
+MAX_IMPORT_DEPTH = 64  # files in one chain of imports (a file importing one importing one …)
 MAX_EXPONENT = 256
 
 FUNCTIONS = ("min", "max", "ceil", "floor")
@@ -146,12 +148,16 @@ class Loader:
             raise SpecError(err, filename=str(path))
         if resolved in self._cache:
             return self._cache[resolved]
+        if len(self._stack) >= MAX_IMPORT_DEPTH and src and pos:
+            hint = "import the files you need from one file instead of in a chain"
+            raise src.error(f"imports nest more than {MAX_IMPORT_DEPTH} files deep", pos, hint)
         try:
             text = read_text(path)
         except SpecError as err:
             if src and pos and err.line == 0:  # unreadable: point at the import
                 raise src.error(f"cannot read `{path}`: {_reason(err)}", pos) from None
             raise
+        _check_kind(path, text)
         translate = translator(path.suffix)  # a Hugging Face config.json: import it first
         if translate is not None:
             text = translate(text, str(path))
@@ -173,7 +179,7 @@ class Loader:
                 if not item.path:
                     raise src.error("empty import path", item.pos)
                 target = Path(os.path.normpath(base / item.path))
-                imported = self.load_path(target, src, item.pos)
+                imported = self.load_path(_or_shipped(target, item.path), src, item.pos)
                 for name, model in imported.models.items():
                     _define(unit.models, name, model, src, item.pos)
                 for name, block in imported.blocks.items():
@@ -192,6 +198,39 @@ class Loader:
                 else:
                     unit.blocks[item.name] = (item, unit)
         return unit
+
+
+def _check_kind(path: Path, text: str) -> None:
+    """Refuse, saying what it is, a file that is not a spec: a hardware file (give it to
+    --hw) or a rendered HTML page."""
+    if path.suffix == ".hw" or text.lstrip().startswith("hardware "):
+        raise SpecError("a hardware file, not a spec", filename=str(path),
+                        hint=f"give it as --hw {path}")  # fmt: skip
+    if text.lstrip()[:15].lower().startswith(("<!doctype", "<html")):
+        raise SpecError("an HTML page (a rendered report?), not a spec", filename=str(path),
+                        hint="specs are .model files; `modelcost diff` also compares two "
+                        "reports saved with --format json")  # fmt: skip
+
+
+def _or_shipped(path: Path, name: str | Path, given: bool = False) -> Path:
+    """`path`, or where it names no file, the shipped model `name` means (a bare name:
+    `llama3-70b`, `llama3-70b.model`), found from any folder and in an installed wheel.
+    A bare name `given` on the command line that is neither is refused, with the
+    nearest shipped name."""
+    try:
+        if path.exists():
+            return path
+    except (OSError, ValueError):  # a NUL byte, a name too long: load_path says so
+        return path
+    found = shipped_model(name)
+    if found is not None:
+        return found
+    bare = str(name)
+    if given and bare and "/" not in bare and not bare.endswith((".json", ".model")):
+        hint = did_you_mean(bare, shipped_models()) or "`modelcost zoo` lists the shipped models"
+        raise SpecError("cannot read file: no such file, nor a shipped model of that name",
+                        filename=bare, hint=hint)  # fmt: skip
+    return path
 
 
 def _define(table: dict, name: str, entry: tuple, src: Source, pos: s.Pos) -> None:
@@ -1013,8 +1052,9 @@ def pick_model(unit: LoadedFile, model: str | None) -> str:
 
 @in_bulk
 def load_specs(path: str | Path) -> list[ir.Spec]:
-    """Resolve every model a file defines (not those it imports), in file order."""
-    unit = Loader().load_path(Path(path))
+    """Resolve every model a file defines (not those it imports), in file order; `path`
+    may be a shipped model's name (`llama3-70b`)."""
+    unit = Loader().load_path(_or_shipped(Path(path), path, given=True))
     if not unit.local_models:
         pick_model(unit, None)  # raises the "no model" error
     return [resolve_model(unit, name) for name in unit.local_models]
@@ -1022,8 +1062,9 @@ def load_specs(path: str | Path) -> list[ir.Spec]:
 
 @in_bulk
 def load_spec(path: str | Path, model: str | None = None) -> ir.Spec:
-    """Load, resolve and validate the model defined in a `.model` file."""
-    unit = Loader().load_path(Path(path))
+    """Load, resolve and validate the model defined in a `.model` file (or a shipped
+    model's, by its name: `llama3-70b`)."""
+    unit = Loader().load_path(_or_shipped(Path(path), path, given=True))
     return resolve_model(unit, pick_model(unit, model))
 
 

@@ -34,6 +34,21 @@ def specs_dir() -> Path:
     return data_dir("specs")
 
 
+def shipped_models() -> dict[str, Path]:
+    """The zoo's specs (specs/models/*.model) by name: `llama3-70b`."""
+    return {p.stem: p for p in sorted((specs_dir() / "models").glob("*.model"))}
+
+
+def shipped_model(name: str | Path) -> Path | None:
+    """The shipped spec a bare name means (`llama3-70b` or `llama3-70b.model`, no
+    folder), or None: what a path that names no file may be, on the command line and
+    in an `import`."""
+    text = str(name)
+    if not text or "/" in text or "\\" in text or text.startswith("."):
+        return None
+    return shipped_models().get(text.removesuffix(".model"))
+
+
 def templates_dir() -> Path:
     return data_dir("templates")
 

@@ -268,6 +268,16 @@ def totals(
                     advice)  # fmt: skip
 
 
+def _mfu(model_flops: float, step: float, peak: float) -> float:
+    """Model FLOPs over what the peak does in the step: at most 1, a step being no
+    shorter than its FLOPs at the peak (a sum of float quotients may round a hair past
+    it, as 1.0000000000000002: that is 1)."""
+    if not step:
+        return 0.0
+    mfu = model_flops / (step * peak)
+    return 1.0 if 1.0 < mfu <= 1.0 + 1e-9 else mfu
+
+
 def assemble(
     sums: Sums,
     shape: Shape,
@@ -318,7 +328,7 @@ def assemble(
         bubble_s=bubble,
         bound="compute" if compute_bound >= busy - compute_bound else "memory",
         per_token=per_token,
-        mfu_bound=model_flops / (step * main_peak) if step else 0.0,
+        mfu_bound=_mfu(model_flops, step, main_peak),
         memory=Memory.trusted(
             **mem, total=total_mem, capacity=hw.capacity, fits=fits, warning=warning
         ),

@@ -78,6 +78,7 @@ from .settings import (
     SHARES,
     EstimateMode,
     Objective,
+    bounded,
     count,
     estimate_mode,
 )
@@ -174,6 +175,10 @@ def check_request(
         if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
             raise SpecError(f"{name} must be a positive whole number, got {value!r}",
                             filename="modelcost")  # fmt: skip
+        try:
+            bounded(name, value)
+        except ValueError as err:  # past the bound on a size
+            raise SpecError(str(err), filename="modelcost") from None
     for name, value in (("tpot", tpot), ("ttft", ttft)):
         if value is None:
             continue

@@ -6,6 +6,8 @@ command line's flag table) takes its defaults, choices and bounds from here too.
 
 from __future__ import annotations
 
+import re
+from fractions import Fraction
 from typing import Literal
 
 PeakMode = Literal["datasheet", "achievable"]  # which figures a roofline uses
@@ -37,23 +39,76 @@ def estimate_mode(mode: object, calibration: object = None) -> EstimateMode:
     raise ValueError(f"estimate must be one of {', '.join(ESTIMATE_MODES)}, got {mode!r}")
 
 
-SUFFIXES = {"K": 1024, "M": 1024**2}  # binary, as context lengths are quoted (128K)
+# The bound on a size or count anywhere: the language's on a dimension (resolve.MAX_DIM)
+# and the command line's and the API's on a count (batch, lengths, ranks, microbatches):
+# 2**40 = 1,099,511,627,776, beyond any model or workload, and far from where a
+# product of a few such numbers leaves a float's exact integers behind.
+MAX_SIZE = 2**40
+# Size suffixes, one meaning everywhere: a `.model` file's numbers (parse.number_value)
+# and every count on the command line (`count`). K, M, G, T are powers of 1000; Ki, Mi,
+# Gi, Ti of 1024 (`--context 128Ki` is 131,072; `128K` is 128,000). Longest first.
+SIZE_SUFFIXES = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "K": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+}
+
+
+def bounded(name: str, value: object, least: int = 1) -> int:
+    """`value` if it is a whole number from `least` to MAX_SIZE, else a ValueError
+    naming `name` and the bound (the API's check of a count)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        what = "a positive integer" if least == 1 else "a whole number"
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    if value > MAX_SIZE:
+        raise ValueError(f"{name} must be at most {MAX_SIZE:,} (2**40, the bound on a size), "
+                         f"got {value:,}")  # fmt: skip
+    return value
 
 
 def count(text: str) -> int:
-    """A count: `8`, `2048`, `128_000`, `128K` (= 131,072), `1M`; a ValueError saying
-    what was expected if `text` is not a positive integer."""
-    body = text.strip().replace("_", "")
-    scale = SUFFIXES.get(body[-1:].upper(), 1) if body else 1
-    if scale > 1:
-        body = body[:-1]
-    try:
-        value = int(body) * scale
-    except ValueError:
-        raise ValueError(f"expected a positive integer, got {text!r}") from None
+    """A count: `8`, `2048`, `128_000`, `4K` (= 4,000), `128Ki` (= 131,072), `1.5M`,
+    the suffixes meaning what they mean in a `.model` file (SIZE_SUFFIXES); a
+    ValueError saying what was expected if `text` is not a positive integer up to
+    MAX_SIZE."""
+    if text.isdigit() and text.isascii() and len(text) < 13:  # the common case, at once
+        value = int(text)
+        if 0 < value <= MAX_SIZE:
+            return value
+    body, scale = text.strip().replace("_", ""), 1
+    for suffix, factor in SIZE_SUFFIXES.items():  # Ki before K
+        if body.endswith(suffix):
+            body, scale = body[: -len(suffix)], factor
+            break
+    expected = (f"expected a positive integer (K, M, G, T: 10**3, 10**6, ...; Ki, Mi, Gi, "
+                f"Ti: 2**10, 2**20, ...), got {text!r}")  # fmt: skip
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)?" if scale > 1 else r"[+-]?[0-9]+", body):
+        if re.fullmatch(r"[0-9]+[kmgt]i?", body):  # `4k`: say what each spelling means
+            n, up = body.rstrip("kmgti"), body.lstrip("0123456789").capitalize()
+            dec, binary = up.rstrip("i"), up.rstrip("i") + "i"
+            expected += (f": did you mean {n}{dec} ({int(n) * SIZE_SUFFIXES[dec]:,}) or "
+                         f"{n}{binary} ({int(n) * SIZE_SUFFIXES[binary]:,})?")  # fmt: skip
+        raise ValueError(expected)
+    value = Fraction(body) * scale
+    if value.denominator != 1:
+        raise ValueError(f"expected a whole number, got {text!r} = {float(value):g}")
     if value <= 0:
-        raise ValueError(f"expected a positive integer, got {value}")
-    return value
+        raise ValueError(f"expected a positive integer, got {int(value)}")
+    if value > MAX_SIZE:
+        raise ValueError(f"expected at most {MAX_SIZE:,} (2**40, the bound on a size), "
+                         f"got {_said(int(value))}")  # fmt: skip
+    return int(value)
+
+
+def _said(value: int) -> str:
+    """A count as the error shows it: its digits, or their number past 30 of them."""
+    digits = str(value)
+    return f"{value:,}" if len(digits) <= 30 else f"a {len(digits)}-digit number"
 
 
 # points one sweep may have (so also values one option may take). Each point is about

@@ -22,7 +22,7 @@ from .graph import (
     Workload,
 )
 from .hardware import Hardware
-from .record import Record
+from .record import Record, replace
 from .render.bars import GridCell, grid_svg
 from .render.env import render
 from .render.formats import diff_markdown_files, markdown_files, render_diff, render_html
@@ -30,7 +30,7 @@ from .render.table import Cell, Table
 from .render.units import count, duration, fixed
 from .report import Report
 from .sweeps import check_calibration
-from .validate import input_facts
+from .validate import check_reads, for_phase, given_options, input_facts
 
 
 class SiteOptions(Record, frozen=True):
@@ -59,8 +59,10 @@ def _reports(spec: ir.Spec, hw: Hardware, o: SiteOptions) -> list[Report]:
     out = []
     # an encoder has no decode; its page shows the forward pass only
     phases = (Phase.prefill, Phase.decode) if decodes else (Phase.prefill,)
+    asked = Workload(phases[0], o.batch, None if image else seq, context, parallel=o.parallel)
+    check_reads(phases, given_options(asked), o.parallel.weight_copies)
     for phase in phases:
-        w = Workload(phase, o.batch, None if image else seq, context, parallel=o.parallel)
+        w = for_phase(replace(asked, phase=phase))  # what this phase reads of them
         out.append(compile_report(spec, hw, w, how=o.costing.on(hw.name)))
     return out
 

@@ -43,6 +43,7 @@ from .settings import (
     PeakMode,
 )
 from .tabular import Tabular
+from .validate import check_reads, for_phase
 
 if TYPE_CHECKING:
     from .calibration import Calibration
@@ -193,18 +194,28 @@ def _check_size(specs: int, targets: int, phases: Sequence[Phase], axes: dict,
                     hint="sweep fewer values, or split it into several sweeps")  # fmt: skip
 
 
-def _check_used(phases: Sequence[Phase], seq: list, context: list) -> None:
-    """A length no chosen phase reads is refused, naming the phase that would (a
-    --context of prefill points was silently ignored)."""
-    for name, values, users in (("seq", seq, (Phase.prefill, Phase.train)),
-                                ("context", context, (Phase.decode,))):  # fmt: skip
-        if values != [None] and not any(p in users for p in phases):
-            raise SpecError(
-                f"--{name} applies to {' and '.join(users)}, and the sweep's phases are "
-                f"{', '.join(phases)}",
-                filename="modelcost",
-                hint=f"add {users[0]} to --phase, or leave --{name} out",
-            )
+def _check_used(phases: Sequence[Phase], seq: list, context: list, axes: dict) -> None:
+    """An option no chosen phase reads is refused, naming the phase that would (a
+    --context of prefill points was silently ignored): validate.check_reads, the rule
+    every command shares, over the sweep's values."""
+    given = {}
+    if seq != [None]:
+        given["seq"] = _flag("seq", seq)
+    if context != [None]:
+        given["context"] = _flag("context", context)
+    if any(r != "none" for r in axes["recompute"]):
+        given["recompute"] = _flag("recompute", axes["recompute"])
+    if any(axes["zero"]):
+        given["zero"] = _flag("zero", axes["zero"])
+    if any(m > 1 for m in axes["microbatches"]) and axes["pp"] == [1]:
+        given["microbatches"] = _flag("microbatches", axes["microbatches"])
+    check_reads(phases, given, max(axes["dp"]) * max(axes["cp"]))
+
+
+def _flag(name: str, values: list) -> str:
+    """`--seq 128,256`: a swept option as typed, its first values where there are many."""
+    shown = ",".join(map(str, values[:3])) + (",…" if len(values) > 3 else "")
+    return f"--{name} {shown}"
 
 
 def check_calibration(calibration: Calibration | None, targets: Sequence[Hardware]) -> None:
@@ -349,7 +360,7 @@ def plan(
     if unknown:
         raise ValueError(f"engine has no {', '.join(unknown)}; it takes {', '.join(ENGINE_AXES)}")
     engine_axes = {k: _many((engine or {}).get(k, 0), limit) for k in ENGINE_AXES}
-    _check_used(phases, seq, context)
+    _check_used(phases, seq, context, axes)
     size = _check_size(len(specs), len(targets), phases,
                        {"batch": batch, "seq": seq, "context": context} | engine_axes | axes,
                        limit)  # fmt: skip
@@ -475,9 +486,11 @@ def _at_lengths(work, points: list[_Point]) -> list[SweepRow | Skip]:
 
 
 def _workload(p: _Point, sp: bool) -> Workload:
+    """The point's workload, with what its phase reads of the layout (for_phase)."""
     par = Parallel(**p.layout, sp=sp)
-    return Workload(p.phase, p.batch, p.seq, p.context, parallel=par, prefix=p.engine[0],
-                    chunk=p.engine[1], prompt=p.engine[2])  # fmt: skip
+    w = Workload(p.phase, p.batch, p.seq, p.context, parallel=par, prefix=p.engine[0],
+                 chunk=p.engine[1], prompt=p.engine[2])  # fmt: skip
+    return for_phase(w)
 
 
 def _one(work, p: _Point) -> SweepRow | Skip:

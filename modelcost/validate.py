@@ -5,6 +5,8 @@ this module asks them, and checks the lengths, streams and serving extras."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import modelcost.spec as ir
 
 from .errors import SpecError, did_you_mean
@@ -13,6 +15,7 @@ from .kinds.registry import room
 from .kinds.room import Component, Feature
 from .memo import per_object
 from .parallel import refuse
+from .record import replace
 from .spec import streams_of, walk
 
 
@@ -52,6 +55,11 @@ def _refused_layout(spec: ir.Spec, par: Parallel) -> tuple[str, str] | None:
         error = r.sharding(op, par, where)
         if error is not None:  # a room's refusal (parallel.refuse: modelcost's, hinted)
             return error.message, error.hint or ""
+    if par.etp is not None and not has_experts:
+        return (
+            f"--etp {par.etp}: `{spec.name}` has no experts to split",
+            "expert tensor parallelism applies to MoE layers; use --tp for the rest",
+        )
     if par.ep > 1 and not has_experts:
         return (
             f"--ep {par.ep}: `{spec.name}` has no experts to split",
@@ -125,7 +133,77 @@ def decodes(spec: ir.Spec) -> bool:
     return input_facts(spec)[2]
 
 
+# The options each phase reads, said once: the command line (compile, diff, site, serve,
+# sweep) and the API refuse an option no phase asked for reads (it would be taken and
+# ignored), with one message. `microbatches` is also read by any phase run in pipeline
+# stages (a pipeline's microbatches); `zero` shards over the data-parallel replicas,
+# so it needs more than one.
+READ_BY: dict[str, tuple[Phase, ...]] = {
+    "seq": (Phase.prefill, Phase.train),
+    "context": (Phase.decode,),
+    "recompute": (Phase.train,),
+    "zero": (Phase.train,),
+    "microbatches": (Phase.train,),
+}
+
+
+def given_options(w: Workload) -> dict[str, str]:
+    """The options of READ_BY that `w` sets, each as the flag a user types."""
+    par, out = w.parallel, {}
+    if w.seq is not None:
+        out["seq"] = f"--seq {w.seq}"
+    if w.context is not None:
+        out["context"] = f"--context {w.context}"
+    if par.recompute != "none":
+        out["recompute"] = f"--recompute {par.recompute}"
+    if par.zero:
+        out["zero"] = f"--zero {par.zero}"
+    if par.microbatches > 1 and par.pp == 1:
+        out["microbatches"] = f"--microbatches {par.microbatches}"
+    return out
+
+
+def check_reads(phases: Sequence[Phase], given: dict[str, str], weight_copies: int = 2) -> None:
+    """Raise a SpecError for an option in `given` (READ_BY's name → the flag as typed)
+    that none of `phases` reads, or ZeRO over `weight_copies` of one."""
+    for name, said in given.items():
+        users = READ_BY[name]
+        if not any(p in users for p in phases):
+            pipeline = " or a pipeline (--pp)" if name == "microbatches" else ""
+            raise SpecError(
+                f"{said} applies to {' and '.join(users)}{pipeline}, and the phases asked "
+                f"for are {', '.join(phases)}",
+                filename="modelcost",
+                hint=f"add {users[0]} to --phase, or leave --{name} out",
+            )
+    if "zero" in given and weight_copies == 1:
+        raise SpecError(
+            f"{given['zero']} shards over the data-parallel replicas, and there is one",
+            filename="modelcost",
+            hint="add --dp (or --cp) ranks, or leave --zero out",
+        )
+
+
+def for_phase(w: Workload) -> Workload:
+    """`w` for its own phase: what a multi-phase command gave every phase, less the
+    options this one does not read (check_reads has checked that some phase does)."""
+    given = given_options(w)
+    unread = {k for k in given if w.phase not in READ_BY[k]}
+    if not unread:
+        return w
+    par = w.parallel
+    layout = replace(
+        par,
+        recompute="none" if "recompute" in unread else par.recompute,
+        zero=0 if "zero" in unread else par.zero,
+        microbatches=1 if "microbatches" in unread else par.microbatches,
+    )
+    return replace(w, seq=None if "seq" in unread else w.seq,
+                   context=None if "context" in unread else w.context, parallel=layout)  # fmt: skip
+
+
 def workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
+    check_reads((w.phase,), given_options(w), w.parallel.weight_copies)
     notes: list[str] = []
     patch, positions, decodes = input_facts(spec)
     if w.phase is Phase.decode and not decodes:

@@ -51,7 +51,8 @@ def test_every_attention_statement_takes_the_kernel_and_flash_is_the_default() -
 
 def test_every_sdpa_of_a_math_attention_says_so_in_every_phase() -> None:
     for phase in (Phase.prefill, Phase.decode, Phase.train):
-        r = compile_report(SPEC, "h100", Workload(phase, 1, 2048))
+        length = {"context": 2048} if phase is Phase.decode else {"seq": 2048}
+        r = compile_report(SPEC, "h100", Workload(phase, 1, **length))
         sdpa = [o for o in r.ops if o.kind == "SDPA"]
         assert sdpa and all(o.shape["flash_impl"] is False for o in sdpa)
         assert all(o.shape_label.endswith(", math") for o in sdpa)

@@ -20,6 +20,7 @@ from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
 from modelcost.render.formats import render_html
 from modelcost.site import build_site
+from modelcost.validate import for_phase
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = [
@@ -78,7 +79,7 @@ def column(page, table: str, col: int) -> list[float]:
 def test_report_renders_sorts_and_plots_every_op(browser, tmp_path: Path) -> None:
     spec = load_spec(MODELS / "deepseek-v3.model")
     hw = load_hardware("mi355x")
-    reports = [compile_report(spec, hw, Workload(p, 1, 2048, 2048))
+    reports = [compile_report(spec, hw, for_phase(Workload(p, 1, 2048, 2048)))
                for p in (Phase.prefill, Phase.decode)]  # fmt: skip
     path = tmp_path / "report.html"
     path.write_text(render_html(reports), encoding="utf-8")
@@ -261,10 +262,10 @@ def test_no_table_is_clipped_and_charts_carry_their_labels(browser, tmp_path: Pa
 
     hw = load_hardware("mi355x")
     ds = load_spec(MODELS / "deepseek-v3.model")
-    reports = [compile_report(ds, hw, Workload(p, 1, 2048, 2048))
+    reports = [compile_report(ds, hw, for_phase(Workload(p, 1, 2048, 2048)))
                for p in (Phase.prefill, Phase.decode)]  # fmt: skip
     llama = load_spec(MODELS / "llama3-70b.model")
-    other = [compile_report(llama, hw, Workload(p, 1, 2048, 2048))
+    other = [compile_report(llama, hw, for_phase(Workload(p, 1, 2048, 2048)))
              for p in (Phase.prefill, Phase.decode)]  # fmt: skip
     (tmp_path / "report.html").write_text(render_html(reports), encoding="utf-8")
     page_html = render_diff(diff(other, reports), "html", sides=(other, reports))
@@ -374,7 +375,7 @@ def _written(tmp_path: Path) -> list[tuple[Path, list[Path]]]:
 
     hw = load_hardware("h200")  # its roof label is the one that ran off: matrix bf16 989 TFLOP/s
     small, big = (load_spec(MODELS / f"{n}.model") for n in ("llama3-8b", "llama3-70b"))
-    a, b = ([compile_report(s, hw, Workload(p, 1, 2048, 2048))
+    a, b = ([compile_report(s, hw, for_phase(Workload(p, 1, 2048, 2048)))
              for p in (Phase.prefill, Phase.decode)] for s in (small, big))  # fmt: skip
     d = diff(a, b)
     site = build_site([("llama3-8b", small), ("llama3-70b", big)], [hw], [])

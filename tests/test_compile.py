@@ -15,6 +15,7 @@ from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware, shipped_hardware
 from modelcost.render.formats import render_json
 from modelcost.report import Report, ReportSet
+from modelcost.validate import for_phase
 
 ENCODERS = {"vit-l16", "bert-base-uncased"}  # no causal attention: no decode
 
@@ -30,7 +31,7 @@ def test_every_spec_workload_and_target(path: Path) -> None:
     for hw_name in shipped_hardware():
         hw = load_hardware(hw_name)
         for phase in Phase:
-            workload = Workload(phase, 2, seq, min(seq or 1024, 1024) - 1)
+            workload = for_phase(Workload(phase, 2, seq, min(seq or 1024, 1024) - 1))
             if phase is Phase.decode and path.stem in ENCODERS:
                 with pytest.raises(SpecError, match="decode needs a causal decoder"):
                     compile_report(spec, hw, workload)

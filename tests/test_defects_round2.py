@@ -120,7 +120,8 @@ def test_an_encoder_skips_decode_among_several_phases_with_a_note() -> None:
 
 def test_per_token_is_the_step_over_its_tokens_in_every_phase() -> None:
     for phase in (Phase.prefill, Phase.decode):
-        t = compile_report(LLAMA8, H200, Workload(phase, 8, 512, 1024)).totals.per_token
+        w = Workload(phase, 8, 512) if phase is Phase.prefill else Workload(phase, 8, context=1024)
+        t = compile_report(LLAMA8, H200, w).totals.per_token
         assert t.ms_per_token == t.ms_per_step / t.tokens_per_step
         assert t.ms_per_token == pytest.approx(1e3 / t.tokens_per_s, rel=1e-12)
     r = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "h200", "--phase", "decode",

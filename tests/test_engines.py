@@ -129,7 +129,7 @@ def test_the_bound_is_unchanged_by_the_engine_its_memory_and_its_schedule() -> N
 
 
 def test_the_command_line_names_the_engine_and_refuses_what_it_does_not_know() -> None:
-    base = ["serve", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--isl", "1K",
+    base = ["serve", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--isl", "1Ki",
             "--osl", "128", "--concurrency", "16"]  # fmt: skip
     r = run_cli(*base, "--engine", "trtllm", "--memory-fraction", "0.8", "--format", "json")
     assert r.returncode == 0, r.stderr

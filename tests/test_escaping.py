@@ -41,6 +41,7 @@ from modelcost.render.formats import (
 )
 from modelcost.render.text import render_text
 from modelcost.site import build_site
+from modelcost.validate import for_phase
 
 ATTACKS = [
     "<img src=x onerror=alert(1)>",
@@ -104,8 +105,8 @@ def _hardware():
 @pytest.fixture(scope="module")
 def outputs() -> dict[str, str]:
     a, b, hw = _spec("a"), _spec("b"), _hardware()
-    ra = [compile_report(a, hw, Workload(p, 1, 16, 16)) for p in ("prefill", "decode")]
-    rb = [compile_report(b, hw, Workload(p, 1, 32, 32)) for p in ("prefill", "decode")]
+    ra = [compile_report(a, hw, for_phase(Workload(p, 1, 16, 16))) for p in ("prefill", "decode")]
+    rb = [compile_report(b, hw, for_phase(Workload(p, 1, 32, 32))) for p in ("prefill", "decode")]
     site = build_site([("page", a), ("javascript:alert(1)", b)], [hw],
                       [("page", "javascript:alert(1)")])  # fmt: skip
     d = diff(ra, rb)

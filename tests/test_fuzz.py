@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from modelcost import SpecError, parse_spec
 from modelcost.fmt import format_source
 from modelcost.parse import parse
+from modelcost.validate import for_phase
 
 # More with e.g. MODELCOST_FUZZ_EXAMPLES=2000 (clean at 1,500 per spec when written).
 EXAMPLES = int(os.environ.get("MODELCOST_FUZZ_EXAMPLES", "120"))
@@ -126,7 +127,7 @@ def test_hostile_inputs_get_their_error(name: str) -> None:
     try:
         spec = parse_spec(text, f"{name}.model")
         for phase in Phase:
-            compile_report(spec, load_hardware("h100"), Workload(phase, 1, 256, 256))
+            compile_report(spec, load_hardware("h100"), for_phase(Workload(phase, 1, 256, 256)))
     except SpecError as err:
         assert expected is not None and expected in err.message, err.render()[:300]
         if "lowers to" not in err.message and "too many tokens" not in err.message:

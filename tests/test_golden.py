@@ -22,6 +22,7 @@ from modelcost.render.formats import (
     render_json,
     render_markdown,
 )
+from modelcost.validate import for_phase
 
 CASES = {
     # name: (spec, hardware, batch, seq, context)
@@ -36,7 +37,7 @@ RENDER = {"md": render_markdown, "html": render_html, "json": render_json}
 
 def reports(spec: str, hw: str, batch: int, seq: int, context: int):
     s, h = load_spec(MODELS / f"{spec}.model"), load_hardware(hw)
-    return [compile_report(s, h, Workload(p, batch, seq, context))
+    return [compile_report(s, h, for_phase(Workload(p, batch, seq, context)))
             for p in (Phase.prefill, Phase.decode)]  # fmt: skip
 
 

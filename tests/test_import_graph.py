@@ -238,7 +238,7 @@ def test_a_report_shows_itself_in_a_notebook(fmt):
         "import sys, modelcost\n"
         "spec = modelcost.load_spec('specs/models/gpt2.model')\n"
         "r = modelcost.compile_report(spec, modelcost.load_hardware('mi300x'), "
-        "modelcost.Workload(modelcost.Phase.decode, 1, 1024, 1024))\n"
+        "modelcost.Workload(modelcost.Phase.decode, 1, context=1024))\n"
         "assert 'modelcost.render' not in sys.modules\n"
         f"shown = r.{method}()\n"
         f"assert shown == modelcost.render(r, {fmt!r}), 'not the rendered page'\n"

@@ -139,11 +139,22 @@ def test_the_mix_limits_are_in_the_help() -> None:
     [
         ("1..100000+1", 100_000),  # MAX_POINTS values exactly
         ("1,2,1..99999+1", 99_999),  # each once: 1 and 2 are in the range
-        ("1..1M", 21),  # doubling: 2⁰ … 2²⁰
+        ("1..1Mi", 21),  # doubling: 2⁰ … 2²⁰
+        ("1..1M", 20),  # 2⁰ … 2¹⁹: 1M is 10⁶, as in a spec
     ],
 )
 def test_a_sweep_option_takes_up_to_max_points_values(text: str, values: int) -> None:
     assert MAX_POINTS == 100_000 and len(counts(text)) == values
+
+
+def test_a_sweep_option_past_the_bound_on_a_size_is_refused() -> None:
+    # no OverflowError, and no range made: its end is past 2**40 (settings.MAX_SIZE)
+    with pytest.raises(argparse.ArgumentTypeError) as err:
+        counts("1.." + "9" * 30 + "+1")
+    assert str(err.value) == (
+        "expected at most 1,099,511,627,776 (2**40, the bound on a size), got "
+        "999,999,999,999,999,999,999,999,999,999"
+    )
 
 
 @pytest.mark.parametrize(
@@ -151,7 +162,6 @@ def test_a_sweep_option_takes_up_to_max_points_values(text: str, values: int) ->
     [
         ("1..100001+1", "'1..100001+1'"),
         ("1..999999+1", "'1..999999+1'"),  # refused before it is made
-        ("1.." + "9" * 30 + "+1", "'1.." + "9" * 30 + "+1'"),  # no OverflowError
         ("1..50000+1,50001..100001+1", "'1..50000+1,50001..100001+1'"),  # in all
         (",".join(map(str, range(1, 100_002))), "'1,2,3,4,5,6,7,8,9,10,11,12,13,…'"),
     ],
@@ -173,7 +183,8 @@ def test_issue_20s_sweep_is_refused_up_front() -> None:
     r = run_cli(*base)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr == (
-        "modelcost: error: --context applies to decode, and the sweep's phases are prefill\n"
+        "modelcost: error: --context 1,2,3,… applies to decode, and the phases asked for are "
+        "prefill\n"
         "  hint: add decode to --phase, or leave --context out\n"
     )
     r = run_cli(*base, "--phase", "decode")

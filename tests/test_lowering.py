@@ -13,10 +13,11 @@ from modelcost.dtypes import DType
 from modelcost.graph import OpGraph, Phase, Workload
 from modelcost.lower import lower
 from modelcost.perfmodel import GemmOp, GroupedGemmOp, MambaSsdOp, MambaStepOp, SdpaOp
+from modelcost.validate import for_phase
 
 
 def graph(name: str, phase=Phase.prefill, batch=1, seq=2048, context=2048, logits="all"):
-    return lower(load_spec(MODELS / name), Workload(phase, batch, seq, context, logits))
+    return lower(load_spec(MODELS / name), for_phase(Workload(phase, batch, seq, context, logits)))
 
 
 def gemms(g: OpGraph, group: str) -> dict[str, tuple]:

@@ -17,6 +17,7 @@ from modelcost.network import bound, collective_time, link, ring_time
 from modelcost.params import count_params, device_params
 from modelcost.perfmodel import CollectiveOp
 from modelcost.spec import walk
+from modelcost.validate import for_phase
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")  # 32 layers, d 4096, 32 heads, 8 KV, ff 14336
 LLAMA70 = load_spec(MODELS / "llama3-70b.model")  # 80 layers, d 8192, 64 heads, 8 KV
@@ -24,7 +25,9 @@ H100 = load_hardware("h100")
 
 
 def report(spec, phase="prefill", batch=1, seq=2048, **layout):
-    return compile_report(spec, H100, Workload(phase, batch, seq, 2048, "all", Parallel(**layout)))
+    return compile_report(
+        spec, H100, for_phase(Workload(phase, batch, seq, 2048, "all", Parallel(**layout)))
+    )
 
 
 def kind_flops(r, kind: str) -> float:
@@ -184,7 +187,12 @@ def test_the_issue_commands_fit_and_show_their_collectives() -> None:
         (LLAMA8, {"tp": 3}, 1, "--tp 3 does not divide the 32 heads"),
         (LLAMA8, {"tp": 64}, 1, "--tp 64 does not divide the 32 heads"),
         (LLAMA8, {"dp": 4}, 2, "batch 2 does not split over dp = 4"),
-        (LLAMA8, {"microbatches": 3}, 4, "batch 4 does not split over dp = 1 replicas of 3"),
+        (
+            LLAMA8,
+            {"microbatches": 3, "pp": 2},
+            4,
+            "batch 4 does not split over dp = 1 replicas of 3",
+        ),
         (LLAMA8, {"dp": 2, "ep": 2}, 2, "has no experts to split"),
         (LLAMA8, {"tp": 4, "sp": True}, 2, "splits 2 tokens over tp = 4 ranks unevenly"),
     ],

@@ -15,6 +15,7 @@ from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
 from modelcost.render.formats import render_html, render_markdown
 from modelcost.site import build_site
+from modelcost.validate import for_phase
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -47,7 +48,7 @@ def test_html_escapes_everything_from_the_users_file() -> None:
 def test_report_sections_side_by_side() -> None:
     spec = load_spec(MODELS / "llama3-8b.model")
     hw = load_hardware("mi355x")
-    reports = [compile_report(spec, hw, Workload(p, 1, 2048, 2048)) for p in Phase
+    reports = [compile_report(spec, hw, for_phase(Workload(p, 1, 2048, 2048))) for p in Phase
                if p is not Phase.train]  # fmt: skip
     md = render_markdown(reports)
     headings = [line for line in md.splitlines() if line.startswith("#")]
@@ -70,7 +71,7 @@ def test_diff_arithmetic() -> None:
 
 def test_diff_across_hardware_of_one_model() -> None:
     spec = load_spec(MODELS / "llama3-8b.model")
-    wl = Workload(Phase.decode, 1, 1, 2048)
+    wl = Workload(Phase.decode, 1, context=2048)
     a = compile_report(spec, load_hardware("mi300x"), wl)
     b = compile_report(spec, load_hardware("mi355x"), wl)
     d = diff([a], [b]).phases[0]

@@ -69,7 +69,7 @@ def test_seed_notebook_is_reproduced_to_the_microsecond() -> None:
     spec = load_spec(MODELS / "llama3-70b.model")
     hw = load_hardware("mi300x")
     only = frozenset({"GEMM", "SDPA"})
-    decode = compile_report(spec, hw, Workload(Phase.decode, 1, 1, 2048), TRACELENS,
+    decode = compile_report(spec, hw, Workload(Phase.decode, 1, context=2048), TRACELENS,
                             "achievable", only=only)  # fmt: skip
     prefill = compile_report(spec, hw, Workload(Phase.prefill, 1, 2048), TRACELENS,
                              "achievable", only=only)  # fmt: skip
@@ -94,7 +94,7 @@ def test_seed_notebook_is_reproduced_to_the_microsecond() -> None:
 def test_per_token_figures_and_memory_for_a_decode_step() -> None:
     spec = load_spec(MODELS / "llama3-70b.model")
     hw = load_hardware("mi355x")
-    r = compile_report(spec, hw, Workload(Phase.decode, 8, 1, 4096))
+    r = compile_report(spec, hw, Workload(Phase.decode, 8, context=4096))
     t = r.totals
     assert t.per_token.tokens_per_step == 8
     # one definition of "per token" in every phase: the step over its 8 tokens (a
@@ -127,7 +127,7 @@ def test_prefill_per_token_and_sliding_window_cache() -> None:
 
 def test_memory_warning_when_it_does_not_fit() -> None:
     spec = load_spec(MODELS / "llama3.1-405b.model")
-    r = compile_report(spec, load_hardware("h100"), Workload(Phase.decode, 1, 1, 2048))
+    r = compile_report(spec, load_hardware("h100"), Workload(Phase.decode, 1, context=2048))
     m = r.totals.memory
     assert not m.fits
     assert m.warning == (
@@ -147,7 +147,7 @@ def test_llama3_70b_in_bf16_fits_one_h200_as_engines_serve_it() -> None:
     # the datasheet's 141 GB; an H200's driver reports 143771 MiB = 150.76 GB (nvidia-smi,
     # specs/hardware/h200.hw), and engines serve the model there
     spec = load_spec(MODELS / "llama3-70b.model")
-    r = compile_report(spec, load_hardware("h200"), Workload(Phase.decode, 1, 1, 4096))
+    r = compile_report(spec, load_hardware("h200"), Workload(Phase.decode, 1, context=4096))
     m = r.totals.memory
     assert 141e9 < m.total < 143771 * 2**20
     assert (m.fits, m.warning, m.capacity) == (True, None, 143771 * 2**20)

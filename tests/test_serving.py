@@ -71,12 +71,12 @@ def test_a_tpot_target_picks_the_largest_batch_meeting_it() -> None:
 
 def test_targets_no_batch_meets_exit_1_saying_why() -> None:
     spec = str(MODELS / "llama3-70b.model")
-    r = run_cli("serve", spec, "--hw", "h200", "--tp", "4", "--isl", "2K", "--osl", "256",
+    r = run_cli("serve", spec, "--hw", "h200", "--tp", "4", "--isl", "2Ki", "--osl", "256",
                 "--tpot", "1ms", "--format", "json")  # fmt: skip
     assert r.returncode == 1
     assert "one sequence per replica already takes over 1 ms a token" in r.stderr
     assert json.loads(r.stdout)["meets_targets"] is False
-    ok = run_cli("serve", spec, "--hw", "h200", "--tp", "4", "--isl", "2K", "--osl", "256")
+    ok = run_cli("serve", spec, "--hw", "h200", "--tp", "4", "--isl", "2Ki", "--osl", "256")
     assert ok.returncode == 0 and "TPOT" in ok.stdout
 
 
@@ -143,7 +143,7 @@ def test_a_mix_is_its_classes_taking_turns(tmp_path) -> None:
     from modelcost.serving import load_mix, serve_mix
 
     path = tmp_path / "mix.txt"
-    path.write_text("# isl osl share\n128 2K 3\n2048 128 1  # long prompts\n")
+    path.write_text("# isl osl share\n128 2Ki 3\n2048 128 1  # long prompts\n")
     mix = load_mix(path)
     m = serve_mix(LLAMA70, H200, mix, TP4, estimate="roofline")
     a, b = m.classes

@@ -175,10 +175,10 @@ def test_the_cli_takes_a_streams_length_and_reports_it() -> None:
                               capture_output=True, text=True)  # fmt: skip
 
     r = run("compile", str(MODELS / "t5-base.model"), "--hw", "h100", "--seq", "64",
-            "--stream", "encoder=1K", "--format", "json")  # fmt: skip
+            "--stream", "encoder=1Ki", "--format", "json")  # fmt: skip
     assert r.returncode == 0, r.stderr
     (report,) = json.loads(r.stdout)["reports"]
-    assert report["workload"]["streams"] == {"encoder": 1024}  # 1K = 1,024 tokens
+    assert report["workload"]["streams"] == {"encoder": 1024}  # 1Ki = 1,024 tokens
     assert report["workload"]["label"] == "seq 64, encoder stream 1024"
     bad = run("compile", str(MODELS / "t5-base.model"), "--hw", "h100", "--stream", "encoder")
     assert bad.returncode == 2 and "expected NAME=LENGTH" in bad.stderr

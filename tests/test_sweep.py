@@ -21,15 +21,18 @@ H100 = load_hardware("h100")
 
 
 def test_counts_take_suffixes_lists_and_ranges() -> None:
-    # K and M are binary, as context lengths are quoted: 128K = 131,072 tokens
-    assert (positive("128K"), positive("1M"), positive("2_048"), positive("4k")) == (
-        131_072, 1_048_576, 2048, 4096,
+    # the suffixes of a .model file, with its meaning (issue 38, item 7): K, M powers of
+    # 1000, Ki, Mi of 1024: 128K = 128,000 tokens and 128Ki = 131,072
+    assert (positive("128K"), positive("128Ki"), positive("1M"), positive("1Mi"),
+            positive("2_048"), positive("1.5K")) == (
+        128_000, 131_072, 1_000_000, 1_048_576, 2048, 1500,
     )  # fmt: skip
     assert counts("1..256") == [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    assert counts("1K..8K") == [1024, 2048, 4096, 8192]
+    assert counts("1Ki..8Ki") == [1024, 2048, 4096, 8192]
+    assert counts("1K..8K") == [1000, 2000, 4000, 8000]
     assert counts("128..512+128") == [128, 256, 384, 512]
     assert counts("8,1,8,2") == [8, 1, 2]  # each once, in the order given
-    for bad in ("0", "8..1", "1..x", "K", "-4"):
+    for bad in ("0", "8..1", "1..x", "K", "-4", "4k", "1.5", "1.0005K"):
         with pytest.raises(argparse.ArgumentTypeError):
             counts(bad)
 
@@ -56,9 +59,13 @@ def test_rows_reuse_nothing_that_differs_between_layouts_and_phases() -> None:
     assert len(s.rows) == 16 + 8 and len(s.skipped) == 8
     for r in s.rows:
         spec = mixtral if r.model == mixtral.name else LLAMA8
-        par = Parallel(tp=2, dp=2, ep=2 if "ep 2" in r.layout else 1, microbatches=4,
-                       pp=4 if "pp 4" in r.layout else 1,
+        # a prefill reads no ZeRO stage, nor microbatches outside a pipeline
+        # (validate.READ_BY): its points run without what they do not read
+        train, pp = r.phase == Phase.train, 4 if "pp 4" in r.layout else 1
+        par = Parallel(tp=2, dp=2, ep=2 if "ep 2" in r.layout else 1,
+                       microbatches=4 if train or pp > 1 else 1, pp=pp,
                        zero=3 if "zero 3" in r.layout else 0)  # fmt: skip
+        assert train or par.zero == 0
         w = Workload(r.phase, 8, seq=1024, parallel=par)
         assert r.layout == par.label
         assert r == row(compile_report(spec, H100, w))
@@ -89,7 +96,7 @@ def test_points_that_do_not_fit_are_kept_and_marked() -> None:
 def test_sweep_cli_formats() -> None:
     spec = str(MODELS / "llama3-8b.model")
     r = run_cli("sweep", spec, "--hw", "h100,mi300x", "--phase", "decode", "--batch",
-                "1..4", "--context", "1K,128K", "--format", "csv")  # fmt: skip
+                "1..4", "--context", "1Ki,128Ki", "--format", "csv")  # fmt: skip
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert len(rows) == 2 * 3 * 2
@@ -108,8 +115,11 @@ def test_json_of_a_sweep_has_its_rows_and_skips() -> None:
 
 def test_compile_takes_suffixed_counts() -> None:
     r = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--phase",
-                "decode", "--context", "128K", "--format", "json")  # fmt: skip
+                "decode", "--context", "128Ki", "--format", "json")  # fmt: skip
     assert r.returncode == 0 and '"context": 131072' in r.stdout
+    r = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--phase",
+                "decode", "--context", "128K", "--format", "json")  # fmt: skip
+    assert r.returncode == 0 and '"context": 128000' in r.stdout  # as 128K in a spec
 
 
 def test_python_api_takes_names_single_values_and_ranges() -> None:
@@ -190,10 +200,10 @@ def test_engine_options_sweep_like_any_workload_option() -> None:
 
 @pytest.mark.parametrize(("phases", "kwargs", "message", "hint"), [
     (["prefill"], {"context": [1024]},
-     "--context applies to decode, and the sweep's phases are prefill",
+     "--context 1024 applies to decode, and the phases asked for are prefill",
      "add decode to --phase, or leave --context out"),
     (["decode"], {"seq": [512]},
-     "--seq applies to prefill and train, and the sweep's phases are decode",
+     "--seq 512 applies to prefill and train, and the phases asked for are decode",
      "add prefill to --phase, or leave --seq out"),
 ])  # fmt: skip
 def test_a_length_no_phase_reads_is_refused(phases, kwargs, message, hint) -> None:

@@ -41,7 +41,7 @@ def test_rows_on_ray_equal_a_local_run() -> None:
 
 def test_the_cli_streams_from_ray_in_order(tmp_path) -> None:
     flags = ["sweep", LLAMA8, "--hw", "h100", "--phase", "decode", "--batch", "1..64",
-             "--context", "1K..16K", "--format", "csv", "--quiet"]  # fmt: skip
+             "--context", "1Ki..16Ki", "--format", "csv", "--quiet"]  # fmt: skip
     r = run_cli(*flags, "--executor", "ray", "-o", str(tmp_path / "ray.csv"))
     assert r.returncode == 0, r.stderr
     local = run_cli(*flags)

@@ -21,7 +21,7 @@ from modelcost.sweeps import CHUNK, Skip, SkipSummary, SweepRow, plan, run
 LLAMA8 = str(MODELS / "llama3-8b.model")
 # 2 targets × 3 batches × 2 contexts × 2 dp sizes = 24 points; batch 1 does not split
 # over 2 replicas: 4 of them skipped
-FLAGS = ["--hw", "h100,h200", "--phase", "decode", "--batch", "1,2,4", "--context", "1K,2K",
+FLAGS = ["--hw", "h100,h200", "--phase", "decode", "--batch", "1,2,4", "--context", "1Ki,2Ki",
          "--dp", "1,2"]  # fmt: skip
 
 
@@ -134,7 +134,7 @@ def _on_a_terminal(*args: str) -> str:
 
 def test_a_terminal_sees_the_progress_and_quiet_silences_it() -> None:
     args = ["sweep", LLAMA8, "--hw", "h100", "--phase", "decode", "--batch", "1..64",
-            "--context", "1K,2K", "--format", "csv"]  # fmt: skip
+            "--context", "1Ki,2Ki", "--format", "csv"]  # fmt: skip
     seen = _on_a_terminal(*args)
     assert "14 / 14 points" in seen and "/s" in seen and "left" in seen
     assert "points" not in _on_a_terminal(*args, "--quiet")
@@ -149,6 +149,7 @@ def test_a_sample_of_a_large_grid_equals_compile_point_by_point() -> None:
     from modelcost.compile import compile_report
     from modelcost.graph import Parallel, Workload
     from modelcost.sweeps import row
+    from modelcost.validate import for_phase
 
     specs = [str(MODELS / f"{n}.model") for n in ("llama3-8b", "mixtral-8x7b", "mamba2-2.7b")]
     big = plan(specs, ["h100", "mi300x"], ["prefill", "decode", "train"],
@@ -164,8 +165,9 @@ def test_a_sample_of_a_large_grid_equals_compile_point_by_point() -> None:
     for pt, got in zip(chosen, ran, strict=True):
         spec, hw = big.specs[pt.spec], big.targets[pt.hw]
         try:  # a layout Parallel refuses (ValueError) or a spec cannot run (SpecError)
-            w = Workload(pt.phase, pt.batch, pt.seq, pt.context,
-                         parallel=Parallel(**pt.layout))  # fmt: skip
+            # what the point's phase reads of the sweep's options (validate.for_phase)
+            w = for_phase(Workload(pt.phase, pt.batch, pt.seq, pt.context,
+                                   parallel=Parallel(**pt.layout)))  # fmt: skip
             want = row(compile_report(spec, hw, w, how=big.how.on(hw.name)))
         except (SpecError, ValueError) as err:
             message = err.message if isinstance(err, SpecError) else str(err)

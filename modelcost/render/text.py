@@ -6,7 +6,7 @@ from tabulate import tabulate
 
 from ..report import PER_TOKEN, Report
 from .escape import clean, terminal
-from .units import duration, ms, pct, si
+from .units import duration, fixed, ms, pct, si
 
 
 def render_text(reports: list[Report]) -> str:
@@ -23,11 +23,11 @@ def _one(r: Report) -> str:
     rows = [
         ["step time", duration(t.time_s)],
         [PER_TOKEN, duration(pt.ms_per_token / 1e3)],
-        ["tokens/s", f"{pt.tokens_per_s:,.1f}"],
+        ["tokens/s", fixed(pt.tokens_per_s, 1)],
         *(
             [
                 ["devices", f"{w.layout.devices} ({w.layout.label})"],
-                ["per device", f"{pt.tokens_per_s_device:,.1f} tokens/s"],
+                ["per device", f"{fixed(pt.tokens_per_s_device, 1)} tokens/s"],
                 ["collectives", f"{duration(t.comm_s)} ({duration(t.comm_exposed_s)} exposed)"],
                 *([["pipeline bubble", duration(t.bubble_s)]] if t.bubble_s else []),
             ]
@@ -36,7 +36,7 @@ def _one(r: Report) -> str:
         ),
         ["FLOPs", si(t.flops, "FLOP")],
         ["bytes", si(t.bytes, "B")],
-        ["bound", f"{t.bound} ({pct(t.compute_share)} compute)"],
+        ["bound", f"{t.bound} ({pct(t.compute_share)} of the time in compute-bound ops)"],
         ["MFU bound", pct(t.mfu_bound)],
         *(
             [

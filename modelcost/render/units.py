@@ -6,7 +6,11 @@ programs); counts of things (parameters) use K/M/B/T; durations pick s, ms or µ
 
 from __future__ import annotations
 
-_PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+_PREFIXES = ((1e30, "Q"), (1e27, "R"), (1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"),
+             (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))  # fmt: skip
+# A float holds 15 significant decimal digits for certain: a figure with more integer
+# digits than this (a count past 10**15) is written with fewer, in e-notation
+EXACT_DIGITS = 15
 _COUNTS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
 
 
@@ -20,7 +24,11 @@ def si(value: float, unit: str = "", digits: int = 3, sep: str = " ") -> str:
 
 
 def fixed(value: float, places: int = 2) -> str:
-    """`1,234.57`: thousands separated, a fixed number of decimals."""
+    """`1,234.57`: thousands separated, a fixed number of decimals; a value whose
+    digits would pass what a float holds (EXACT_DIGITS) with four significant digits
+    instead (`1.121e+18`)."""
+    if abs(value) >= 10 ** (EXACT_DIGITS - places):
+        return f"{value:.4g}"
     return f"{value:,.{places}f}"
 
 
@@ -35,6 +43,8 @@ def count(n: float) -> str:
 def duration(seconds: float) -> str:
     """A time with its unit: `1.234 s`, `26.359 ms`, `840.12 µs`, `0.84 µs`."""
     a = abs(seconds)
+    if a >= 10 ** (EXACT_DIGITS - 3):  # past a float's digits: four significant ones
+        return f"{seconds:.4g} s"
     if a >= 1:
         return f"{seconds:,.3f} s"
     if a >= 1e-3:
@@ -43,7 +53,8 @@ def duration(seconds: float) -> str:
 
 
 def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:,.3f}"
+    """Milliseconds, three decimals (`fixed`'s rules past a float's digits)."""
+    return fixed(seconds * 1e3, 3)
 
 
 def pct(fraction: float) -> str:
