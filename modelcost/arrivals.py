@@ -271,7 +271,9 @@ class Arrivals(Tabular, Frozen):
     is simulated once with `requests` requests; throughputs are the whole job's."""
 
     model: str
+    model_title: str  # the spec's title, as compile's header says it
     hardware: str
+    hardware_title: str  # the target's title, as compile's header says it
     layout: str
     devices: int
     isl: int
@@ -412,7 +414,9 @@ def simulate(
                 "requests finished; the figures are theirs")  # fmt: skip
     return Arrivals.trusted(
         model=spec.name,
+        model_title=spec.title,
         hardware=hw.name,
+        hardware_title=hw.title,
         layout=parallel.label,
         devices=parallel.devices,
         isl=isl,

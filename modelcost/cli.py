@@ -51,6 +51,7 @@ from .settings import (
     DEFAULT_OBJECTIVE,
     DEFAULT_REQUESTS,
     DEFAULT_SERVE_ESTIMATE,
+    GIB,
     MAX_MIX_CLASSES,
     MAX_OUTPUT_TOKENS,
     MAX_POINTS,
@@ -792,7 +793,7 @@ def cmd_site(args: argparse.Namespace) -> int:
     try:
         specs = []
         for path in args.specs:
-            in_file = load_specs(path)
+            in_file = load_specs(path, root=Path(args.root) if args.root else None)
             for spec in in_file:
                 specs.append((Path(path).stem if len(in_file) == 1 else spec.name, spec))
         names = [h.strip() for h in args.hw.split(",") if h.strip()]
@@ -824,11 +825,12 @@ def cmd_site(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return EXIT_BAD_INPUT
     try:
-        write_site(files, Path(args.output), write_text)
+        removed = write_site(files, Path(args.output), write_text)
     except OSError as exc:
         print(f"{args.output}: error: cannot write: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"wrote {len(files)} files to {args.output}", file=sys.stderr)
+    gone = f"; removed {len(removed)} it wrote before and no longer writes" if removed else ""
+    print(f"wrote {len(files)} files to {args.output}{gone}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -858,8 +860,8 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
         name = h.name
         bf16 = h.peak("matrix", "bf16")[0]
         rows.append([name, h.title, h.arch, _tflops(bf16), f"{h.memory_bandwidth / 1e12:g}",
-                     f"{h.capacity / 1e9:.1f}", h.capacity_basis])  # fmt: skip
-    headers = ["name", "title", "arch", "bf16 TFLOPS", "TB/s", "GB", "capacity"]
+                     f"{h.capacity / GIB:.1f}", h.capacity_basis])  # fmt: skip
+    headers = ["name", "title", "arch", "bf16 TFLOPS", "TB/s", "GiB", "capacity"]
     print(terminal(tabulate(rows, headers=headers)))
     return EXIT_OK
 
@@ -899,8 +901,8 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
         print(h.model_dump_json(indent=2))
         return EXIT_OK
     print(f"{clean(h.title)} ({h.name}, {clean(h.arch)}, {clean(h.vendor)})")
-    datasheet = f"; datasheet {h.memory / 1e9:g} GB" if h.memory_reported else ""
-    print(f"HBM {h.capacity / 1e9:.1f} GB ({h.capacity_basis}{datasheet}) "
+    datasheet = f"; datasheet {h.memory / GIB:g} GiB" if h.memory_reported else ""
+    print(f"HBM {h.capacity / GIB:.1f} GiB ({h.capacity_basis}{datasheet}) "
           f"at {h.memory_bandwidth / 1e12:g} TB/s; "
           f"scale-up {h.scaleup_bandwidth / 1e9:g} GB/s; {h.compute_units} CUs at "
           f"{h.clock / 1e6:g} MHz")  # fmt: skip
@@ -1131,6 +1133,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("-o", "--output", required=True, metavar="DIR")
         p.add_argument("--force", action="store_true",
                        help="replace files in DIR that modelcost site did not write")  # fmt: skip
+        p.add_argument("--root", metavar="DIR",
+                       help="the project's root: no spec or import outside it is read, but "
+                       "the shipped models (as the MkDocs plugin's `root:`)")  # fmt: skip
         p.add_argument("--diff", action="append", default=[], metavar="A:B",
                        help="also a diff page of spec A against B (file stems)")  # fmt: skip
         add_options(p, ("batch", "seq", "context", *SITE_LAYOUT, *ROOFLINE, *ESTIMATE))

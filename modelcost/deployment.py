@@ -58,7 +58,9 @@ class Deployment(Tabular, Frozen):
     one per point of the joint front."""
 
     model: str
+    model_title: str  # the spec's title, as compile's header says it
     hardware: str
+    hardware_title: str  # the target's title, as compile's header says it
     isl: int
     osl: int
     devices: int  # the budget
@@ -162,7 +164,8 @@ def search_deployment(
         best.append((choice_key(objective, dis.chosen), "disaggregated"))
     chosen: Mode | None = min(best)[1] if best else None
     return Deployment.trusted(
-        model=spec.name, hardware=hw.name, isl=isl, osl=osl, devices=devices,
+        model=spec.name, model_title=spec.title, hardware=hw.name,
+        hardware_title=hw.title, isl=isl, osl=osl, devices=devices,
         objective=objective, aggregated=agg, disaggregated=dis, refused=tuple(refused),
         chosen=chosen, points=_points(agg, dis, chosen),
         why="" if chosen else "neither an aggregated layout nor a pair of pools meets "

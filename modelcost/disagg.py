@@ -211,7 +211,9 @@ class Disaggregated(Tabular, Frozen):
     headline figures (as `estimate` reads step times) and the bound at the roofline."""
 
     model: str
+    model_title: str  # the spec's title, as compile's header says it
     hardware: str
+    hardware_title: str  # the target's title, as compile's header says it
     isl: int
     osl: int
     engine: str
@@ -386,7 +388,8 @@ def _combine(pre: _Prefill, dec: _Decode, counts: tuple[int, int], request_bytes
     if ttft_target is not None and ttft > ttft_target:
         why.append(f"TTFT is {ttft * 1e3:.1f} ms, over the {ttft_target * 1e3:g} ms target")
     return Disaggregated.trusted(
-        model=sc_p.spec.name, hardware=sc_p.hw.name, isl=isl, osl=osl, engine=sc_p.engine.label,
+        model=sc_p.spec.name, model_title=sc_p.spec.title, hardware=sc_p.hw.name,
+        hardware_title=sc_p.hw.title, isl=isl, osl=osl, engine=sc_p.engine.label,
         estimate="kernels" if kernels else "roofline",
         prefill=_pool("prefill", xp, sc_p.par, pre.batch, pre.room, pre.step, pre.bound_step,
                       pre.rate, pre.bound_rate, pre.memory, pre.capacity),
@@ -473,7 +476,9 @@ class DisaggSearch(Tabular, Frozen):
     the one `objective` chose among those meeting the targets (`choice_key`)."""
 
     model: str
+    model_title: str  # the spec's title, as compile's header says it
     hardware: str
+    hardware_title: str  # the target's title, as compile's header says it
     isl: int
     osl: int
     devices: int  # the budget
@@ -606,7 +611,8 @@ def search_disagg(
             f"no pair of pool layouts runs {spec.name} on {hw.title} within {devices} "
             "devices", filename="modelcost", hint="; ".join(refused) or None,
         )  # fmt: skip
-    found = {"model": spec.name, "hardware": hw.name, "isl": isl, "osl": osl,
+    found = {"model": spec.name, "model_title": spec.title, "hardware": hw.name,
+             "hardware_title": hw.title, "isl": isl, "osl": osl,
              "devices": devices, "tried": tuple(tried), "refused": tuple(refused),
              "objective": objective}  # fmt: skip
     meeting = [s for s in tried if s.meets_targets]

@@ -4,7 +4,8 @@ A hardware file gives one accelerator's dense datasheet peaks per precision for 
 matrix and vector units, achievable (measured) peaks where published, HBM capacity and
 bandwidth, scale-up bandwidth and the arch id, each value with its unit.
 
-Capacity: `memory` is the datasheet figure (marketing GB); `memory_reported` is the total
+Capacity: `memory` is the datasheet figure (a vendor's HBM "GB" are GiB: an H100's 80 GB
+is 80 GiB, of which nvidia-smi reports 81,559 MiB); `memory_reported` is the total
 the driver reports (nvidia-smi "FB Memory Usage Total" in MiB, rocm-smi "VRAM Total
 Memory" in bytes), with `memory_source` saying where it was published. Every fit check
 uses `Hardware.capacity`: the driver's figure where the file gives one, else `memory`.

@@ -59,7 +59,8 @@ from .hardware import Hardware, hardware_dir, load_hardware, shipped_hardware
 from .mkdocs_cache import entry_key, modelcost_digest, read_entry, write_entry
 from .mkdocs_fences import fenced_blocks
 from .record import replace
-from .resolve import load_spec
+from .resolve import load_spec, within
+from .resources import templates_dir
 from .settings import DEFAULT_ESTIMATE, ESTIMATE_MODES, estimate_mode
 from .site import SiteOptions, SitePage, assemble, render_page, site_page
 from .sweeps import check_calibration
@@ -71,6 +72,12 @@ FORMATS = ("md",)  # MkDocs renders the Markdown pages itself
 SHOWS = ("report", "summary", "kinds", "diff")
 BLOCK_KEYS = ("spec", "hw", "show", "phase", "batch", "seq", "context", "vs", "estimate",
               "calibrate", "engine")  # fmt: skip
+
+
+# what the plugin's pages and blocks start with, and the style sheet that lays out what
+# sits beside it in any theme (templates/mkdocs_pages.css)
+PAGE_MARK = '<div class="modelcost-page"></div>'
+STYLE_SHEET = "modelcost.css"
 
 
 class ModelcostConfig(base.Config):
@@ -86,6 +93,9 @@ class ModelcostConfig(base.Config):
     ep = c.Type(int, default=1)
     folder = c.Type(str, default="costs")
     cache = c.Type(str, default=".modelcost-cache")
+    # no spec, import, hardware or calibration file outside it is read (nor quoted in an
+    # error), but the shipped models and targets: relative to mkdocs.yml, default its folder
+    root = c.Type(str, default=".")
     # as `modelcost site --estimate --calibrate` (a calibration file beside mkdocs.yml)
     estimate = c.Choice(ESTIMATE_MODES, default=DEFAULT_ESTIMATE)
     calibrate = c.Optional(c.Type(str))
@@ -95,8 +105,10 @@ class ModelcostConfig(base.Config):
 class ModelcostPlugin(BasePlugin[ModelcostConfig]):
     def on_config(self, config: MkDocsConfig) -> MkDocsConfig:
         self.root = Path(config.config_file_path or ".").resolve().parent
+        self.confine = (self.root / self.config.root).resolve()
         self.rebuilt = self.reused = 0
         self.code = modelcost_digest()  # once a build: an edit of modelcost recompiles
+        config.extra_css.append(f"{self.config.folder.strip('/')}/{STYLE_SHEET}")
         return config
 
     # ---- the pages
@@ -121,7 +133,10 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
             raise PluginError(f"modelcost: {err}") from None
         folder = cfg.folder.strip("/")
         for rel, text in sorted(site.items()):
-            files.append(File.generated(config, f"{folder}/{rel}", content=text))
+            marked = f"{PAGE_MARK}\n\n{text}" if rel.endswith(".md") else text
+            files.append(File.generated(config, f"{folder}/{rel}", content=marked))
+        css = (templates_dir() / "mkdocs_pages.css").read_text(encoding="utf-8")
+        files.append(File.generated(config, f"{folder}/{STYLE_SHEET}", content=css))
         log.info(f"{self.rebuilt} pages compiled, {self.reused} unchanged (cache {cfg.cache})")
         return files
 
@@ -133,15 +148,24 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
                 raise SpecError(f"`specs` pattern {pattern!r} matches no file",
                                 filename=str(self.root / "mkdocs.yml"))  # fmt: skip
             paths.extend(Path(p) for p in found)
-        return [(p.stem, load_spec(p)) for p in paths]
+        return [(p.stem, load_spec(p, root=self.confine)) for p in paths]
 
     def _estimation(self, estimate: str, calibrate: str | None, hw: Hardware | None = None):
         """(the estimate mode, the calibration read relative to mkdocs.yml): a
         calibration implies the kernels' estimate, as on the command line."""
         if calibrate is None:
             return estimate_mode(estimate), None
-        calibration = load_calibration(self.root / calibrate, hw)
+        calibration = load_calibration(self._inside(self.root / calibrate), hw)
         return estimate_mode(estimate, calibration), calibration
+
+    def _inside(self, path: Path) -> Path:
+        """`path`, if it lies inside the root (`root:`); else a SpecError naming it, the
+        file unread."""
+        if not within(path.resolve(), self.confine):
+            raise SpecError(f"`{path}` is outside the project's root, {self.confine}",
+                            filename=str(self.root / "mkdocs.yml"),
+                            hint="move the file there, or widen `root:`")  # fmt: skip
+        return path
 
     @staticmethod
     def _pair(text: str) -> tuple[str, str]:
@@ -155,7 +179,7 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
         name; `src`, `line` and `raw`: where a block names it."""
         path = self.root / value
         if path.suffix == ".hw" or path.exists():
-            return load_hardware(path)
+            return load_hardware(self._inside(path))
         names = shipped_hardware()
         if value in names:
             return load_hardware(hardware_dir() / f"{value}.hw")
@@ -206,7 +230,7 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
                                   f"closed (end it with a line of {block.fence})")  # fmt: skip
             out += lines[done : block.start]
             try:
-                out.append(self._block(block.body, src, fence))
+                out.append(f"{PAGE_MARK}\n\n{self._block(block.body, src, fence)}")
             except SpecError as err:  # its source line, caret and hint too
                 raise PluginError(f"{src}:{fence}: modelcost block: {err.render()}") from None
             done = block.end + 1
@@ -279,7 +303,7 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
                       engine=keys.get("engine", DEFAULT_ENGINE))  # fmt: skip
 
         def reports(path: str) -> list:
-            spec = load_spec(self.root / path)
+            spec = load_spec(self.root / path, root=self.confine)
             batch, seq, context = ints("batch") or DEFAULT_BATCH, ints("seq"), ints("context")
             asked = Workload(Phase(phases[0]), batch, seq, context)
             check_reads([Phase(p) for p in phases], given_options(asked))

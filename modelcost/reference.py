@@ -24,6 +24,7 @@ from .kinds.registry import ROOMS
 from .kinds.room import REPLICATED, Feature
 from .render.escape import md
 from .resources import kernel_table
+from .settings import GIB
 from .vocabulary import DTYPE_ARGS, REQUIRED, Derived, OpSignature, Ref, signatures
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,7 +166,7 @@ def hardware() -> str:
     targets = [load_hardware(n) for n in shipped_hardware()]
     for h in targets:
         peaks = " / ".join(_tf(h.matrix.get(p)) for p in ("bf16", "fp8", "fp4"))
-        out.append(f"| `{h.name}` | {md(h.title)} | {peaks} | {h.capacity / 1e9:.1f} GB "
+        out.append(f"| `{h.name}` | {md(h.title)} | {peaks} | {h.capacity / GIB:.1f} GiB "
                    f"({md(h.capacity_basis)}) | {h.memory_bandwidth / 1e12:g} TB/s | "
                    f"{h.scaleup_bandwidth / 1e9:g} GB/s, {h.scaleup_domain} devices | "
                    f"{h.scaleout_bandwidth / 1e9:g} GB/s |")  # fmt: skip

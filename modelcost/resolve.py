@@ -27,7 +27,7 @@ from .hooks import translator
 from .parse import parse
 from .recipes import RECIPES, RecipeName
 from .record import Record
-from .resources import shipped_model, shipped_models
+from .resources import shipped_model, shipped_models, specs_dir
 from .spec import walk
 from .vocabulary import (
     REQUIRED,
@@ -121,11 +121,14 @@ def _reason(err: SpecError) -> str:
 
 
 class Loader:
-    """Parses files once each and links their imports, refusing cycles."""
+    """Parses files once each and links their imports, refusing cycles. Given a `root`
+    (where specs come from pages: the MkDocs plugin, `modelcost site`), it reads no
+    file outside it but the shipped specs, and names such a file without opening it."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path | None = None) -> None:
         self._cache: dict[Path, LoadedFile] = {}
         self._stack: list[Path] = []
+        self._root = root.resolve() if root is not None else None
 
     def load_path(
         self, path: Path, src: Source | None = None, pos: s.Pos | None = None
@@ -140,6 +143,13 @@ class Loader:
             if src and pos:
                 raise src.error(f"bad import path: {exc}", pos) from None
             raise SpecError(f"bad path: {exc}", filename=repr(str(path))) from None
+        if self._root is not None and not within(resolved, self._root):
+            err = f"`{path}` is outside the project's root, {self._root}"
+            hint = ("specs a site builds read files inside its root only: move the file "
+                    "there, or widen the root (the plugin's `root:`, site's --root)")  # fmt: skip
+            if src and pos:
+                raise src.error(err, pos, hint)
+            raise SpecError(err, filename=str(path), hint=hint)
         if resolved in self._stack:
             cycle = " → ".join(p.name for p in [*self._stack[self._stack.index(resolved) :]])
             err = f"import cycle: {cycle} → {resolved.name}"
@@ -198,6 +208,12 @@ class Loader:
                 else:
                     unit.blocks[item.name] = (item, unit)
         return unit
+
+
+def within(resolved: Path, root: Path) -> bool:
+    """Whether the resolved path `resolved` lies inside `root` (resolved) or among the
+    shipped specs, which any spec may import by name."""
+    return resolved.is_relative_to(root) or resolved.is_relative_to(specs_dir().resolve())
 
 
 def _check_kind(path: Path, text: str) -> None:
@@ -1051,20 +1067,21 @@ def pick_model(unit: LoadedFile, model: str | None) -> str:
 
 
 @in_bulk
-def load_specs(path: str | Path) -> list[ir.Spec]:
+def load_specs(path: str | Path, root: Path | None = None) -> list[ir.Spec]:
     """Resolve every model a file defines (not those it imports), in file order; `path`
-    may be a shipped model's name (`llama3-70b`)."""
-    unit = Loader().load_path(_or_shipped(Path(path), path, given=True))
+    may be a shipped model's name (`llama3-70b`). Given a `root`, no file outside it is
+    read (Loader)."""
+    unit = Loader(root).load_path(_or_shipped(Path(path), path, given=True))
     if not unit.local_models:
         pick_model(unit, None)  # raises the "no model" error
     return [resolve_model(unit, name) for name in unit.local_models]
 
 
 @in_bulk
-def load_spec(path: str | Path, model: str | None = None) -> ir.Spec:
+def load_spec(path: str | Path, model: str | None = None, root: Path | None = None) -> ir.Spec:
     """Load, resolve and validate the model defined in a `.model` file (or a shipped
-    model's, by its name: `llama3-70b`)."""
-    unit = Loader().load_path(_or_shipped(Path(path), path, given=True))
+    model's, by its name: `llama3-70b`); given a `root`, no file outside it is read."""
+    unit = Loader(root).load_path(_or_shipped(Path(path), path, given=True))
     return resolve_model(unit, pick_model(unit, model))
 
 

@@ -47,7 +47,7 @@ from .report import (
     WorkloadInfo,
 )
 from .roofs import Roof, roof
-from .settings import DEFAULT_PEAK
+from .settings import DEFAULT_PEAK, GIB
 
 if TYPE_CHECKING:
     from .calibration import Calibration
@@ -307,9 +307,9 @@ def assemble(
     fits = total_mem <= hw.capacity
     warning = None
     if not fits:
-        need = f"{total_mem / 1e9:,.1f} GB" + ("" if par.single else " per device")
+        need = f"{total_mem / GIB:,.1f} GiB" + ("" if par.single else " per device")
         warning = (
-            f"needs {need} but {hw.title} has {hw.capacity / 1e9:,.1f} GB "
+            f"needs {need} but {hw.title} has {hw.capacity / GIB:,.1f} GiB "
             f"({hw.capacity_basis}): it does not fit"
             + (" on one device" if par.single else "")
             + (f"; {advice}" if advice else "")

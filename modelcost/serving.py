@@ -239,7 +239,9 @@ class Serving(Tabular, Frozen):
     notebook it shows itself as a page with the curve's chart."""
 
     model: str
+    model_title: str  # the spec's title, as compile's header says it
     hardware: str
+    hardware_title: str  # the target's title, as compile's header says it
     layout: str
     devices: int
     isl: int
@@ -718,7 +720,9 @@ def _figures(
         memory += d.weights + d.kv_cache + max(d.activations - at_full.activations, 0.0)
     return Serving.trusted(
         model=sc.spec.name,
+        model_title=sc.spec.title,
         hardware=sc.hw.name,
+        hardware_title=sc.hw.title,
         layout=par.label,
         devices=par.devices,
         isl=isl,
@@ -818,7 +822,9 @@ class Search(Tabular, Frozen):
     against output tokens/s per device flagged. As rows: one per point."""
 
     model: str
+    model_title: str  # the spec's title, as compile's header says it
     hardware: str
+    hardware_title: str  # the target's title, as compile's header says it
     isl: int
     osl: int
     tried: tuple[Serving, ...]
@@ -948,7 +954,8 @@ def search(
             filename="modelcost",
             hint=group_reasons(refused),
         )
-    found = {"model": spec.name, "hardware": hw.name, "isl": isl, "osl": osl,
+    found = {"model": spec.name, "model_title": spec.title, "hardware": hw.name,
+             "hardware_title": hw.title, "isl": isl, "osl": osl,
              "tried": tuple(s for _, s in tried), "refused": tuple(refused),
              "objective": objective}  # fmt: skip
     pick: Serving | None = None

@@ -1,5 +1,6 @@
 """The settings the domain reads, declared once: which peaks a roofline uses, how step
-times are read (and their defaults), how a count is written, and the bounds of a sweep,
+times are read (and their defaults), how a count is written, how memory held is said
+(in GiB, as drivers and datasheets count it), and the bounds of a sweep,
 a request mix and an arrival run. The Python API reads them here; options.py (the
 command line's flag table) takes its defaults, choices and bounds from here too.
 """
@@ -44,6 +45,24 @@ def estimate_mode(mode: object, calibration: object = None) -> EstimateMode:
 # 2**40 = 1,099,511,627,776, beyond any model or workload, and far from where a
 # product of a few such numbers leaves a float's exact integers behind.
 MAX_SIZE = 2**40
+
+# Memory held (weights, KV cache, activations, a device's capacity) is said in binary
+# units, as the drivers (nvidia-smi, rocm-smi: MiB) and the vendors' capacities count it:
+# an H100 "80GB" is 80 GiB of HBM of which nvidia-smi reports 81,559 MiB, more than 80e9
+# bytes. Bytes moved stay decimal (TB), as bandwidths are quoted (TB/s).
+_BINARY = ((2**60, "Ei"), (2**50, "Pi"), (2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"),
+           (2**10, "Ki"))  # fmt: skip
+GIB = 2**30
+
+
+def held(nbytes: float, digits: int = 3) -> str:
+    """Memory held, binary-prefixed: `107 GiB`, `512 KiB`, `140.4 GiB` (digits=4)."""
+    for scale, prefix in _BINARY:
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.{digits}g} {prefix}B"
+    return f"{nbytes:.{digits}g} B"
+
+
 # Size suffixes, one meaning everywhere: a `.model` file's numbers (parse.number_value)
 # and every count on the command line (`count`). K, M, G, T are powers of 1000; Ki, Mi,
 # Gi, Ti of 1024 (`--context 128Ki` is 131,072; `128K` is 128,000). Longest first.
@@ -77,9 +96,9 @@ def count(text: str) -> int:
     ValueError saying what was expected if `text` is not a positive integer up to
     MAX_SIZE."""
     if text.isdigit() and text.isascii() and len(text) < 13:  # the common case, at once
-        value = int(text)
-        if 0 < value <= MAX_SIZE:
-            return value
+        plain = int(text)
+        if 0 < plain <= MAX_SIZE:
+            return plain
     body, scale = text.strip().replace("_", ""), 1
     for suffix, factor in SIZE_SUFFIXES.items():  # Ki before K
         if body.endswith(suffix):

@@ -271,27 +271,64 @@ def foreign_files(files: dict[str, str], out: Path) -> list[str]:
     """The files of `files` that exist in `out` but that `modelcost site` did not write
     (an index a user wrote must not be overwritten without --force)."""
     foreign = []
-    for rel in sorted(files):
+    for rel in sorted([*files, MANIFEST]):
         path = out / rel
         if not path.exists() and not path.is_symlink():
             continue
-        if not path.is_file():  # a FIFO, a device, a directory: never ours, never read
-            foreign.append(rel)
-            continue
-        try:
-            with open(path, "rb") as f:
-                f.seek(max(0, path.stat().st_size - len(SITE_MARK)))
-                tail = f.read().decode("utf-8", errors="replace")
-        except OSError:
-            tail = ""
-        if tail != SITE_MARK:
+        if not _ours(path):  # a FIFO, a device, a directory, a user's page: never ours
             foreign.append(rel)
     return foreign
 
 
-def write_site(files: dict[str, str], out: Path, write) -> None:
-    """Write every file (each atomically) once all were rendered."""
+# the list of what the last run wrote, in the folder, so the next removes what it no
+# longer writes (a page of a model dropped from the command): nothing else is removed
+MANIFEST = ".modelcost-site"
+
+
+def _ours(path: Path) -> bool:
+    """Whether `path` is a regular file ending with the site's mark."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - len(SITE_MARK)))
+            return f.read().decode("utf-8", errors="replace") == SITE_MARK
+    except OSError:
+        return False
+
+
+def _written_before(out: Path) -> list[str]:
+    """What the manifest says the last run wrote: relative paths inside `out` only."""
+    manifest = out / MANIFEST
+    if manifest.is_symlink() or not manifest.is_file():
+        return []
+    try:
+        lines = manifest.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [rel for rel in lines if rel and not rel.startswith(("#", "<!--"))
+            and not Path(rel).is_absolute() and ".." not in Path(rel).parts]  # fmt: skip
+
+
+def write_site(files: dict[str, str], out: Path, write) -> list[str]:
+    """Write every file (each atomically) once all were rendered, then remove what the
+    last run wrote and this one does not (its pages still marked as the site's, and the
+    folders that leaves empty); return what was removed."""
     out.mkdir(parents=True, exist_ok=True)
+    before = _written_before(out)
     for rel, text in sorted(files.items()):
         (out / rel).parent.mkdir(parents=True, exist_ok=True)  # a page's charts folder
         write(out / rel, marked(text))
+    removed = []
+    for rel in sorted(set(before) - set(files)):
+        path = out / rel
+        if _ours(path):
+            path.unlink()
+            removed.append(rel)
+            folder = path.parent
+            while folder != out and folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+                folder = folder.parent
+    listing = "# written by modelcost site: the next run removes what it no longer writes\n"
+    write(out / MANIFEST, marked(listing + "".join(f"{rel}\n" for rel in sorted(files))))
+    return removed

@@ -32,3 +32,19 @@ def pytest_addoption(parser):
         action="store_true",
         help="rewrite tests/golden/* from the current output instead of comparing",
     )
+
+
+SLOW = {line.strip() for line in (Path(__file__).parent / "slow-tests.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")}  # fmt: skip
+
+
+def pytest_collection_modifyitems(items):
+    """`slow`: the tests tests/slow-tests.txt lists (over 0.8 s each, measured); `browser`:
+    tests/test_browser.py. `python -m pytest -m "not slow and not browser"` runs the rest."""
+    import pytest
+
+    for item in items:
+        if item.nodeid in SLOW:
+            item.add_marker(pytest.mark.slow)
+        if item.nodeid.startswith("tests/test_browser.py"):
+            item.add_marker(pytest.mark.browser)

@@ -253,7 +253,7 @@ def test_serve_rate_json_carries_both_and_is_deterministic(tmp_path) -> None:
 
 def test_serve_rate_html_escapes_what_comes_from_files() -> None:
     a = simulate(LLAMA8, "h100", 128, 8, rate=5, requests=5)
-    page = render_arrivals(a.model_copy(update={"model": "a<b>&"}), "html")
-    assert "<h1>a&lt;b&gt;&amp; on h100: requests arriving over time</h1>" in page
+    page = render_arrivals(a.model_copy(update={"model_title": "a<b>&"}), "html")
+    assert "<h1>a&lt;b&gt;&amp; on NVIDIA H100 SXM5 80GB: requests arriving over time</h1>" in page
     assert "<b>" not in page and "<td>TTFT, bound</td>" in page
     assert a._repr_html_() == render_arrivals(a, "html")

@@ -153,8 +153,8 @@ def test_sweep_charts_render_with_their_series_and_axes(browser, tmp_path: Path)
     # memory against context: one line per batch and the capacity line
     memory = page.locator('svg[data-chart="memory"]').first
     assert memory.locator("polyline.series").count() == 4
-    # 151 GB: 143771 MiB, the total nvidia-smi reports for an H200 (specs/hardware/h200.hw)
-    assert "151 GB" in memory.locator("text.roof-label").text_content()
+    # 140 GiB: 143771 MiB, the total nvidia-smi reports for an H200 (specs/hardware/h200.hw)
+    assert "140 GiB" in memory.locator("text.roof-label").text_content()
     assert page.locator("table.sweep tbody tr").count() == len(s.rows) == 16
     assert errors == []
 
@@ -508,3 +508,74 @@ def test_the_docs_site_reads_at_any_width(browser, docs_site: Path, width: int) 
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         assert errors == []
         page.close()
+
+
+# ---- issue 38, item 13: a report's contents, its roofline's labels, the plugin's pages
+
+
+def test_the_contents_keep_each_section_with_its_entries(browser, tmp_path: Path) -> None:
+    spec = load_spec(MODELS / "llama3-8b.model")
+    reports = [compile_report(spec, load_hardware("h100"), p) for p in ("prefill", "decode")]
+    path = tmp_path / "report.html"
+    path.write_text(render_html(reports), encoding="utf-8")
+    page, errors = open_page(browser, path)
+    boxes = page.eval_on_selector_all(
+        "nav.toc > ul > li",
+        """items => items.map(li => {
+        const head = li.querySelector(':scope > a').getBoundingClientRect();
+        return [head.left, head.bottom, ...[...li.querySelectorAll('li')].map(
+          s => [s.getBoundingClientRect().left, s.getBoundingClientRect().top])];
+    })""",
+    )
+    assert len(boxes) == 4  # summary, per token, prefill, decode
+    for left, bottom, *entries in boxes:
+        for x, y in entries:  # in its heading's column, below it: never split off
+            assert left <= x < left + 60 and y >= bottom - 1
+    assert sum(len(b) - 2 for b in boxes) == 12  # 2 phases × 6 sections
+    assert errors == []
+
+
+def test_no_roofline_label_is_drawn_over_another(browser, tmp_path: Path) -> None:
+    for name, hw in (("llama3-8b", "h100"), ("deepseek-v3", "mi355x"), ("gpt2", "h200")):
+        reports = [compile_report(load_spec(MODELS / f"{name}.model"), load_hardware(hw), p)
+                   for p in ("prefill", "decode")]  # fmt: skip
+        path = tmp_path / f"{name}.html"
+        path.write_text(render_html(reports), encoding="utf-8")
+        page, errors = open_page(browser, path)
+        overlaps = page.eval_on_selector_all(
+            "svg.roofline",
+            """charts => charts.map(svg => {
+            const boxes = [...svg.querySelectorAll('text.op-label, text.ridge-label')]
+              .map(t => [t.textContent, t.getBoundingClientRect()]);
+            const hit = [];
+            boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+              if (p.left < q.right - 1 && q.left < p.right - 1 && p.top < q.bottom - 1
+                  && q.top < p.bottom - 1) hit.push(a + ' / ' + b);
+            }));
+            return hit;
+        })""",
+        )
+        assert overlaps == [[], []], name
+        assert errors == []
+
+
+def test_the_plugins_pages_are_laid_out_in_mkdocs_default_theme(browser, tmp_path: Path) -> None:
+    from test_mkdocs import build, make_site
+
+    extra = "use_directory_urls: false\ntheme:\n  name: mkdocs\n  highlightjs: false\n"
+    root = make_site(tmp_path, extra=extra)
+    build(root)
+    page, _ = open_page(browser, root / "site" / "costs" / "gpt2-h200.html")
+    # (the theme's own script throws on file://, its search modal: not ours to judge)
+    looks = page.evaluate("""() => {
+        const cell = document.querySelector('.modelcost-page ~ table td');
+        const head = document.querySelector('.modelcost-page ~ h2');
+        const s = getComputedStyle(cell), h = getComputedStyle(head);
+        const ours = x => (x.href || '').endsWith('costs/modelcost.css');
+        return {sheet: [...document.styleSheets].some(ours),
+                pad: parseFloat(s.paddingLeft), rule: s.borderBottomStyle,
+                gap: parseFloat(h.marginTop)};
+    }""")
+    assert looks["sheet"]
+    assert looks["pad"] >= 8 and looks["rule"] == "solid"  # cells apart, rows ruled
+    assert looks["gap"] >= 16  # a heading apart from the table above it

@@ -21,7 +21,7 @@ def test_roofline_is_deterministic_and_plots_the_ops_with_flops() -> None:
     a = roofline_svg(POINTS, ROOFS, 8e12)
     assert a == roofline_svg(POINTS, ROOFS, 8e12)
     assert a.count('class="op-point"') == 3  # the embedding has no FLOPs: a note instead
-    assert "not plotted: 1 ops without FLOPs (lookups, copies), 2.0% of the time" in a
+    assert "not plotted: 1 op without FLOPs (lookups, copies), 2.0% of the time" in a
     assert a.count('class="roof"') == 2 and a.count('class="ridge"') == 2
 
 

@@ -379,8 +379,10 @@ def test_json_layout_is_the_schema_for_one_phase_and_several() -> None:
     assert schema["title"] == "ReportSet"
     assert set(schema["required"]) == {"reports"}
     assert set(schema["properties"]) == {"schema_version", "reports"}
-    for phases, lengths in (("decode", ("--context", "64")),
-                            ("prefill,decode,train", ("--seq", "64", "--context", "64"))):
+    for phases, lengths in (
+        ("decode", ("--context", "64")),
+        ("prefill,decode,train", ("--seq", "64", "--context", "64")),
+    ):
         r = run("compile", "specs/models/gpt2.model", "--hw", "h100", *lengths,
                 "--phase", phases, "--format", "json")  # fmt: skip
         doc = json.loads(r.stdout)

@@ -75,7 +75,9 @@ def test_a_search_table_names_its_model_and_request() -> None:
     r = run_cli("serve", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--search",
                 "--isl", "1000", "--osl", "100", "--tpot", "1us")  # fmt: skip
     assert r.returncode == 1  # nothing meets a 1 µs TPOT
-    assert r.stdout.splitlines()[0] == "llama3_8b on h100, 1,000 in, 100 out: the layouts tried"
+    assert r.stdout.splitlines()[0] == (
+        "Llama 3 8B on NVIDIA H100 SXM5 80GB, 1,000 in, 100 out: the layouts tried"
+    )
 
 
 # ---- 8. defaults that fit the model
@@ -172,10 +174,10 @@ def test_identical_stacks_with_other_block_names_match(tmp_path) -> None:
 def test_a_side_that_does_not_fit_says_so() -> None:
     r = run_cli("diff", str(MODELS / "llama3-8b.model"), str(MODELS / "llama3.1-405b.model"),
                 "--hw", "h100")  # fmt: skip
-    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("memory (GB)")]
-    # 8B fits in 85.5 GB (81559 MiB, the total nvidia-smi reports for an H100,
-    # specs/hardware/h100.hw); 405B's 406 B parameters × 2 bytes alone are 812 GB
-    assert "(does not fit in 86)" in line and line.count("does not fit") == 1
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("memory (GiB)")]
+    # 8B fits in 79.6 GiB (81559 MiB, the total nvidia-smi reports for an H100,
+    # specs/hardware/h100.hw); 405B's 406 B parameters × 2 bytes alone are 756 GiB
+    assert "(does not fit in 80)" in line and line.count("does not fit") == 1
 
 
 def test_a_pr_summary_without_a_gate_claims_no_pass() -> None:

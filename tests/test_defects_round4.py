@@ -361,3 +361,72 @@ def test_a_duplicate_key_in_a_config_is_refused_at_its_place(tmp_path) -> None:
     assert r.stderr.startswith(
         f"{cfg}:2:23: error: duplicate key `hidden_size`: JSON keeps the last of them\n"
     )
+
+
+# ---- 9. site removes what it wrote before and no longer writes, and nothing else
+
+
+def _pages(out) -> set[str]:
+    return {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+
+
+def test_site_removes_its_own_stale_pages_and_nothing_else(tmp_path) -> None:
+    out = tmp_path / "site"
+    a, b = str(MODELS / "gpt2.model"), str(MODELS / "llama3-8b.model")
+    assert run_cli("site", a, b, "--hw", "h100", "-o", str(out)).returncode == 0
+    assert {"llama3-8b-h100.html", "llama3-8b-h100-charts/decode-roofline.svg"} <= _pages(out)
+    (out / "notes.md").write_text("mine\n")  # a user's file beside the site
+    kept = out / "llama3-8b-h100.md"
+    kept.write_text("edited by hand\n")  # no longer marked as the site's: kept
+    again = run_cli("site", a, "--hw", "h100", "-o", str(out))
+    assert again.returncode == 0, again.stderr
+    # 19 files (2 models × 2 pages + their 12 charts + the index's 2 pages and its chart),
+    # then 11: llama3-8b's html and its 6 charts go, with their folder (its md was edited)
+    assert again.stderr == (
+        f"wrote 11 files to {out}; removed 7 it wrote before and no longer writes\n"
+    )
+    left = _pages(out)
+    assert not any(p.startswith("llama3-8b-h100-charts") for p in left)
+    assert not (out / "llama3-8b-h100-charts").exists()
+    assert "llama3-8b-h100.html" not in left
+    assert {"notes.md", "llama3-8b-h100.md", "gpt2-h100.html", "index.md"} <= left
+    assert kept.read_text() == "edited by hand\n"
+    listed = (out / ".modelcost-site").read_text().splitlines()
+    assert "gpt2-h100.html" in listed and "llama3-8b-h100.html" not in listed
+
+
+def test_a_manifest_cannot_reach_outside_the_folder(tmp_path) -> None:
+    out = tmp_path / "site"
+    assert (
+        run_cli("site", str(MODELS / "gpt2.model"), "--hw", "h100", "-o", str(out)).returncode == 0
+    )
+    outside = tmp_path / "outside.md"
+    outside.write_text((out / "index.md").read_text())  # marked as the site's, but outside
+    listing = (out / ".modelcost-site").read_text()
+    (out / ".modelcost-site").write_text(f"../outside.md\n{outside}\n" + listing)
+    assert (
+        run_cli("site", str(MODELS / "gpt2.model"), "--hw", "h100", "-o", str(out)).returncode == 0
+    )
+    assert outside.exists()
+
+
+# ---- 12. site reads no spec or import outside its root (--root, the current folder)
+
+
+def test_site_reads_nothing_outside_its_root(tmp_path) -> None:
+    secret = tmp_path / "secret.model"
+    secret.write_text("password = hunter2\n")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "a.model").write_text(f'import "{secret}"\nimport "gpt2"\nmodel a extends gpt2 {{}}\n')
+    r = run_cli("site", "a.model", "--hw", "h100", "-o", "site", "--root", ".", cwd=proj)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.startswith(f"a.model:1:1: error: `{secret}` is outside the project's root, ")
+    assert "hunter2" not in r.stderr and not (proj / "site").exists()
+    wide = run_cli("site", "a.model", "--hw", "h100", "-o", "site", "--root", "..", cwd=proj)
+    assert wide.returncode == 2 and "hunter2" in wide.stderr  # read now: not a spec
+    (proj / "a.model").write_text('import "gpt2"\nmodel a extends gpt2 {}\n')  # the zoo: ok
+    assert (
+        run_cli("site", "a.model", "--hw", "h100", "-o", "site", "--root", ".", cwd=proj).returncode
+        == 0
+    )

@@ -43,7 +43,7 @@ def test_shipped_figures(name, arch, bf16, fp8, tbps, gb) -> None:
     assert h.peak("matrix", "bf16")[0] == bf16 * 1e12
     assert h.peak("matrix", "fp8")[0] == fp8 * 1e12
     assert h.memory_bandwidth == float(Decimal(str(tbps)) * 10**12)  # exact, as written
-    assert h.memory == gb * 1e9
+    assert h.memory == gb * 2**30  # a vendor's HBM "GB" are GiB (next test)
 
 
 def test_published_achievable_peaks() -> None:
@@ -95,10 +95,21 @@ def test_capacity_is_the_total_the_driver_reports(name: str, total: int) -> None
 
 
 def test_a_part_without_a_published_driver_total_keeps_its_datasheet_figure() -> None:
-    # no published rocm-smi/amd-smi total for MI325X: its datasheet 256 GB, flagged as such
+    # no published rocm-smi/amd-smi total for MI325X: its datasheet 256 GB (GiB, as ROCm's
+    # spec table writes it), flagged as such
     assert {n for n, _ in DRIVER_TOTALS} | {"mi325x"} == set(shipped_hardware())
     h = load_hardware("mi325x")
-    assert (h.memory_reported, h.capacity, h.capacity_basis) == (None, 256e9, "datasheet")
+    assert (h.memory_reported, h.capacity, h.capacity_basis) == (None, 256 * 2**30, "datasheet")
+
+
+@pytest.mark.parametrize(("name", "total"), DRIVER_TOTALS)
+def test_a_datasheet_gb_is_a_gib(name: str, total: int) -> None:
+    # each driver total lies within 1 % under the datasheet figure read as GiB (H100:
+    # 81,559 MiB of 80 GiB), and above it read as 10**9 bytes (80e9 < 81,559 MiB): a
+    # vendor's HBM "GB" count 2**30 bytes, so reports say memory held in GiB (issue 38, 8)
+    h = load_hardware(name)
+    assert 0.99 * h.memory <= total <= h.memory
+    assert total > h.memory / 2**30 * 1e9
 
 
 @settings(max_examples=60, deadline=None)
@@ -221,11 +232,11 @@ def test_hw_show_gives_the_capacity_its_basis_and_its_source() -> None:
     r = run_cli("hw", "show", "h200")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    # 143771 MiB = 150.76 GB, as nvidia-smi reports an H200 (specs/hardware/h200.hw)
-    assert lines[1].startswith("HBM 150.8 GB (driver-reported; datasheet 141 GB) at 4.8 TB/s")
+    # 143771 MiB = 140.4 GiB, as nvidia-smi reports an H200 (specs/hardware/h200.hw)
+    assert lines[1].startswith("HBM 140.4 GiB (driver-reported; datasheet 141 GiB) at 4.8 TB/s")
     assert lines[-1].startswith("memory: nvidia-smi FB total 143771 MiB, H200 SXM")
     datasheet = run_cli("hw", "show", "mi325x").stdout.splitlines()[1]
-    assert datasheet.startswith("HBM 256.0 GB (datasheet) at 6 TB/s")
+    assert datasheet.startswith("HBM 256.0 GiB (datasheet) at 6 TB/s")
 
 
 def test_check_rejects_a_source_without_a_driver_figure(tmp_path: Path) -> None:
@@ -244,7 +255,7 @@ def test_a_report_says_what_its_capacity_rests_on() -> None:
     r = run_cli("compile", "specs/models/llama3-70b.model", "--hw", "h200", "--phase", "decode",
                 "--context", "4096")  # fmt: skip
     assert r.returncode == 0 and r.stderr == ""  # no "does not fit" warning (issue 21)
-    # 142.4 GB of weights and KV cache of 150.76 GB (143771 MiB, nvidia-smi)
-    assert "memory                     142 GB of 151 GB (driver-reported)\n" in r.stdout
+    # 142.4e9 B = 133 GiB of weights and KV cache of 143771 MiB = 140.4 GiB (nvidia-smi)
+    assert "memory                     133 GiB of 140 GiB (driver-reported)\n" in r.stdout
     old = run_cli("compile", "specs/models/llama3-70b.model", "--hw", "mi325x")
-    assert "GB of 256 GB (datasheet)\n" in old.stdout  # no published driver total
+    assert "GiB of 256 GiB (datasheet)\n" in old.stdout  # no published driver total

@@ -434,3 +434,52 @@ def test_the_plugin_and_its_blocks_take_the_engine(tmp_path: Path) -> None:
     bad = make_site(tmp_path / "bad", block.replace("engine: trtllm", "engine: tgi"))
     with pytest.raises((PluginError, Abort)):
         build(bad)
+
+
+# ---- issue 38, item 12: where specs come from pages, nothing outside the root is read
+
+
+def _secret(tmp_path: Path) -> Path:
+    secret = tmp_path / "secret.model"  # outside the project: a line nobody may print
+    secret.write_text("password = hunter2\n", encoding="utf-8")
+    return secret
+
+
+def test_a_page_cannot_import_a_file_outside_the_root(tmp_path: Path, caplog) -> None:
+    secret = _secret(tmp_path)
+    root = make_site(tmp_path / "proj", "# Home\n")
+    (root / "models" / "gpt2.model").write_text(f'import "{secret}"\n' + (
+        MODELS / "gpt2.model").read_text())  # fmt: skip
+    with pytest.raises((PluginError, Abort)):
+        build(root)
+    assert f"gpt2.model:1:1: error: `{secret}` is outside the project's root, {root}" in (
+        caplog.text
+    )
+    assert "hunter2" not in caplog.text
+
+
+def test_a_block_cannot_name_a_spec_or_target_outside_the_root(tmp_path: Path, caplog) -> None:
+    secret = _secret(tmp_path)
+    hw = tmp_path / "secret.hw"
+    hw.write_text("hardware x { password = hunter2 }\n", encoding="utf-8")
+    for key, value in (("spec", "../secret.model"), ("hw", "../secret.hw")):
+        caplog.clear()
+        block = {"spec": "models/gpt2.model", "hw": "h200", key: value}
+        home = "# Home\n\n```modelcost\n" + "".join(f"{k}: {v}\n" for k, v in block.items())
+        root = make_site(tmp_path / key, home + "show: summary\n```\n")
+        assert (root / value).resolve() in (secret, hw)  # the secrets beside the project
+        with pytest.raises((PluginError, Abort)):
+            build(root)
+        assert "is outside the project's root" in caplog.text
+        assert "hunter2" not in caplog.text
+
+
+def test_the_root_is_configurable(tmp_path: Path) -> None:
+    shared = tmp_path / "shared.model"  # a file beside the project, a root above it
+    shared.write_text((MODELS / "gpt2.model").read_text(), encoding="utf-8")
+    root = make_site(tmp_path / "proj", "# Home\n", extra="      root: ..\n")
+    (root / "models" / "gpt2.model").write_text(
+        'import "../../shared.model"\nmodel mine extends gpt2 {}\n'
+    )
+    build(root)  # no error: the root above the project holds the shared file
+    assert (root / "site" / "costs" / "gpt2-h200" / "index.html").exists()

@@ -63,8 +63,8 @@ def test_hw_list_as_json_gives_every_target_with_its_figures() -> None:
     names = [h["name"] for h in data]
     assert names == sorted(names) and "mi355x" in names and "h100" in names
     mi300x = next(h for h in data if h["name"] == "mi300x")
-    # the MI300X datasheet: 5.3 TB/s HBM3, 192 GB
-    assert (mi300x["memory_bandwidth"], mi300x["memory"]) == (5.3e12, 192e9)
+    # the MI300X datasheet: 5.3 TB/s HBM3, 192 GB (binary, as HBM is counted: 192 GiB)
+    assert (mi300x["memory_bandwidth"], mi300x["memory"]) == (5.3e12, 192 * 2**30)
 
 
 def test_markdown_written_with_o_carries_its_charts_beside_it(tmp_path) -> None:

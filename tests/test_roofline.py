@@ -131,9 +131,9 @@ def test_memory_warning_when_it_does_not_fit() -> None:
     m = r.totals.memory
     assert not m.fits
     assert m.warning == (
-        # 85.5 GB: 81559 MiB, the total nvidia-smi reports for an H100 80GB
+        # 79.6 GiB: 81559 MiB, the total nvidia-smi reports for an H100 80GB
         # (specs/hardware/h100.hw, memory_source)
-        f"needs {m.total / 1e9:,.1f} GB but NVIDIA H100 SXM5 80GB has 85.5 GB "
+        f"needs {m.total / 2**30:,.1f} GiB but NVIDIA H100 SXM5 80GB has 79.6 GiB "
         "(driver-reported): "
         # 810 GB of bf16 weights: over 8 devices ~101 GB each, over 16 ~51 GB
         "it does not fit on one device; it fits with, the least step time × devices first: "

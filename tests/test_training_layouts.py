@@ -151,7 +151,7 @@ def test_sequence_parallelism_is_suggested_when_it_helps() -> None:
     assert parts(16, **ZERO3, recompute="full")["activations"] > inputs > ROOM
     assert inputs / 8 < parts(16, **ZERO3, recompute="full", sp=True)["activations"] < ROOM
     assert advice(16, **ZERO3, recompute="full") == (
-        "needs 120.0 GB per device but NVIDIA H100 SXM5 80GB has 85.5 GB (driver-reported): "
+        "needs 111.8 GiB per device but NVIDIA H100 SXM5 80GB has 79.6 GiB (driver-reported): "
         "it does not fit; it fits with, the least step time × devices first: --sp (step "
         "3.86 s); --microbatches 4 (step 3.93 s); --tp 16 (step 2.47 s on 32 devices); --pp "
         "2 (step 3.71 s on 32 devices); the rest as given (tp 8, dp 2, zero 3, recompute "

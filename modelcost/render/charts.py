@@ -10,7 +10,7 @@ import math
 from ..record import Record
 from .escape import xml as escape
 from .palette import kind_color
-from .units import si
+from .units import plural, si
 
 # the colours and font of the pages (templates/_style.css.j2 reads them) and their charts
 INK = {"fg": "#1d2330", "muted": "#5b6475", "line": "#d8dce4"}
@@ -102,6 +102,12 @@ def _decades(lo: float, hi: float) -> tuple[int, int]:
     return math.floor(math.log10(lo)), math.ceil(math.log10(hi))
 
 
+def _width(text: str) -> float:
+    """About how wide a label is drawn, in px (10 px sans-serif, bold: 6.5 px a
+    character, a little over the average, so neighbours keep a gap)."""
+    return 6.5 * len(text)
+
+
 def _tick(decade: int) -> str:
     """`10P`, `100`, `0.1`: a decade's label on a log axis."""
     return si(10.0**decade, sep="")
@@ -175,6 +181,7 @@ def roofline_svg(
     )
     lo, hi = 10.0**e.x0, 10.0**e.x1
     start = max(lo, 10.0**e.y0 / bandwidth)  # where the bandwidth roof enters the plot
+    placed: list[tuple[float, float, float]] = []  # labels drawn: (x from, x to, y)
     for roof in roofs:
         ridge = roof.peak / bandwidth
         pts = [(start, start * bandwidth), (ridge, roof.peak), (hi, roof.peak)]
@@ -185,9 +192,10 @@ def roofline_svg(
             f'<circle cx="{rx}" cy="{ry}" r="3" class="ridge">'
             f"<title>ridge {ridge:,.1f} FLOP/B ({escape(roof.label)})</title></circle>"
         )
-        out.append(
-            f'<text x="{rx}" y="{ry}" dx="5" dy="13" class="ridge-label">{ridge:,.0f} FLOP/B</text>'
-        )
+        knee = f"{ridge:,.0f} FLOP/B"
+        out.append(f'<text x="{rx}" y="{ry}" dx="5" dy="13" class="ridge-label">{knee}</text>')
+        kx, ky = X(ridge) + 5, Y(roof.peak) + 9  # its middle: a baseline 13 px down
+        placed.append((kx, kx + _width(knee), ky))
         out.append(
             f'<text x="{left + pw + 6}" y="{ry}" class="roof-label" '
             f'dominant-baseline="middle">{escape(roof.label)} {si(roof.peak, "FLOP/s")}'
@@ -214,15 +222,16 @@ def roofline_svg(
             f'class="op-point" fill="{kind_color(p.kind)}" data-name="{escape(p.name)}" '
             f'data-kind="{escape(p.kind)}"><title>{escape(p.tooltip)}</title></circle>'
         )
-    placed: list[tuple[float, float]] = []
     for p in ranked[:LABELLED]:
+        text = p.label or p.name
         tx, ty = X(p.intensity) + 4 + 14 * math.sqrt(p.share), Y(p.flops_per_s)
-        while any(abs(ty - py) < 12 and abs(tx - px) < 120 for px, py in placed):
-            ty += 12  # below a label already there (ops at one point: gate_up and down)
-        placed.append((tx, ty))
+        while any(abs(ty - y) < 12 and tx < x1 and x0 < tx + _width(text)
+                  for x0, x1, y in placed):  # fmt: skip
+            ty += 12  # below a label already there (a knee's, or ops at one point)
+        placed.append((tx, tx + _width(text), ty))
         out.append(
             f'<text x="{_r(tx)}" y="{_r(ty)}" class="op-label" dominant-baseline="middle">'
-            f"{escape(p.label or p.name)}</text>"
+            f"{escape(text)}</text>"
         )
     kinds = sorted(share, key=lambda k: (-share[k], k))
     ly = top + ph - 14 * len(kinds)
@@ -236,8 +245,9 @@ def roofline_svg(
     hidden = [p for p in points if not _plotted(p)]
     if hidden:
         off = sum(p.share for p in hidden)
+        unplotted = plural(len(hidden), "op")
         out.append(
-            f'<text x="{left}" y="{height - 6}" class="note">not plotted: {len(hidden)} ops '
+            f'<text x="{left}" y="{height - 6}" class="note">not plotted: {unplotted} '
             f"without FLOPs (lookups, copies), {off * 100:.1f}% of the time</text>"
         )
     out.append("</svg>")

@@ -11,7 +11,7 @@ from .bars import paired_bars_svg, waterfall_svg
 from .escape import Markdown, md
 from .palette import kind_color
 from .table import Cell, Table, num
-from .units import count, duration, fixed, pct, si, signed
+from .units import GIB, count, duration, fixed, pct, si, signed
 from .view import Chart, roofline_axes, roofline_for
 
 _TOTAL_LABELS = {
@@ -22,7 +22,7 @@ _TOTAL_LABELS = {
     "bytes": ("bytes", si),
     "mfu_bound": ("MFU bound", pct),
     "estimate_s": ("estimate (ms)", lambda v: fixed(v * 1e3, 3)),
-    "memory": ("memory (GB)", lambda v: fixed(v / 1e9)),
+    "memory": ("memory (GiB)", lambda v: fixed(v / GIB)),
     "params_total": ("parameters", count),
 }
 
@@ -76,7 +76,7 @@ def _fit(cell: Cell, side) -> Cell:
     """A memory cell, marked where it exceeds the side's device."""
     if side.fits:
         return cell
-    return Cell(f"{cell.text} (does not fit in {side.capacity / 1e9:,.0f})", cell.sort)
+    return Cell(f"{cell.text} (does not fit in {side.capacity / GIB:,.0f})", cell.sort)
 
 
 def _rel(c) -> Cell:
@@ -86,22 +86,27 @@ def _rel(c) -> Cell:
 
 
 def _time_table(id_: str, label: str, changes, top: int | None = None) -> Table:
-    def ms(v: float | None) -> Cell:
-        return Cell("—", -1.0) if v is None else num(fixed(v * 1e3, 3), v)
+    shown = sorted(changes, key=lambda c: -abs(c.delta or 0))[:top]
+    # ms to three places, or µs for the whole table where some time would read 0.000 ms
+    values = [abs(v) for c in shown for v in (c.a, c.b, c.delta) if v]
+    unit, scale = ("µs", 1e6) if values and min(values) < 0.5e-6 else ("ms", 1e3)
+
+    def at(v: float | None) -> Cell:
+        return Cell("—", -1.0) if v is None else num(fixed(v * scale, 3), v)
 
     rows = tuple(
         (
             Cell(c.key),
-            ms(c.a),
-            ms(c.b),
-            Cell("—", 0.0) if c.delta is None else num(f"{c.delta * 1e3:+,.3f}", c.delta),
+            at(c.a),
+            at(c.b),
+            Cell("—", 0.0) if c.delta is None else num(f"{c.delta * scale:+,.3f}", c.delta),
             _rel(c),
         )
-        for c in sorted(changes, key=lambda c: -abs(c.delta or 0))[:top]
+        for c in shown
     )
     return Table(
         id_,
-        (label, "A (ms)", "B (ms)", "change (ms)", "change"),
+        (label, f"A ({unit})", f"B ({unit})", f"change ({unit})", "change"),
         rows,
         (False, True, True, True, True),
     )

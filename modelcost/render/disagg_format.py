@@ -10,10 +10,10 @@ from ..deployment import Deployment, DeploymentPoint, pools_label
 from ..disagg import Disaggregated, DisaggSearch, PoolFigures
 from ..serving import Serving, group_reasons
 from .data_format import as_data
-from .escape import md, terminal
+from .escape import clean, md, terminal
 from .serving_format import BASIS, OBJECTIVE_SAID, rows_table
 from .sweep_view import TablePage
-from .units import duration, fixed, si
+from .units import duration, fixed, held, si
 
 
 def _html(head: str, facts: list[tuple[str, str]], columns: tuple[str, ...],
@@ -36,7 +36,7 @@ def _pool(p: PoolFigures, estimated: bool) -> str:
     devices = f"{p.devices} device{'s' if p.devices > 1 else ''}"
     return (f"{p.count} × {p.layout} ({devices}): {p.batch:,} {what} (at most "
             f"{p.max_batch_said}), {step} {duration(p.step_s)}{bound}; {rate}; "
-            f"{si(p.memory, 'B')} of {si(p.capacity, 'B')} a device")  # fmt: skip
+            f"{held(p.memory)} of {held(p.capacity)} a device")  # fmt: skip
 
 
 def _facts(d: Disaggregated) -> list[tuple[str, str]]:
@@ -81,7 +81,7 @@ def render_disagg(d: Disaggregated, fmt: str) -> str:
     if data is not None:
         return data
     rows = _facts(d)
-    head = f"{d.model} on {d.hardware}, prefill and decode disaggregated"
+    head = clean(f"{d.model_title} on {d.hardware_title}, prefill and decode disaggregated")
     if fmt == "html":
         return _html(head, [], ("", "value"), [tuple(r) for r in rows], "Figures")
     if fmt == "md":
@@ -113,7 +113,8 @@ def render_disagg_search(found: DisaggSearch, fmt: str) -> str:
     data = as_data(found, fmt)
     if data is not None:
         return data
-    head = (f"{found.model} on {found.hardware}, {found.isl:,} in, {found.osl:,} out: "
+    head = (f"{clean(found.model_title + ' on ' + found.hardware_title)}, "
+            f"{found.isl:,} in, {found.osl:,} out: "
             f"prefill and decode pools within {found.devices} devices")  # fmt: skip
     rows = [(*_row(s), "chosen" if s == found.chosen else "") for s in found.tried]
     c = found.chosen
@@ -123,8 +124,8 @@ def render_disagg_search(found: DisaggSearch, fmt: str) -> str:
             if c is not None else f"none chosen: {found.why}")  # fmt: skip
     notes = [("not tried", why) for why in found.refused]
     if fmt == "html":
-        return _html(f"{head}; {said}", notes, (*_COLUMNS, ""), rows, "Pool layouts")
-    table = rows_table(rows, (*_COLUMNS, ""), fmt)
+        return _html(f"{head}; {said}", notes, (*_COLUMNS, "choice"), rows, "Pool layouts")
+    table = rows_table(rows, (*_COLUMNS, "choice"), fmt)
     out = [f"# {md(head)}\n\n" if fmt == "md" else head + "\n\n", table]
     for _, why in notes:
         out.append(f"\n- not tried: {md(why) if fmt == 'md' else why}")
@@ -134,9 +135,9 @@ def render_disagg_search(found: DisaggSearch, fmt: str) -> str:
 
 
 _BOTH = ("mode", "layout", "devices", "concurrency", "TTFT", "TPOT", "tok/s per user",
-         "tok/s per device", "bound per device", "targets", "")  # fmt: skip
+         "tok/s per device", "bound per device", "targets", "choice")  # fmt: skip
 _POINTS = ("mode", "layout", "devices", "concurrency", "TTFT", "TPOT", "tok/s per user",
-           "tok/s per device", "targets", "")  # fmt: skip
+           "tok/s per device", "targets", "choice")  # fmt: skip
 
 
 def _best_row(mode: str, layout: str, batch: int, s: Serving | Disaggregated,
@@ -198,7 +199,8 @@ def render_deployment(found: Deployment, fmt: str) -> str:
     data = as_data(found, fmt)
     if data is not None:
         return data
-    head = (f"{found.model} on {found.hardware}, {found.isl:,} in, {found.osl:,} out: "
+    head = (f"{clean(found.model_title + ' on ' + found.hardware_title)}, "
+            f"{found.isl:,} in, {found.osl:,} out: "
             f"aggregated and disaggregated serving within {found.devices:,} devices")  # fmt: skip
     objective = f"objective: {found.objective}, {OBJECTIVE_SAID[found.objective]}"
     said = _said(found)

@@ -12,9 +12,9 @@ from ..serving import MixServing, Search, Serving
 if TYPE_CHECKING:
     from ..arrivals import Arrivals, Latencies
 from .data_format import as_data
-from .escape import md, terminal
+from .escape import clean, md, terminal
 from .serving_view import layout_label
-from .units import duration, fixed, si
+from .units import duration, fixed, held
 
 
 def _html(page) -> str:
@@ -32,7 +32,7 @@ def render_serving(s: Serving, fmt: str) -> str:
         from .serving_view import serving_page
 
         return _html(serving_page(s, rows))
-    head = f"{s.model} on {s.hardware}"
+    head = clean(f"{s.model_title} on {s.hardware_title}")  # the user's titles, one line
     if fmt == "md":
         body = "\n".join(f"| {md(k)} | {md(v)} |" for k, v in rows)
         return f"# {md(head)}\n\n|  | value |\n|---|---|\n{body}\n"
@@ -68,9 +68,9 @@ def _facts(s: Serving) -> list[tuple[str, str]]:
                             + (f"; bound {fixed(b.output_tokens_per_s, 1)}" if estimated
                                else "")),
         ("total tokens/s", both(fixed(s.total_tokens_per_s, 1), fixed(b.total_tokens_per_s, 1))),
-        ("memory/device", f"{si(s.memory, 'B')} of {si(s.capacity, 'B')}"
+        ("memory/device", f"{held(s.memory)} of {held(s.capacity)}"
                           + ("" if s.fits else " (does NOT fit)")),
-        ("KV per sequence", f"{si(s.kv_per_sequence, 'B')} per device"),
+        ("KV per sequence", f"{held(s.kv_per_sequence)} per device"),
     ]  # fmt: skip
     if (sp := s.speculative) is not None:
         rows.insert(
@@ -81,8 +81,8 @@ def _facts(s: Serving) -> list[tuple[str, str]]:
                 f"{'s' if sp.tokens > 1 else ''} a step, each accepted with "
                 f"{fixed(sp.acceptance, 3)}: {fixed(sp.accepted_per_step, 2)} tokens a "
                 f"step of {both(duration(sp.step_s), duration(sp.bound_step_s))}; the "
-                f"draft holds {si(sp.draft_weights, 'B')} per device and "
-                f"{si(sp.draft_kv_per_sequence, 'B')} a sequence; {sp.source}",
+                f"draft holds {held(sp.draft_weights)} per device and "
+                f"{held(sp.draft_kv_per_sequence)} a sequence; {sp.source}",
             ),
         )
     if s.why:
@@ -135,7 +135,7 @@ OBJECTIVE_SAID = {
     "latency": "the lowest TPOT meeting the targets",
 }
 _FRONT = ("layout", "concurrency", "TPOT", "tok/s per user", "tok/s per device", "targets",
-          "")  # fmt: skip
+          "choice")  # fmt: skip
 
 
 def _front_rows(found: Search) -> list[tuple[str, ...]]:
@@ -155,14 +155,14 @@ def render_search(found: Search, fmt: str) -> str:
     if data is not None:
         return data
     request = f"{found.isl:,} in, {found.osl:,} out"
-    head = f"{found.model} on {found.hardware}, {request}: the layouts tried"
+    head = clean(f"{found.model_title} on {found.hardware_title}, {request}: the layouts tried")
     objective = f"objective: {found.objective}, {OBJECTIVE_SAID[found.objective]}"
     if fmt == "html":
         from .serving_view import search_page
 
         rows = [(*_row(s), "chosen" if _is_chosen(found, s) else "") for s in found.tried]
         title = head + (f"; chosen: {layout_label(found.chosen)}" if found.chosen else "")
-        return _html(search_page(found, title, (*_COLUMNS, ""), rows, objective))
+        return _html(search_page(found, title, (*_COLUMNS, "choice"), rows, objective))
     out = [f"# {md(head)}\n\n" if fmt == "md" else head + "\n\n"]
     out.append(rows_table([_row(s) for s in found.tried], _COLUMNS, fmt))
     for why in found.refused:
@@ -196,7 +196,9 @@ def render_mix(mix: MixServing, fmt: str) -> str:
     if data is not None:
         return data
     first = mix.classes[0]
-    head = f"{first.model} on {first.hardware}, {layout_label(first)}: a request mix"
+    head = clean(
+        f"{first.model_title} on {first.hardware_title}, {layout_label(first)}: a request mix"
+    )
     columns = ("requests", "share", *_COLUMNS[1:])
     rows = [(f"{s.isl:,} / {s.osl:,}", f"{w:.0%}", *_row(s)[1:])
             for s, w in zip(mix.classes, mix.shares, strict=True)]  # fmt: skip
@@ -244,7 +246,7 @@ def render_arrivals(a: Arrivals, fmt: str) -> str:
     rows = [*_percentiles(a.figures, ""), *(_percentiles(a.bound, ", bound") if estimated
                                               else [])]  # fmt: skip
     rows.sort(key=lambda r: _ORDER.index(r[0].split(",")[0]))
-    head = f"{a.model} on {a.hardware}: requests arriving over time"
+    head = clean(f"{a.model_title} on {a.hardware_title}: requests arriving over time")
     if fmt == "html":
         from .sweep_view import TablePage
 

@@ -56,7 +56,7 @@ def layout_label(s: _Laid) -> str:
 
 def serving_page(s: Serving, facts: list[tuple[str, str]]) -> TablePage:
     return TablePage(
-        title=f"{s.model} on {s.hardware}: {s.isl:,} in, {s.osl:,} out",
+        title=f"{s.model_title} on {s.hardware_title}: {s.isl:,} in, {s.osl:,} out",
         headers=("", "value"),
         rows=tuple(facts),
         charts=charts([(layout_label(s), s)]),

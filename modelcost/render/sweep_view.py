@@ -10,7 +10,7 @@ from ..record import Record
 from ..report import PER_TOKEN
 from ..sweeps import Sweep, SweepRow
 from .charts import PALETTE, Series, domain, line_svg
-from .units import duration, fixed, pct, si
+from .units import duration, fixed, held, pct
 
 
 class TablePage(Record, frozen=True):
@@ -52,7 +52,7 @@ def row_cells(r: SweepRow, with_estimate: bool) -> tuple[str, ...]:
     if not with_estimate:
         return out
     at = HEADERS.index("step") + 1
-    shown = duration(r.estimate_ms / 1e3) if r.estimate_ms is not None else "-"
+    shown = duration(r.estimate_ms / 1e3) if r.estimate_ms is not None else "—"
     return (*out[:at], shown, *out[at:])
 
 
@@ -64,10 +64,10 @@ def cells(r: SweepRow) -> tuple[str, ...]:
         length += f", chunk {r.chunk:,} of {r.prompt:,}" + (
             f" after {r.prefix:,}" if r.prefix else ""
         )
-    return (r.model, r.hardware, r.phase, f"{r.batch:,}", length, r.layout or "-",
+    return (r.model, r.hardware, r.phase, f"{r.batch:,}", length, r.layout or "—",
             duration(r.step_ms / 1e3), duration(r.ms_per_token / 1e3),
             fixed(r.tokens_per_s, 1), fixed(r.tokens_per_s_device, 1), r.bound,
-            pct(r.mfu_bound), f"{si(r.memory, 'B')} of {si(r.capacity, 'B')}",
+            pct(r.mfu_bound), f"{held(r.memory)} of {held(r.capacity)}",
             "yes" if r.fits else "NO")  # fmt: skip
 
 
@@ -163,7 +163,7 @@ def _facets(decode: list[SweepRow], key, label, x, y, marked, name: str, what: s
 
 
 def _capacities(rows: list[SweepRow]) -> tuple[tuple[str, float], ...]:
-    return tuple(sorted({(f"{r.hardware} {si(r.capacity, 'B')}", r.capacity) for r in rows}))
+    return tuple(sorted({(f"{r.hardware} {held(r.capacity)}", r.capacity) for r in rows}))
 
 
 def _fronts(decode: list[SweepRow]) -> tuple[str, str] | None:

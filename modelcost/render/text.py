@@ -6,7 +6,7 @@ from tabulate import tabulate
 
 from ..report import PER_TOKEN, Report
 from .escape import clean, terminal
-from .units import duration, fixed, ms, pct, si
+from .units import duration, fixed, held, ms, pct, si
 
 
 def render_text(reports: list[Report]) -> str:
@@ -51,8 +51,7 @@ def _one(r: Report) -> str:
         ),
         [
             "memory" if w.layout.devices == 1 else "memory/device",
-            f"{si(t.memory.total, 'B')} of {si(t.memory.capacity, 'B')} "
-            f"({r.hardware.memory_basis})",
+            f"{held(t.memory.total)} of {held(t.memory.capacity)} ({r.hardware.memory_basis})",
         ],
     ]
     out = [head, tabulate(rows, tablefmt="plain")]

@@ -1,10 +1,15 @@
-"""Number formatting shared by every renderer (SI prefixes: 1 GB = 1e9 B).
+"""Number formatting shared by every renderer (SI prefixes: 1 GB = 1e9 B, for bytes moved;
+memory held in binary ones, `held`: 1 GiB = 2**30 B).
 
 Negative numbers use ASCII `-` everywhere (text, Markdown, JSON, CSV are read by
 programs); counts of things (parameters) use K/M/B/T; durations pick s, ms or µs.
 """
 
 from __future__ import annotations
+
+from ..settings import GIB, held
+
+__all__ = ["GIB", "held"]
 
 _PREFIXES = ((1e30, "Q"), (1e27, "R"), (1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"),
              (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))  # fmt: skip
@@ -55,6 +60,11 @@ def duration(seconds: float) -> str:
 def ms(seconds: float) -> str:
     """Milliseconds, three decimals (`fixed`'s rules past a float's digits)."""
     return fixed(seconds * 1e3, 3)
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 op`, `2 ops`: a count of things with its noun."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def pct(fraction: float) -> str:

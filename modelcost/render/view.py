@@ -1,7 +1,8 @@
 """The report view-model: one or more Reports (one per phase) → display-ready tables,
 charts and text. Everything shown is computed here; templates only place it.
 
-Units are in the column headers; large counts use SI prefixes (1 G = 1e9).
+Units are in the column headers; large counts use SI prefixes (1 G = 1e9), memory held
+binary ones (1 GiB = 2**30 B).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from .bars import stacked_bar_svg
 from .charts import Extent, Point, Roof, roofline_extent, roofline_svg
 from .palette import kind_color, layer_color
 from .table import Cell, Table, num
-from .units import count, duration, fixed, pct, si
+from .units import GIB, count, duration, fixed, held, pct, si
 
 
 class Chart(Record, frozen=True):
@@ -44,7 +45,9 @@ class ReportView(Record, frozen=True):
     notes: tuple[str, ...]
     footer: str
     memory_warning: str | None
-    toc: tuple[tuple[str, str, int], ...]  # (anchor, text, level) of the page's sections
+    # (anchor, text, its subsections' (anchor, text)) of the page's sections: a section
+    # and its subsections stay together in the contents' columns
+    toc: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]
 
     @property
     def charts(self) -> tuple[Chart, ...]:
@@ -122,7 +125,7 @@ def _summary(reports: list[Report]) -> Table:
                 f"batch {w.batch}, {shape}: {duration(t.per_token.ms_per_step / 1e3)} per step, "
                 f"{fixed(t.per_token.tokens_per_s, 1)} tokens/s{spread}, {t.bound}-bound; "
                 f"memory{' per device' if devices > 1 else ''} "
-                f"{si(t.memory.total)}B of {si(t.memory.capacity)}B "
+                f"{held(t.memory.total)} of {held(t.memory.capacity)} "
                 f"({rep.hardware.memory_basis}; {fit})",
             )
         )
@@ -194,15 +197,15 @@ def _per_token(reports: list[Report]) -> Table:
             if any(r.totals.estimate_s is not None for r in reports)
             else ()
         ),
-        row("weights (GB)", lambda r: num(fixed(t(r).memory.weights / 1e9), t(r).memory.weights)),
+        row("weights (GiB)", lambda r: num(fixed(t(r).memory.weights / GIB), t(r).memory.weights)),
         row(
-            "KV cache (GB)", lambda r: num(fixed(t(r).memory.kv_cache / 1e9), t(r).memory.kv_cache)
+            "KV cache (GiB)", lambda r: num(fixed(t(r).memory.kv_cache / GIB), t(r).memory.kv_cache)
         ),
         row(
-            "activations (GB)",
-            lambda r: num(fixed(t(r).memory.activations / 1e9), t(r).memory.activations),
+            "activations (GiB)",
+            lambda r: num(fixed(t(r).memory.activations / GIB), t(r).memory.activations),
         ),
-        row("memory total (GB)", lambda r: num(fixed(t(r).memory.total / 1e9), t(r).memory.total)),
+        row("memory total (GiB)", lambda r: num(fixed(t(r).memory.total / GIB), t(r).memory.total)),
     )
     headers = ("", *(r.workload.phase for r in reports))
     return Table("per-token", headers, rows, (False, *(True for _ in reports)))
@@ -421,7 +424,8 @@ def build_view(reports: list[Report]) -> ReportView:
     title = f"{r.model.title} on {r.hardware.title}"
     subtitle = (
         f"{phases}; {r.hardware.peak} peaks; {r.workload.conventions} conventions. "
-        "FLOPs and bytes with SI prefixes (1 G = 1e9); times per op instance unless marked."
+        "FLOPs and bytes moved with SI prefixes (1 G = 1e9), memory held in GiB (2^30 B); "
+        "times per op instance unless marked."
     )
     notes = tuple(dict.fromkeys(n for x in reports for n in x.notes))
     warning = next((x.totals.memory.warning for x in reports if x.totals.memory.warning), None)
@@ -436,16 +440,16 @@ def build_view(reports: list[Report]) -> ReportView:
         footer=f"modelcost {__version__}",
         memory_warning=warning,
         toc=(
-            ("summary", "Summary", 1),
-            ("per-token", "Per token", 1),
+            ("summary", "Summary", ()),
+            ("per-token", "Per token", ()),
             *(
-                entry
-                for x in reports
-                for entry in (
-                    (x.workload.phase, x.workload.phase.capitalize(), 1),
-                    *((f"{x.workload.phase}-{a}", h, 2) for a, h in SECTIONS),
+                (
+                    x.workload.phase,
+                    x.workload.phase.capitalize(),
+                    tuple((f"{x.workload.phase}-{a}", h) for a, h in SECTIONS),
                 )
+                for x in reports
             ),
-            *((("notes", "Notes", 1),) if notes else ()),
+            *((("notes", "Notes", ()),) if notes else ()),
         ),
     )
