@@ -39,12 +39,12 @@ SLOW = {line.strip() for line in (Path(__file__).parent / "slow-tests.txt").read
 
 
 def pytest_collection_modifyitems(items):
-    """`slow`: the tests tests/slow-tests.txt lists (over 0.8 s each, measured); `browser`:
+    """`slow`: the tests tests/slow-tests.txt lists (over 0.4 s each, measured); `browser`:
     tests/test_browser.py. `python -m pytest -m "not slow and not browser"` runs the rest."""
     import pytest
 
     for item in items:
-        if item.nodeid in SLOW:
+        if item.nodeid.split()[0] in SLOW:  # a durations report cuts an id at a space
             item.add_marker(pytest.mark.slow)
         if item.nodeid.startswith("tests/test_browser.py"):
             item.add_marker(pytest.mark.browser)
