@@ -320,8 +320,9 @@ def matrix_rate(
     """The sustained FLOP/s of a matrix op: for a GEMM of `rows` tokens (default its M;
     a grouped GEMM's hottest expert's) the figure its part (and silicon sibling)
     publishes for that bucket of token counts (`shaped`, `bucket`); else the fastest
-    published kernel on the part, else its sibling's efficiency, else the part's best
-    published peak or datasheet."""
+    published library kernel on the part (library.json), else the part's best published
+    figure (its achievable roof: a part with no library figure has nothing nearer),
+    else its sibling's efficiency, else the datasheet."""
     precision = hw.peak("matrix", op.precision, "datasheet")[1]
     if isinstance(op, GemmOp | GroupedGemmOp) and rows is None:
         rows = op.M

@@ -27,7 +27,7 @@ from modelcost.resources import specs_dir
 from modelcost.roofline import roof
 
 H100 = load_hardware("h100")  # 132 SMs; 3.35 TB/s datasheet, 3.18 TB/s best published (h100.hw)
-MI300X = load_hardware("mi300x")  # 304 CUs; best published 4.26 TB/s (mi300x.hw)
+MI300X = load_hardware("mi300x")  # 304 CUs; best published 4.28 TB/s (mi300x.hw)
 PARTS = ("h100", "h200", "b200", "gb200", "a100", "mi300x", "mi325x", "mi355x")
 
 
