@@ -379,6 +379,9 @@ class Node(Record, frozen=True):
     step: bool = False  # once per step, outside forward and backward (optimizer, grad sync)
 
 
+RECEIVED = "pipeline.recv"  # the node by which a pipeline stage's input arrives
+
+
 class Group(Record, frozen=True):
     """A layer group: `count` identical layers (or the model-level ops, count 1)."""
 

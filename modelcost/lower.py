@@ -16,10 +16,10 @@ import modelcost.spec as ir
 
 from .dtypes import DType
 from .errors import SpecError
-from .graph import Group, ModelFacts, Node, OpGraph, Shape, Workload
+from .graph import RECEIVED, Group, ModelFacts, Node, OpGraph, Shape, Workload
 from .kinds.emit import Emit, Lowerer
 from .kinds.registry import room
-from .memory import model_facts
+from .memory import gradient_dtype, model_facts
 from .params import residual_width
 from .perfmodel import AdamStepOp, CollectiveOp, bpe
 from .perfmodel.collectives import CollectiveKind
@@ -68,7 +68,7 @@ def _step_nodes(spec: ir.Spec, shape: Shape, facts: ModelFacts) -> list[Node]:
     ZeRO-3 also gathers the weights for forward and backward) and the AdamW step on the
     parameters this device updates (Rajbhandari et al. 2020)."""
     par, w = shape.par, spec.dtypes.weights
-    g = spec.dtypes.activations  # gradients are reduced in the activation dtype
+    g = gradient_dtype(w)  # as Megatron-LM accumulates and reduces them
     nodes: list[Node] = []
     # dense parameters are replicated over dp ranks; experts over dp/ep of them
     for what, elements, group, stride in (
@@ -88,7 +88,7 @@ def _step_nodes(spec: ir.Spec, shape: Shape, facts: ModelFacts) -> list[Node]:
             nodes.append(Node(f"{what}.{name}", "model", 1, rec, (), 0, step=True))
     updated = facts.device_dense // (par.weight_copies if par.zero else 1)
     updated += facts.device_experts // (par.expert_copies if par.zero else 1)
-    adam = AdamStepOp(updated, weight=w, grad=w)
+    adam = AdamStepOp(updated, weight=w, grad=g)
     nodes.append(Node("optimizer", "model", 1, adam, (), 0, step=True))
     return nodes
 
@@ -179,7 +179,7 @@ def lower(
         # for each of the stage's vpp chunks (interleaved 1F1B: vpp× the p2p traffic)
         a = spec.dtypes.activations
         rec = CollectiveOp("p2p", shape.T_seq * residual_width(spec), 2, a, par.pp_stride)
-        stream = residual = "pipeline.recv"
+        stream = residual = RECEIVED
         out = shape.T_seq * residual_width(spec) * bpe(a)
         nodes.append(Node(stream, "model", par.vpp, rec, (), out))
     _lower_items(lowerer, st.items, "", "model", st.model_scopes, stream, residual, nodes,
@@ -195,4 +195,7 @@ def lower(
         groups.insert(0, Group("model", "model", (), 1))
     used = {n.group for n in nodes}
     groups = [g for g in groups if g.name in used]
-    return OpGraph(facts, workload, shape, tuple(nodes), tuple(groups), (*notes, *lowerer.notes))
+    split = (st.note,) if st.note else ()
+    return OpGraph(
+        facts, workload, shape, tuple(nodes), tuple(groups), (*notes, *split, *lowerer.notes)
+    )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import modelcost.spec as ir
 
+from .dtypes import DType
 from .kinds.registry import room
 from .memo import per_object
 from .params import count_params, device_params, residual_width
@@ -27,6 +28,16 @@ if TYPE_CHECKING:
 
 ADAM_STATE_BYTES = 8  # m and v in fp32
 MASTER_BYTES = 4  # an fp32 master copy when the weights are narrower
+
+
+def gradient_dtype(weights: DType) -> DType:
+    """The dtype training accumulates and reduces gradients in: fp32, as Megatron-LM does
+    for bf16 models ("bfloat16 requires gradient accumulation and all-reduce to be done
+    in fp32", megatron/training/arguments.py; its gradient buffer is then fp32,
+    param_and_grad_buffer.py) and for fp32 ones; an fp16 model's in fp16 (Megatron-LM
+    turns fp32 accumulation on only for bf16). Narrower weights (an FP8 recipe) are
+    trained from bf16 parameters (Transformer Engine), so their gradients are fp32 too."""
+    return DType.fp16 if weights == DType.fp16 else DType.fp32
 
 
 def cache_elements_per_token(op: ir.Op, tp: int = 1) -> int:
@@ -121,7 +132,8 @@ def _held(held: Held, par: Parallel, train: bool) -> tuple[int, int, float, floa
         for n, copies in ((d * times, par.weight_copies), (x * times, par.expert_copies)):
             weights += n * stored / (copies if par.zero == 3 else 1)
             if train:
-                grads += n * bpe(op.dtypes.activations) / (copies if par.zero >= 2 else 1)
+                grad = bpe(gradient_dtype(op.dtypes.weights))
+                grads += n * grad / (copies if par.zero >= 2 else 1)
                 master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0
                 states += n * (ADAM_STATE_BYTES + master) / (copies if par.zero >= 1 else 1)
     return dense, experts, weights, grads, states

@@ -21,12 +21,22 @@ from .costing import DEFAULT_COSTING, Costing
 from .dtypes import DTYPES
 from .engines import DEFAULT_ENGINE
 from .errors import SpecError
-from .graph import ModelFacts, OpGraph, Parallel, Shape
+from .graph import RECEIVED, ModelFacts, OpGraph, Parallel, Shape
 from .hardware import Hardware
 from .kernels import serve
 from .memo import per_object
 from .network import collective_time, link
-from .perfmodel import CollectiveOp, Cost, GemmOp, GroupedGemmOp, OpRecord, Unit, bpe
+from .perfmodel import (
+    BinaryOp,
+    CollectiveOp,
+    Cost,
+    GemmOp,
+    GroupedGemmOp,
+    OpRecord,
+    UnaryOp,
+    Unit,
+    bpe,
+)
 from .record import Record, asdict
 from .report import (
     Bound,
@@ -733,64 +743,82 @@ def activation_bytes(graph: OpGraph) -> float:
 
 
 def kept_for_backward(graph: OpGraph) -> dict[str, float]:
-    """Bytes of the outputs the backward needs, by layer group, for every microbatch of
-    the step: every op's output (the SDPA op's is only its output, as flash attention
-    keeps), except what Megatron-LM does not keep: the partial sums a reduction
-    consumes, and gathered tensors, which the backward gathers again (Korthikanti et al.
-    2022, section 4.2.2). So sequence parallelism divides a layer's by tp."""
+    """Bytes of the tensors the backward reads, by layer group, for every microbatch of
+    the step, as Megatron-Core keeps them: an op's output is kept when a consumer's
+    backward reads it (`OpRecord.backward_reads_inputs`: a GEMM's input, a norm's, a
+    product's; not a residual add's, a rotation's or a reduction's, so partial sums are
+    not kept) or its own backward does (flash attention's O). A gathered tensor is not
+    kept, its shard is, and the backward gathers it again (Korthikanti et al. 2022,
+    section 4.2.2), so sequence parallelism divides a layer's by tp. An activation that
+    only feeds a gating product (SwiGLU, GeGLU) is recomputed in the fused backward from
+    its input, which is kept (Megatron-Core's fused bias_swiglu/bias_geglu save only the
+    first linear's output)."""
     consumers: dict[str, list[OpRecord]] = {}
     for n in graph.nodes:
         for i in n.inputs:
             consumers.setdefault(i, []).append(n.op)
 
-    def transient(n) -> bool:
+    def read(n) -> bool:
         if isinstance(n.op, CollectiveOp) and n.op.collective == "all_gather":
-            return True
+            return False
         users = consumers.get(n.name, [])
-        return bool(users) and all(
-            isinstance(u, CollectiveOp) and u.collective in ("all_reduce", "reduce_scatter")
-            for u in users
-        )
+        if isinstance(n.op, UnaryOp) and users and all(_gating(u) for u in users):
+            return False
+        return n.op.backward_reads_output() or any(u.backward_reads_inputs() for u in users)
 
     kept: dict[str, float] = {}
     for n in graph.nodes:
-        if not n.step and not transient(n):
+        if not n.step and read(n):
             kept[n.group] = kept.get(n.group, 0.0) + n.out_bytes * n.count
     return kept
+
+
+def _gating(op: OpRecord) -> bool:
+    return isinstance(op, BinaryOp) and op.fn == "mul"
 
 
 def _training_activations(graph: OpGraph) -> float:
     """What the backward needs kept (`kept_for_backward`), or under full recomputation
     each layer's input plus one layer's outputs, rebuilt during its backward
     (Korthikanti et al. 2022: 2·s·b·h per layer in 16-bit; 1/tp under sequence
-    parallelism). Of the microbatches in flight: 1F1B's first stage holds min(m, pp) of
-    them, the most of any stage; `in_flight` says how many under interleaving."""
+    parallelism), of the microbatches in flight on the pipeline stage that holds the
+    most: the first (`microbatches_in_flight`: it runs the most forwards before its
+    first backward) or the last, which holds the head and its logits. The first stage is
+    taken to hold as many layers as this (the last) stage, keeping what its layers keep
+    on average, and one received residual a chunk as the last does (the embedding's
+    output on its first chunk); its weights are in `model_facts`'s figures."""
     shape, facts = graph.shape, graph.facts
     par = shape.par
     m = par.microbatches
-    in_flight = microbatches_in_flight(m, par.pp, par.vpp)
+    last = microbatches_in_flight(m, par.pp, par.vpp, par.pp - 1)
+    first = microbatches_in_flight(m, par.pp, par.vpp)
     kept = kept_for_backward(graph)
-    if par.recompute != "full":
-        return sum(kept.values()) * in_flight / m
-    model_level = kept.pop("model", 0.0) / m
+    model_level = kept.pop("model", 0.0) / m  # a microbatch's, as each below
+    inputs = sum(n.out_bytes * n.count for n in graph.nodes if n.name == RECEIVED) / m
     counts = {g.name: g.count for g in graph.groups}
     layers = sum(counts[g] for g in kept)
-    inputs = layers * shape.T_seq * facts.width * float(bpe(facts.activations))
+    if par.recompute != "full":
+        per_layer = sum(kept.values()) / m
+        return max((per_layer + model_level) * last, (per_layer + inputs) * first)
+    stream = layers * shape.T_seq * facts.width * float(bpe(facts.activations))
     one_layer = max((t / m / counts[g] for g, t in kept.items()), default=0.0)
-    return (inputs + model_level) * in_flight + one_layer
+    return max((stream + model_level) * last, (stream + inputs) * first) + one_layer
 
 
-def microbatches_in_flight(m: int, pp: int, vpp: int) -> float:
-    """The microbatches' activations the first pipeline stage holds at its peak, in
-    microbatches of the whole stage. 1F1B: min(m, pp). Interleaved (vpp > 1), Megatron-
-    LM's schedule (forward_backward_pipelining_with_interleaving) runs 2·(pp − 1) +
-    (vpp − 1)·pp warm-up chunk forwards on the first stage, and one more before the
-    first backward, at most all m·vpp of them; a chunk is 1/vpp of the stage's layers:
-    min(m·vpp, vpp·pp + pp − 1)/vpp: pp + (pp − 1)/vpp once m > pp (all m when
-    m = pp, as Megatron-LM runs every forward first then)."""
+def microbatches_in_flight(m: int, pp: int, vpp: int, stage: int = 0) -> float:
+    """The microbatches' activations pipeline `stage` (0 the first) holds at its peak,
+    in microbatches of the whole stage. 1F1B (Megatron-LM's
+    forward_backward_pipelining_without_interleaving): pp − stage − 1 warm-up forwards
+    and one more before its first backward, min(m, pp − stage). Interleaved (vpp > 1,
+    forward_backward_pipelining_with_interleaving): 2·(pp − stage − 1) + (vpp − 1)·pp
+    warm-up chunk forwards and one more, at most all m·vpp of them (every forward first
+    when m = pp), a chunk 1/vpp of the stage's layers: on the first stage
+    min(m·vpp, vpp·pp + pp − 1)/vpp, pp + (pp − 1)/vpp once m > pp."""
     if vpp == 1:
-        return min(m, pp)
-    return min(m * vpp, vpp * pp + pp - 1) / vpp
+        return min(m, pp - stage)
+    if m == pp:  # Megatron-LM runs all warm-up forwards then
+        return m
+    return min(m * vpp, 2 * (pp - stage - 1) + (vpp - 1) * pp + 1) / vpp
 
 
 def _only_kinds(costed: CostedGraph, only: frozenset[str]) -> frozenset[str]:

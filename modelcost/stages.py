@@ -64,14 +64,20 @@ def _placed(
     return placed
 
 
-def _last_stage(spec: ir.Spec, plan, pp: int, vpp: int = 1) -> tuple[range | frozenset[int], int]:
-    """(the layers of the last pipeline stage, the model's layer count). Without
-    virtual stages, the last ceil(L/pp) layers (the report is this device's: it holds
-    the head, the slowest stage when stages are even). With vpp virtual stages
-    (Megatron-LM's interleaved schedule), chunk j of L/(pp·vpp) layers sits on stage
-    j mod pp: the last stage holds chunks pp − 1, 2·pp − 1, … (the last with the head);
-    Megatron-LM refuses layers that do not split into pp·vpp equal chunks, so does
-    modelcost."""
+def _last_stage(
+    spec: ir.Spec, plan, pp: int, vpp: int = 1
+) -> tuple[range | frozenset[int], int, str]:
+    """(the layers of the last pipeline stage, the model's layer count, a note on how
+    they split). Without virtual stages, the last ceil(L/pp) layers (the report is this
+    device's: it holds the head, the slowest stage when stages are even). With vpp
+    virtual stages (Megatron-LM's interleaved schedule), chunk j of L/(pp·vpp) layers
+    sits on stage j mod pp: the last stage holds chunks pp − 1, 2·pp − 1, … (the last
+    with the head). Where L does not split into pp·vpp equal chunks but L + 2 does, the
+    embedding and the loss count as a layer each, as Megatron-Core splits them with
+    `account_for_embedding_in_pipeline_split` and `account_for_loss_in_pipeline_split`
+    (Llama 3.1 405B's 126 + 2 = 128 layers in 64 chunks of 2, Megatron-Bridge's recipe):
+    the first and last chunks hold one layer fewer. Otherwise Megatron-LM refuses the
+    split, and so does modelcost."""
     layers = sum(len(ls) for item, ls in plan if isinstance(item, Stack))
     if pp > max(layers, 1):
         raise SpecError(
@@ -81,19 +87,34 @@ def _last_stage(spec: ir.Spec, plan, pp: int, vpp: int = 1) -> tuple[range | fro
         )
     if vpp > 1:
         chunks = pp * vpp
-        if layers % chunks:
+        counted = layers if layers % chunks == 0 else layers + 2
+        if counted % chunks:
             raise SpecError(
                 f"--pp {pp} --vpp {vpp}: the {layers} layers of `{spec.name}` do not split "
                 f"into {chunks} equal chunks (Megatron-LM's interleaved schedule needs them)",
                 filename="modelcost",
-                hint="use --pp and --vpp whose product divides the layers",
+                hint="use --pp and --vpp whose product divides the layers (or the layers "
+                "and two, the embedding and the loss counted as Megatron-Core can)",
             )
-        size = layers // chunks
-        mine = range(pp - 1, chunks, pp)  # this stage's chunks
-        held = frozenset(i for j in mine for i in range(j * size, (j + 1) * size))
-        return held, layers
+        size = counted // chunks
+        skew = 1 if counted > layers else 0  # the embedding's place in the first chunk
+
+        def chunk(j: int) -> range:
+            return range(max(j * size - skew, 0), min((j + 1) * size - skew, layers))
+
+        held = frozenset(i for j in range(pp - 1, chunks, pp) for i in chunk(j))
+        note = (
+            f"the {layers} layers and the embedding and the loss, a layer each, split into "
+            f"{chunks} chunks of {size}, as Megatron-Core's account_for_embedding_in_"
+            "pipeline_split and account_for_loss_in_pipeline_split split them: the first "
+            f"and last chunks hold {size - 1} layer{'s' if size != 2 else ''}"
+            if skew
+            else ""
+        )
+        return held, layers, note
     size = -(-layers // pp)
-    return (range(layers - size, layers) if pp > 1 else range(0, max(layers, 1))), layers
+    last = range(layers - size, layers) if pp > 1 else range(0, max(layers, 1))
+    return last, layers, ""
 
 
 class Stage(Record, frozen=True):
@@ -104,12 +125,13 @@ class Stage(Record, frozen=True):
     items: tuple[tuple[ir.Op | Stack, tuple[int, ...], tuple[tuple[ir.Op, int], ...]], ...]
     held: Held
     model_scopes: Counter  # every model-level op's scope, on any stage: names stay stable
+    note: str = ""  # how the layers split over the stages, where it is not evenly
 
 
 @per_object
 def stage(spec: ir.Spec, pp: int, train: bool, vpp: int = 1) -> Stage:
     plan = _placed(_layer_plan(spec.body))
-    stage, total = _last_stage(spec, plan, pp, vpp)
+    stage, total, note = _last_stage(spec, plan, pp, vpp)
 
     def elsewhere(at: int) -> bool:
         """A model-level op or stream placed before layer `at` runs on the stage holding
@@ -138,7 +160,7 @@ def stage(spec: ir.Spec, pp: int, train: bool, vpp: int = 1) -> Stage:
             items.append((item, layers, ops))
             held.extend((op, times * len(layers)) for op, times in ops)
     scopes = Counter(item.scope for item, _ in plan if not isinstance(item, Stack | ir.Stream))
-    return Stage(tuple(items), Held(tuple(held)), scopes)
+    return Stage(tuple(items), Held(tuple(held)), scopes, note)
 
 
 @per_object

@@ -90,16 +90,19 @@ def test_kv_heads_replicate_when_tp_exceeds_them() -> None:
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
 def test_zero_memory_per_device_by_stage(zero: int) -> None:
     # Rajbhandari et al. 2020 (ZeRO), mixed-precision Adam, Ψ parameters, N_d = 8 ranks:
-    # bf16 weights 2Ψ, bf16 gradients 2Ψ, fp32 m, v and master 12Ψ; stage 1 shards the
-    # 12Ψ, stage 2 the gradients too, stage 3 the weights too
+    # bf16 weights 2Ψ, gradients, fp32 m, v and master 12Ψ; stage 1 shards the 12Ψ,
+    # stage 2 the gradients too, stage 3 the weights too. The gradients are fp32, 4Ψ, as
+    # Megatron-LM keeps a bf16 model's (megatron/training/arguments.py: "bfloat16
+    # requires gradient accumulation and all-reduce to be done in fp32"; the paper's
+    # fp16 gradients are 2Ψ)
     psi = count_params(LLAMA8).total
     m = report(LLAMA8, "train", batch=8, dp=8, zero=zero).totals.memory
     nd = 8
     expected = {
-        0: (2 * psi, 2 * psi, 12 * psi),
-        1: (2 * psi, 2 * psi, 12 * psi / nd),
-        2: (2 * psi, 2 * psi / nd, 12 * psi / nd),
-        3: (2 * psi / nd, 2 * psi / nd, 12 * psi / nd),
+        0: (2 * psi, 4 * psi, 12 * psi),
+        1: (2 * psi, 4 * psi, 12 * psi / nd),
+        2: (2 * psi, 4 * psi / nd, 12 * psi / nd),
+        3: (2 * psi / nd, 4 * psi / nd, 12 * psi / nd),
     }[zero]
     assert (m.weights, m.gradients, m.optimizer_states) == pytest.approx(expected, rel=1e-12)
 
@@ -114,11 +117,14 @@ def test_data_parallel_gradient_sync_by_zero_stage() -> None:
         r = report(LLAMA8, "train", batch=8, dp=8, zero=zero)
         ops = [o for o in r.ops if o.name.startswith("grads.")]
         assert all(o.backward is None for o in ops)  # once per step, no backward
-        return [(o.shape["collective"], o.shape["elements"]) for o in ops]
+        # the gradients in fp32, as Megatron-LM reduces a bf16 model's; the updated
+        # weights gathered in bf16
+        return [(o.shape["collective"], o.shape["elements"], o.dtypes["dtype"]) for o in ops]
 
-    assert sync(0) == [("all_reduce", psi)]
-    assert sync(1) == sync(2) == [("reduce_scatter", psi), ("all_gather", psi)]
-    assert sync(3) == [("reduce_scatter", psi), ("all_gather", psi), ("all_gather", psi)]
+    grads, weights = ("reduce_scatter", psi, "fp32"), ("all_gather", psi, "bf16")
+    assert sync(0) == [("all_reduce", psi, "fp32")]
+    assert sync(1) == sync(2) == [grads, weights]
+    assert sync(3) == [grads, weights, weights]
 
 
 def test_device_params_add_up_to_the_model_on_one_device() -> None:
@@ -294,13 +300,13 @@ def test_full_recomputation_keeps_layer_inputs_and_runs_forward_again() -> None:
     # backward runs that layer's forward again, so the layers' GEMM FLOPs go from
     # 3 forwards' worth (forward, input and weight gradients) to 4
     from modelcost.cost import cost
-    from modelcost.roofline import footprint
+    from modelcost.roofline import footprint, kept_for_backward
 
     none = lower(LLAMA8, Workload("train", 1, 2048))
     full = lower(LLAMA8, Workload("train", 1, 2048, parallel=Parallel(recompute="full")))
     s, b, h, layers = 2048, 1, 4096, 32
-    per_layer = sum(n.out_bytes * n.count for n in none.nodes if n.group != "model") / layers
-    model_level = sum(n.out_bytes for n in none.nodes if n.group == "model")
+    kept = kept_for_backward(none)  # what the backward reads (the next test)
+    per_layer, model_level = kept["layers.0"] / layers, kept["model"]
     assert footprint(full)["activations"] == 2 * s * b * h * layers + per_layer + model_level
 
     def layer_gemm_flops(graph):

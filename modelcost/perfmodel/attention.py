@@ -176,6 +176,9 @@ class SdpaOp(OpRecord, frozen=True):
         q, k, v, o = self._tensors()
         return (q + o) * bpe(self.act) + (k + v) * bpe(self.kv)
 
+    def backward_reads_output(self) -> bool:
+        return True  # flash attention's backward takes O (and the row statistics)
+
     def flops_bwd(self) -> Number:
         per_pair = (3 if self.flash_impl else 2) * self.d_h_qk + 2 * self.d_h_v
         matmuls = 2 * self.B * self.H_Q * self.pairs() * per_pair

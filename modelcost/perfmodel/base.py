@@ -117,6 +117,17 @@ class OpRecord(Record, frozen=True):
     def bytes_bwd(self) -> Number:
         raise NotImplementedError
 
+    def backward_reads_inputs(self) -> bool:
+        """Whether the backward reads this op's activation inputs, so the forward keeps
+        them: a GEMM's (its weight gradient), a norm's, an activation's, a product's
+        (the default); an add's, a rotation's or a collective's backward needs only the
+        gradient coming back (Korthikanti et al. 2022, section 4: what each op stores)."""
+        return True
+
+    def backward_reads_output(self) -> bool:
+        """Whether the backward reads this op's own output (flash attention's O)."""
+        return False
+
     def tracelens_flops(self) -> Number:
         return self.flops()
 

@@ -128,6 +128,12 @@ class CollectiveOp(OpRecord, frozen=True):
         steps = 2 if self.collective == "all_reduce" else 1
         return _number(steps * self._share() * self.elements * Fraction(bpe(self.dtype)))
 
+    def backward_reads_inputs(self) -> bool:
+        # an all-gather's input (a sequence-parallel shard) is kept to gather again for
+        # the backward's weight gradients, the gathered tensor is not (Korthikanti et al.
+        # 2022, section 4.2.2); every other collective's backward moves gradients alone
+        return self.collective == "all_gather"
+
     def backward_op(self) -> CollectiveOp:
         """The collective the backward pass runs (an all-gather's is a reduce-scatter)."""
         return CollectiveOp(

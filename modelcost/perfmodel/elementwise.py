@@ -124,6 +124,10 @@ class BinaryOp(OpRecord, frozen=True):
             n1, n2, self.nelems_out, bpe(self.a), bpe(self.b), bpe(self.out)
         )
 
+    def backward_reads_inputs(self) -> bool:
+        # da = dy·b, db = dy·a for a product or quotient; a sum passes dy through
+        return self.fn in ("mul", "div")
+
     def _reductions(self) -> int:
         """Adds that fold a broadcast operand's gradient back to its shape."""
         n = self.nelems_out

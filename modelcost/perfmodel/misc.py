@@ -82,6 +82,9 @@ class RopeOp(OpRecord, frozen=True):
     flops_bwd = flops
     bytes_bwd = bytes
 
+    def backward_reads_inputs(self) -> bool:
+        return False  # the inverse rotation needs only the angles (Megatron's fused RoPE)
+
 
 class CrossEntropy:
     """Cross-entropy over logits (batch, vocab): 5 FLOPs per logit; int64 targets in,
