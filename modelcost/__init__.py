@@ -5,7 +5,7 @@ Public API: `load_spec`, `load_specs`, `parse_spec`, `SpecError`, the `Spec` IR,
 device layout), `compile_report`, `render` (a report as text, md, html or json), `sweep`
 (rows over lists of values), `serve`, `search` and `serve_mix` (serving figures, with
 an `Engine`'s scheduling and a `Speculation`: speculative decoding), `simulate`
-(requests arriving over time).
+(requests arriving over time), `search_training` (the training layouts of N devices).
 """
 
 from . import hooks
@@ -39,6 +39,7 @@ _LAZY = {
     "search_disagg": ("disagg", "search_disagg"),
     "parse_pools": ("disagg", "parse_pools"),
     "search_deployment": ("deployment", "search_deployment"),
+    "search_training": ("training", "search_training"),
 }
 
 
@@ -97,6 +98,7 @@ __all__ = [
     "search",
     "search_deployment",
     "search_disagg",
+    "search_training",
     "serve",
     "serve_disagg",
     "serve_mix",

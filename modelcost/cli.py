@@ -37,6 +37,7 @@ from .options import (
     SITE_LAYOUT,
     WORKLOAD,
     add_options,
+    counts,
     positive,
     rate,
     requests,
@@ -61,6 +62,8 @@ from .settings import (
     OBJECTIVES,
     RATES,
     SHARES,
+    TRAIN_MICRO_BATCHES,
+    TRAIN_TOP,
     estimate_mode,
 )
 from .version import __version__
@@ -550,6 +553,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return _serve_out(text, args.output, met, why, args)
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from .graph import DEFAULT_SEQ
+    from .hardware import load_hardware
+    from .render.training_format import render_training
+    from .resolve import load_spec
+    from .training import search_training
+
+    try:
+        spec, hw = load_spec(args.spec, args.model), load_hardware(args.hw)
+        _check_executor(args, "train")
+        found = search_training(spec, hw, args.devices, args.global_batch,
+                                args.seq or DEFAULT_SEQ, tuple(args.micro_batch), args.estimate,
+                                args.overlap, args.jobs, args.executor, args.address)  # fmt: skip
+        text = render_training(found, args.format, args.top)
+    except SpecError as err:
+        _report(err)
+        return EXIT_BAD_INPUT
+    return _emit(text, args.output)
+
+
 def _serve_out(text: str, output, met: bool, why: str, args: argparse.Namespace) -> int:
     """Write serve's answer; exit 1 when targets were given and are not met."""
     status = _emit(text, output)
@@ -932,7 +955,7 @@ CHARTS_HELP = ("Markdown's charts: SVG files beside the page (the default with -
 
 SPEC_HELP = "a .model file, or a shipped model's name: llama3-70b (modelcost zoo lists them)"
 COMMANDS = ("check", "fmt", "params", "compile", "sweep", "import", "calibrate", "serve",
-            "diff", "site", "hw", "zoo", "schema")  # fmt: skip
+            "train", "diff", "site", "hw", "zoo", "schema")  # fmt: skip
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -1101,6 +1124,58 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         _executor_options(p, "searched layouts")
         add_options(p, SITE_LAYOUT)
         add_options(p, ESTIMATE + MOE, defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
+        p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")
+        p.add_argument(
+            "-o", "--output", metavar="FILE", help="write here instead of stdout (- too)"
+        )
+
+    if p := add("train", cmd_train, "search the training layouts of N devices for the "
+                "fastest step (Megatron-LM's: tp, sp, cp, pp, vpp, dp, ep, ZeRO, recompute, "
+                "micro-batch)"):  # fmt: skip
+        p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
+        p.add_argument("--model", help="which model, when a file defines several")
+        p.add_argument(
+            "--hw", required=True, help="a shipped target (modelcost hw list) or a .hw file"
+        )
+        p.add_argument(
+            "--devices",
+            type=positive,
+            required=True,
+            metavar="N",
+            help="the devices the job runs on: every layout tried uses them all",
+        )
+        p.add_argument(
+            "--global-batch",
+            type=positive,
+            required=True,
+            metavar="B",
+            help="sequences a step, over every replica (Megatron's --global-batch-size)",
+        )
+        p.add_argument(
+            "--micro-batch",
+            type=counts,
+            default=list(TRAIN_MICRO_BATCHES),
+            metavar="M",
+            help="sequences a microbatch, per replica (Megatron's "
+            "--micro-batch-size): the sizes tried, e.g. 1 or 1,2,4 (default "
+            f"{','.join(map(str, TRAIN_MICRO_BATCHES))}); the gradient accumulation is "
+            "B / (dp × M)",
+        )
+        add_options(p, ("seq", "overlap"))
+        add_options(p, ("estimate",), defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
+        p.add_argument(
+            "--top",
+            type=positive,
+            default=TRAIN_TOP,
+            help=f"layouts shown (default {TRAIN_TOP}; json and csv give every one that fits)",
+        )
+        p.add_argument(
+            "--jobs",
+            type=positive,
+            default=1,
+            help="worker processes pricing the layouts (default 1)",
+        )
+        _executor_options(p, "layouts")
         p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")
         p.add_argument(
             "-o", "--output", metavar="FILE", help="write here instead of stdout (- too)"

@@ -23,6 +23,9 @@ DEFAULT_SEQ = 2048  # prefill/train queries per sequence, when not given
 DEFAULT_CONTEXT = 2048  # decode cached positions per sequence, when not given
 
 
+Overlap = Literal["none", "full"]  # collectives hidden behind compute, or not
+
+
 class Parallel(Record, frozen=True):
     """How one job is split over devices, in Megatron-LM's terms.
 
@@ -69,7 +72,7 @@ class Parallel(Record, frozen=True):
     cp: int = 1
     microbatches: int = 1
     vpp: int = 1
-    overlap: Literal["none", "full"] = "none"
+    overlap: Overlap = "none"
     recompute: Literal["none", "selective", "full"] = "none"
     etp: int | None = None  # None: tp (ep taken from dp), or 1 (ep folded onto tp × dp)
 

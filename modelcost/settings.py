@@ -22,6 +22,10 @@ EstimateMode = Literal["roofline", "kernels"]
 ESTIMATE_MODES: tuple[EstimateMode, ...] = ("roofline", "kernels")
 DEFAULT_ESTIMATE: EstimateMode = "roofline"  # compile, diff, sweep, site: the bound
 DEFAULT_SERVE_ESTIMATE: EstimateMode = "kernels"  # serve plans with what it will get
+# `modelcost train`: the micro-batch sizes (sequences a microbatch, per replica) its
+# search tries unless given, and the layouts its table shows
+TRAIN_MICRO_BATCHES: tuple[int, ...] = (1, 2, 4)
+TRAIN_TOP = 10
 # what `serve --search` optimises over the layouts meeting the targets: the most output
 # tokens/s per device (NVIDIA AIConfigurator's objective), the fewest devices, or the
 # lowest TPOT (the most output tokens/s per user)

@@ -50,14 +50,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "network", "collectives_achieved", "measured", "calibration", "compile", "speculative",
         "executors", "grid",
     )),
-    ("analyses", ("diff", "sweeps", "serving", "arrivals", "disagg", "deployment")),
+    ("analyses", ("diff", "sweeps", "serving", "arrivals", "disagg", "deployment", "training")),
     ("render", (
         "render", "render.bars", "render.charts", "render.chart_modes", "render.diff_text",
         "render.disagg_format", "render.data_format",
         "render.diff_view", "render.env", "render.escape", "render.formats",
         "render.json_format", "render.notebook", "render.palette", "render.serving_format",
         "render.serving_view", "render.sweep_format", "render.sweep_stream",
-        "render.sweep_view", "render.table",
+        "render.sweep_view", "render.table", "render.training_format",
         "render.text", "render.units", "render.view",
     )),
     ("front ends", (
