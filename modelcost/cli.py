@@ -71,6 +71,7 @@ from .version import __version__
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 if TYPE_CHECKING:
+    from .graph import Parallel
     from .render.chart_modes import ChartMode
 
 
@@ -305,11 +306,11 @@ def _compile_all(
         value = getattr(args, f"{name}{suffix}", None) if suffix else None
         return getattr(args, name) if value is None else value
 
-    layout = _layout(args, LAYOUT, pick)
+    phases = phases if phases is not None else pick("phase")
+    layout = _micro_batched(args, _layout(args, LAYOUT, pick), pick("batch"), phases)
     estimate, calibration = _estimation(args, hw)
     how = costing(args.conventions, args.peak, args.bandwidth, estimate, calibration, args.engine,
                   args.moe_imbalance)  # fmt: skip
-    phases = phases if phases is not None else pick("phase")
     asked = Workload(phases[0], pick("batch"), pick("seq"), pick("context"), args.logits, layout,
                      **{name: getattr(args, name, 0) for name in ENGINE},
                      streams=pick("stream"))  # fmt: skip
@@ -325,6 +326,35 @@ def _compile_all(
         )
         for phase in phases
     ]
+
+
+def _micro_batched(args: argparse.Namespace, layout: Parallel, batch: int, phases) -> Parallel:
+    """The layout with `--micro-batch M` (Megatron's --micro-batch-size) said as its
+    microbatches: batch = M × dp × microbatches, as Megatron-LM derives its gradient
+    accumulation; refused outside training, beside --microbatches, or where the batch
+    does not split."""
+    from .graph import ONE_DEVICE, Phase
+    from .record import replace
+
+    m = getattr(args, "micro_batch", None)
+    if m is None:
+        return layout
+    if list(phases) != [Phase.train]:
+        raise SpecError("--micro-batch is a training option (Megatron's --micro-batch-size)",
+                        filename="modelcost", hint="use --phase train, or leave out "
+                        "--micro-batch")  # fmt: skip
+    if layout.microbatches != ONE_DEVICE.microbatches:
+        raise SpecError("--micro-batch sets the microbatches (--batch / (dp × M)): give one "
+                        "of --micro-batch and --microbatches", filename="modelcost")  # fmt: skip
+    if batch % (layout.dp * m):
+        raise SpecError(
+            f"--batch {batch:,} does not split into micro-batches of {m:,} over "
+            f"{layout.dp:,} replica{'s' if layout.dp != 1 else ''} (Megatron's global batch "
+            "is micro-batch × dp × microbatches)",
+            filename="modelcost",
+            hint=f"a --batch that is a multiple of {layout.dp * m:,}",
+        )
+    return replace(layout, microbatches=batch // (layout.dp * m))
 
 
 def _estimation(args: argparse.Namespace, hw=None):
@@ -998,6 +1028,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "--hw", required=True, help="a shipped target (modelcost hw list) or a .hw file"
         )
         add_options(p, WORKLOAD + ENGINE + LAYOUT + ROOFLINE + ESTIMATE + MOE)
+        p.add_argument(
+            "--global-batch",
+            dest="batch",
+            type=positive,
+            default=argparse.SUPPRESS,
+            metavar="B",
+            help="train: --batch by Megatron's name "
+            "(--global-batch-size: sequences a step, over every replica)",
+        )
+        p.add_argument(
+            "--micro-batch",
+            type=positive,
+            metavar="M",
+            help="train: sequences a microbatch, per replica (Megatron's "
+            "--micro-batch-size): the microbatches a step follow, --batch / "
+            "(dp × M), in place of --microbatches",
+        )
         p.add_argument("--only", type=_kinds, default=None, metavar="KINDS",
                        help="count only these op kinds, e.g. GEMM,SDPA")  # fmt: skip
         p.add_argument("--format", choices=list(FORMATS), default="text")

@@ -88,7 +88,7 @@ def _last_stage(
     if vpp > 1:
         chunks = pp * vpp
         counted = layers if layers % chunks == 0 else layers + 2
-        if counted % chunks:
+        if not splits(layers, pp, vpp):
             raise SpecError(
                 f"--pp {pp} --vpp {vpp}: the {layers} layers of `{spec.name}` do not split "
                 f"into {chunks} equal chunks (Megatron-LM's interleaved schedule needs them)",
@@ -115,6 +115,19 @@ def _last_stage(
     size = -(-layers // pp)
     last = range(layers - size, layers) if pp > 1 else range(0, max(layers, 1))
     return last, layers, ""
+
+
+@per_object
+def layer_count(spec: ir.Spec) -> int:
+    """The layers a pipeline splits: every layer group's, as `_last_stage` counts them."""
+    return sum(len(ls) for item, ls in _placed(_layer_plan(spec.body)) if isinstance(item, Stack))
+
+
+def splits(layers: int, pp: int, vpp: int) -> bool:
+    """Whether `layers` split into pp·vpp interleaved chunks as `_last_stage` splits
+    them: evenly, or with the embedding and the loss counted as a layer each."""
+    chunks = pp * vpp
+    return layers % chunks == 0 or (layers + 2) % chunks == 0
 
 
 class Stage(Record, frozen=True):

@@ -33,6 +33,7 @@ from .record import replace
 from .report import Totals
 from .serving import has_experts
 from .settings import DEFAULT_ESTIMATE, TRAIN_MICRO_BATCHES, EstimateMode
+from .stages import layer_count, splits
 from .tabular import Tabular
 
 TP = (1, 2, 4, 8, 16, 32, 64)  # tried up to the scale-up domain (Megatron keeps tp there)
@@ -115,16 +116,18 @@ def candidate_layouts(
     micro_batches: tuple[int, ...],
     experts: bool,
     overlap: Overlap,
+    layers: int | None = None,
 ) -> Iterator[Parallel]:
     """Every layout of exactly `devices` = tp × cp × pp × dp the search tries, before
     validation: tp within the scale-up domain (sequence parallel where tp > 1), the
     micro-batch sizes given, dp dividing the global batch into whole microbatches,
     virtual stages where pp > 2 and the microbatches are a multiple of pp (Megatron-LM's
-    interleaved schedule), ZeRO 1 over dp > 1 (the distributed optimizer), and for a
-    MoE model ep from the dp ranks."""
+    interleaved schedule), pp and vpp into which the model's `layers` split (at most
+    one stage a layer; stages.splits: every count when None), ZeRO 1 over dp > 1 (the
+    distributed optimizer), and for a MoE model ep from the dp ranks."""
     for tp in _powers(TP, min(scaleup, devices)):
         for cp in _powers(CP, devices // tp):
-            for pp in _powers(PP, devices // (tp * cp)):
+            for pp in _powers(PP, min(devices // (tp * cp), layers or devices)):
                 ranks = tp * cp * pp
                 if devices % ranks:
                     continue
@@ -135,7 +138,8 @@ def candidate_layouts(
                     m = global_batch // (dp * mbs)
                     vpps = [1]
                     if pp > 2 and m % pp == 0:
-                        vpps += [v for v in VPP if m * v <= 4096]
+                        vpps += [v for v in VPP if m * v <= 4096
+                                 and (layers is None or splits(layers, pp, v))]  # fmt: skip
                     eps = [e for e in _powers(EP, dp) if dp % e == 0] if experts else [1]
                     for vpp in vpps:
                         for ep in eps:
@@ -234,7 +238,7 @@ def search_training(
     spec, hw = as_spec(spec), as_hardware(hw)
     layouts = list(candidate_layouts(devices, global_batch, hw.scaleup_domain,
                                      tuple(sorted(set(micro_batches))), has_experts(spec),
-                                     overlap))  # fmt: skip
+                                     overlap, layer_count(spec)))  # fmt: skip
     if not layouts:
         raise SpecError(
             f"no layout of {devices:,} devices splits a global batch of {global_batch:,} "

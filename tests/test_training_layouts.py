@@ -3,6 +3,8 @@ the advice a training workload that does not fit is given, from the options set.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import MODELS, run_cli
 
@@ -307,3 +309,47 @@ def test_the_embedding_and_the_loss_count_as_layers_where_megatron_core_counts_t
         "layer"
     )
     assert r.totals.memory.fits  # NVIDIA ran it on 80 GB parts
+
+
+# ---- Megatron's names: --global-batch and --micro-batch (issue 33, item 2)
+
+RECIPE_70B = ("compile", str(MODELS / "llama3-70b.model"), "--hw", "h100", "--phase", "train",
+              "--seq", "8192", "--tp", "4", "--pp", "8", "--vpp", "5", "--dp", "2", "--sp",
+              "--zero", "1", "--format", "json")  # fmt: skip
+
+
+def test_the_micro_batch_gives_the_gradient_accumulation() -> None:
+    # Megatron-LM: global batch = micro-batch × dp × microbatches: 128 = 1 × 2 × 64, the
+    # same step as --batch 128 --microbatches 64
+    named = run_cli(*RECIPE_70B, "--global-batch", "128", "--micro-batch", "1")
+    plain = run_cli(*RECIPE_70B, "--batch", "128", "--microbatches", "64")
+    assert named.returncode == plain.returncode == 0
+    assert named.stdout == plain.stdout
+    two = run_cli(*RECIPE_70B, "--global-batch", "128", "--micro-batch", "2")
+    layout = json.loads(two.stdout)["reports"][0]["workload"]["layout"]
+    assert layout["microbatches"] == 32
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--global-batch", "128", "--micro-batch", "3"],
+         "--batch 128 does not split into micro-batches of 3 over 2 replicas (Megatron's "
+         "global batch is micro-batch × dp × microbatches)"),
+        (["--global-batch", "128", "--micro-batch", "1", "--microbatches", "64"],
+         "--micro-batch sets the microbatches (--batch / (dp × M)): give one of --micro-batch "
+         "and --microbatches"),
+    ],
+)  # fmt: skip
+def test_a_micro_batch_that_does_not_split_is_refused(flags: list[str], message: str) -> None:
+    r = run_cli(*RECIPE_70B, *flags)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.startswith(f"modelcost: error: {message}")
+
+
+def test_a_micro_batch_outside_training_is_refused() -> None:
+    r = run_cli("compile", str(MODELS / "llama3-8b.model"), "--hw", "h100", "--micro-batch", "1")
+    assert r.returncode == 2
+    assert r.stderr.startswith(
+        "modelcost: error: --micro-batch is a training option (Megatron's --micro-batch-size)"
+    )
