@@ -3,9 +3,10 @@
     python benchmarks/accuracy.py [--write] [-v] [DATA]
 
 DATA (benchmarks/data/measured-public.json) holds the project's reference measurements
-verbatim, each end-to-end point with how it maps to `modelcost.serve` (or why it cannot
-be expressed); kernel points map by id to tests/data/measured-kernels.json, costed as
-benchmarks/estimate_error.py costs them. Every point is scored through the public API
+verbatim, each end-to-end point with how it maps to `modelcost.serve` and each training
+point to `modelcost.compile_report` (or why it cannot be expressed); kernel points map
+by id to tests/data/measured-kernels.json, costed as benchmarks/estimate_error.py costs
+them. Every point is scored through the public API
 (`modelcost.measured.check`, `modelcost.serve`), so the figures follow the estimate as
 it changes.
 
@@ -48,12 +49,14 @@ DOC, CHART = ROOT / "docs" / "accuracy.md", ROOT / "docs" / "accuracy.svg"
 BAND = 0.25  # "within ±25 %" (issue 21's yardstick)
 WORST = 10  # the worst points listed, by |estimate error|
 KERNEL, SINGLE, MULTI = "kernel", "end to end, 1 GPU", "end to end, multi-GPU"
-GROUPS = (KERNEL, SINGLE, MULTI)
+TRAINING = "training"
+GROUPS = (KERNEL, SINGLE, MULTI, TRAINING)
 E2E = "end to end, all"
 TIMES = {"latency_s"}  # figures that are times (lower is faster); the rest are rates
 HARDWARE = {"GB200 (B200-class)": "gb200"}  # the reference set's name → modelcost's
 UNITS = {"output_tokens_per_s": "output tok/s", "output_tokens_per_s_device":
-         "output tok/s/GPU", "total_tokens_per_s": "total tok/s", "latency_s": "s"}  # fmt: skip
+         "output tok/s/GPU", "total_tokens_per_s": "total tok/s", "latency_s": "s",
+         "mfu": "MFU"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,24 @@ def score_e2e(p: dict, tmp: Path) -> Scored:
                   bound, m["metric"] in TIMES, reason)  # fmt: skip
 
 
+def score_training(p: dict) -> Scored:
+    """A training point through `modelcost.compile_report`, as its mapping says: the
+    published MFU against the kernel-aware estimate's and the roofline's (each model
+    FLOPs over the step and the datasheet matrix peak, as the sources count MFU)."""
+    m, t = p["modelcost"], p["modelcost"]["train"]
+    layout = {k: t[k] for k in ("tp", "sp", "cp", "pp", "vpp", "dp", "microbatches", "zero")}
+    w = modelcost.Workload("train", t["batch"], t["seq"], parallel=Parallel(**layout))
+    r = modelcost.compile_report(MODELS / f"{t['spec']}.model", t["hardware"], w,
+                                 estimate="kernels")  # fmt: skip
+    tot = r.totals
+    assert tot.mfu_estimate is not None  # estimate="kernels"
+    what = f"{p['model_or_shape']['model']} bf16 {r.workload.layout.label}, seq {t['seq']:,}"
+    fits = "" if tot.memory.fits else "; modelcost says it does not fit: "
+    return Scored(p["id"], TRAINING, t["hardware"], what, UNITS[m["metric"]], m["measured"],
+                  tot.mfu_estimate, tot.mfu_bound, False,
+                  f"{m['note']}{fits}{tot.memory.warning or ''}")  # fmt: skip
+
+
 def score_kernel(shape: dict) -> Scored:
     c = check(shape)
     return Scored(c.id, KERNEL, c.hardware, f"{c.kind} {c.what}", "s", c.measured_s,
@@ -170,6 +191,8 @@ def score(points: Iterable[dict], kernels: tuple[dict[int, dict], dict[int, str]
                 skipped.append(Skipped(p["id"], p["kind"], hw, excluded[p["id"]]))
             elif "skip" in m:
                 skipped.append(Skipped(p["id"], p["kind"], hw, m["skip"]))
+            elif "train" in m:
+                scored.append(score_training(p))
             elif "metric" in m:
                 scored.append(score_e2e(p, Path(d)))
             else:
@@ -208,6 +231,8 @@ POINT_HEADERS = ["id", "group", "part", "what", "measured", "estimate", "error",
 
 
 def _fig(x: float, unit: str) -> str:
+    if unit == "MFU":
+        return f"{x:.1%}"
     if unit == "s" and x < 1:
         return f"{x * 1e6:,.1f} µs" if x < 1e-3 else f"{x * 1e3:,.2f} ms"
     return f"{x:,.3g} {unit}" if x < 1000 else f"{x:,.0f} {unit}"
@@ -332,10 +357,11 @@ def page(scored: list[Scored], skipped: list[Skipped], commit: str) -> str:
         "",
         "The kernel-aware estimate (`--estimate kernels`) and the roofline (the bound) "
         "against every published measurement the `.model` language can express: kernels "
-        "(GEMM, attention, bandwidth), single-GPU and multi-GPU serving. Error = predicted "
-        "/ measured − 1 on the figure as published (a time for kernels and latencies, "
-        "tokens/s for throughputs). The measurements, their sources and how each maps to a "
-        "modelcost command: `benchmarks/data/measured-public.json` (kernel shapes: "
+        "(GEMM, attention, bandwidth), single-GPU and multi-GPU serving, and training steps "
+        "(the MFU as published). Error = predicted / measured − 1 on the figure as published "
+        "(a time for kernels and latencies, tokens/s for throughputs, the MFU for "
+        "training). The measurements, their sources and how each maps to a modelcost "
+        "command: `benchmarks/data/measured-public.json` (kernel shapes: "
         "`tests/data/measured-kernels.json`).",
         "",
         f"Generated by `python benchmarks/accuracy.py --write` at commit `{commit}`; the "

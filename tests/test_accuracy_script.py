@@ -90,6 +90,20 @@ def test_a_latency_point_is_a_time_and_its_bound_is_the_faster(few) -> None:
     assert c.is_time and c.beaten_by == s.bound.latency_s / 15.882 - 1 <= 0
 
 
+def test_a_training_point_is_one_compile_call() -> None:
+    # the Llama 3 paper, Table 4: 405B on 8,192 H100s, TP 8, PP 16, DP 64 (FSDP), 8K
+    # sequences, 32 a replica: BF16 MFU 43 % (measured-public.json id 1001)
+    (c,), _ = acc.score([BY_ID[1001]])
+    par = Parallel(tp=8, sp=True, pp=16, vpp=8, dp=64, microbatches=32, zero=2)
+    r = modelcost.compile_report(MODELS / "llama3.1-405b.model", "h100",
+                                 modelcost.Workload("train", 64 * 32, 8192, parallel=par),
+                                 estimate="kernels")  # fmt: skip
+    assert (c.group, c.unit, c.is_time) == (acc.TRAINING, "MFU", False)
+    assert (c.measured, c.estimate, c.bound) == (0.43, r.totals.mfu_estimate, r.totals.mfu_bound)
+    assert c.beaten_by == 0.43 / r.totals.mfu_bound - 1 <= 0  # the bound holds
+    assert r.totals.memory.fits  # as Meta ran it, without activation checkpointing
+
+
 def _point(measured: float, bound: float, is_time: bool, what: str = "x") -> object:
     return acc.Scored(7, acc.MULTI, "h100", what, "s" if is_time else "output tok/s",
                       measured, measured, bound, is_time, "why")  # fmt: skip
@@ -118,7 +132,8 @@ def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
     # the whole data file, without running it: kernel points by id in the kernel file,
     # the rest a serve mapping whose figure is one the source publishes, or a skip
     shapes, excluded = acc.kernel_points()
-    assert len(DATA["points"]) == len(BY_ID) == 198
+    # the reference set's 198 and the Llama 3 paper's three training points (1001-1003)
+    assert len(DATA["points"]) == len(BY_ID) == 201
     for p in DATA["points"]:
         assert set(p) >= SOURCE_FIELDS, p["id"]
         m = p.get("modelcost")
@@ -126,6 +141,9 @@ def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
             assert m is None and (p["id"] in shapes) != (p["id"] in excluded), p["id"]
         elif "skip" in m:
             assert set(m) == {"skip"} and len(m["skip"]) > 20, p["id"]
+        elif "train" in m:  # a published MFU, against the estimate's and the bound's
+            assert m["metric"] == "mfu" and m["measured"] in p["measured"].values(), p["id"]
+            assert (MODELS / f"{m['train']['spec']}.model").exists() and m["note"], p["id"]
         else:
             published = [v for v in p["measured"].values() if isinstance(v, int | float)]
             # as published, or a latency in ms given in s
@@ -138,7 +156,8 @@ def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
 
 
 def test_the_chart_is_deterministic_and_escapes_text(few) -> None:
-    scored = [*few[0], _point(2.0, 1.5, True, what="<b>&'\"")]
+    training = acc.Scored(8, acc.TRAINING, "h100", "t", "MFU", 0.4, 0.45, 0.5, False, "why")
+    scored = [*few[0], _point(2.0, 1.5, True, what="<b>&'\""), training]
     svg = acc.chart_svg(scored)
     assert svg == acc.chart_svg(scored) and svg.startswith("<svg ") and svg.endswith("</svg>\n")
     assert "<b>" not in svg and "&lt;b&gt;&amp;" in svg
