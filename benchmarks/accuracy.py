@@ -56,7 +56,7 @@ TIMES = {"latency_s"}  # figures that are times (lower is faster); the rest are 
 HARDWARE = {"GB200 (B200-class)": "gb200"}  # the reference set's name → modelcost's
 UNITS = {"output_tokens_per_s": "output tok/s", "output_tokens_per_s_device":
          "output tok/s/GPU", "total_tokens_per_s": "total tok/s", "latency_s": "s",
-         "mfu": "MFU"}  # fmt: skip
+         "mfu": "MFU", "tokens_per_s_device": "tok/s/GPU"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -151,22 +151,28 @@ def score_e2e(p: dict, tmp: Path) -> Scored:
                   bound, m["metric"] in TIMES, reason)  # fmt: skip
 
 
-def score_training(p: dict) -> Scored:
+def score_training(p: dict, tmp: Path) -> Scored:
     """A training point through `modelcost.compile_report`, as its mapping says: the
-    published MFU against the kernel-aware estimate's and the roofline's (each model
-    FLOPs over the step and the datasheet matrix peak, as the sources count MFU)."""
+    published MFU, or tokens/s per GPU, against the kernel-aware estimate's and the
+    roofline's (MFU: model FLOPs over the step and the datasheet matrix peak, as the
+    sources count it)."""
     m, t = p["modelcost"], p["modelcost"]["train"]
     layout = {k: t[k] for k in ("tp", "sp", "cp", "pp", "vpp", "dp", "microbatches", "zero")}
     w = modelcost.Workload("train", t["batch"], t["seq"], parallel=Parallel(**layout))
-    r = modelcost.compile_report(MODELS / f"{t['spec']}.model", t["hardware"], w,
-                                 estimate="kernels")  # fmt: skip
+    spec = _spec({"spec": t["spec"], "recipe": t["recipe"], "kv_dtype": None}, tmp)
+    r = modelcost.compile_report(spec, t["hardware"], w, estimate="kernels")
     tot = r.totals
-    assert tot.mfu_estimate is not None  # estimate="kernels"
-    what = f"{p['model_or_shape']['model']} bf16 {r.workload.layout.label}, seq {t['seq']:,}"
+    assert tot.estimate_s is not None and tot.mfu_estimate is not None  # estimate="kernels"
+    if m["metric"] == "mfu":
+        est, bound = tot.mfu_estimate, tot.mfu_bound
+    else:  # tokens/s per device: the bound's, at the estimate's step
+        bound = tot.per_token.tokens_per_s_device
+        est = bound * tot.time_s / tot.estimate_s
+    what = (f"{p['model_or_shape']['model']} {t['recipe'] or 'bf16'} "
+            f"{r.workload.layout.label}, seq {t['seq']:,}")  # fmt: skip
     fits = "" if tot.memory.fits else "; modelcost says it does not fit: "
     return Scored(p["id"], TRAINING, t["hardware"], what, UNITS[m["metric"]], m["measured"],
-                  tot.mfu_estimate, tot.mfu_bound, False,
-                  f"{m['note']}{fits}{tot.memory.warning or ''}")  # fmt: skip
+                  est, bound, False, f"{m['note']}{fits}{tot.memory.warning or ''}")  # fmt: skip
 
 
 def score_kernel(shape: dict) -> Scored:
@@ -192,7 +198,7 @@ def score(points: Iterable[dict], kernels: tuple[dict[int, dict], dict[int, str]
             elif "skip" in m:
                 skipped.append(Skipped(p["id"], p["kind"], hw, m["skip"]))
             elif "train" in m:
-                scored.append(score_training(p))
+                scored.append(score_training(p, Path(d)))
             elif "metric" in m:
                 scored.append(score_e2e(p, Path(d)))
             else:

@@ -93,7 +93,7 @@ def test_a_latency_point_is_a_time_and_its_bound_is_the_faster(few) -> None:
 def test_a_training_point_is_one_compile_call() -> None:
     # the Llama 3 paper, Table 4: 405B on 8,192 H100s, TP 8, PP 16, DP 64 (FSDP), 8K
     # sequences, 32 a replica: BF16 MFU 43 % (measured-public.json id 1001)
-    (c,), _ = acc.score([BY_ID[1001]])
+    (c, fp8), _ = acc.score([BY_ID[1001], BY_ID[284]])
     par = Parallel(tp=8, sp=True, pp=16, vpp=8, dp=64, microbatches=32, zero=2)
     r = modelcost.compile_report(MODELS / "llama3.1-405b.model", "h100",
                                  modelcost.Workload("train", 64 * 32, 8192, parallel=par),
@@ -102,6 +102,10 @@ def test_a_training_point_is_one_compile_call() -> None:
     assert (c.measured, c.estimate, c.bound) == (0.43, r.totals.mfu_estimate, r.totals.mfu_bound)
     assert c.beaten_by == 0.43 / r.totals.mfu_bound - 1 <= 0  # the bound holds
     assert r.totals.memory.fits  # as Meta ran it, without activation checkpointing
+    # Megatron-Bridge's Llama 3 70B FP8-CS recipe on 64 H100s: 1,602 tokens/s per GPU
+    # (measured-public.json id 284), against the estimate's at its step and the bound's
+    assert (fp8.unit, fp8.measured) == ("tok/s/GPU", 1602)
+    assert fp8.estimate < fp8.bound and fp8.beaten_by <= 0
 
 
 def _point(measured: float, bound: float, is_time: bool, what: str = "x") -> object:
@@ -141,8 +145,10 @@ def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
             assert m is None and (p["id"] in shapes) != (p["id"] in excluded), p["id"]
         elif "skip" in m:
             assert set(m) == {"skip"} and len(m["skip"]) > 20, p["id"]
-        elif "train" in m:  # a published MFU, against the estimate's and the bound's
-            assert m["metric"] == "mfu" and m["measured"] in p["measured"].values(), p["id"]
+        elif "train" in m:  # a published MFU or tokens/s per GPU, against the model's
+            assert m["metric"] in ("mfu", "tokens_per_s_device"), p["id"]
+            assert m["measured"] in p["measured"].values(), p["id"]
+            assert m["train"]["recipe"] in (None, "fp8"), p["id"]
             assert (MODELS / f"{m['train']['spec']}.model").exists() and m["note"], p["id"]
         else:
             published = [v for v in p["measured"].values() if isinstance(v, int | float)]

@@ -10,6 +10,7 @@ from conftest import MODELS, run_cli
 
 from modelcost import load_spec
 from modelcost.compile import compile_report
+from modelcost.dtypes import DType
 from modelcost.errors import SpecError
 from modelcost.graph import Parallel, Workload
 from modelcost.hardware import load_hardware
@@ -353,3 +354,45 @@ def test_a_micro_batch_outside_training_is_refused() -> None:
     assert r.stderr.startswith(
         "modelcost: error: --micro-batch is a training option (Megatron's --micro-batch-size)"
     )
+
+
+# ---- FP8 training as the spec's recipe lowers it (issue 33, item 3, in part)
+
+LLAMA70_FP8 = load_spec(MODELS / "llama3-70b-fp8.model")  # recipe = fp8: W8A8, per tensor
+
+
+def test_an_fp8_layer_keeps_its_gemm_inputs_in_fp8() -> None:
+    # Transformer Engine saves the FP8 copy of a linear layer's input for the weight
+    # gradient, not the BF16 one ("TE saves the columnwise quantized input for the
+    # backward pass", TransformerEngine docs, performance_considerations.rst), and under
+    # sequence parallelism gathers the FP8 shard: of the 33.5·s·b·h/t of a BF16 Llama
+    # layer (above), the QKV and FC1 inputs 2 + 2 become 1 + 1, FC2's 7 becomes 3.5, and
+    # the out projection reads an FP8 copy of O (1) beside the BF16 O flash attention
+    # keeps: 33.5 − 2 − 3.5 + 1 = 29
+    from modelcost.roofline import kept_for_backward
+
+    graph = lower(LLAMA70_FP8, Workload("train", 1, 8192, parallel=Parallel(tp=4, sp=True)))
+    (layer,) = [g for g in graph.groups if g.block != "model"]
+    sbh_t = 8192 * 8192 // 4
+    assert kept_for_backward(graph)[layer.name] == 29 * sbh_t * layer.count
+    # the all-gather moves the FP8 shard: half the bytes of the BF16 one
+    ops = {n.name: n.op for n in graph.nodes}
+    gathered = ops[f"{layer.name}.attn.all_gather"]
+    assert (gathered.dtype, gathered.elements) == (DType.fp8_e4m3, 8192 * 8192)
+
+
+def test_the_fp8_recipe_of_megatron_bridge_fits_in_less_than_bf16() -> None:
+    # the 70B recipe (test above) in FP8: the FP8 weights (Megatron-Bridge's FP8-CS keeps
+    # them so, fp8_param_gather), the same fp32 gradients and optimizer shards, and the
+    # activations 29/33.5 of the BF16 layers': it fits where it needed 120.6 GB before
+    par = Parallel(tp=4, sp=True, dp=2, pp=8, vpp=5, microbatches=64, zero=1)
+    w = Workload("train", 128, 8192, parallel=par)
+    bf16 = compile_report(LLAMA70, H100, w).totals.memory
+    fp8 = compile_report(LLAMA70_FP8, H100, w).totals.memory
+    sbh_t = 8192 * 8192 // 4
+    assert fp8.activations == pytest.approx((10 * 29 + 5 * 2) * sbh_t * 9.4, rel=1e-12)
+    # the stage's 2,401,935,360 parameters less its LM head shard (128,256 × 8,192 / 4)
+    # and norms (21 × 8,192), which stay BF16: 2,139,095,040 in FP8
+    linear = 2_401_935_360 - 128_256 * 8192 // 4 - 21 * 8192
+    assert fp8.weights == bf16.weights - linear and fp8.gradients == bf16.gradients
+    assert fp8.fits and fp8.total < bf16.total

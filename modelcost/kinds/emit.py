@@ -152,10 +152,19 @@ class Lowerer:
 
     def enter(self, e: Emit, name: str, dim: int, a: DType) -> str:
         """The layer's input on every tp rank: gathered from 1/tp of the tokens under
-        sequence parallelism (else already replicated)."""
+        sequence parallelism (else already replicated). A recipe that quantizes the
+        layer's GEMM inputs quantizes the shard and gathers it narrow, as Transformer
+        Engine's FP8 all-gather does: the backward keeps the narrow shard."""
         if not self.par.sp:
             return e.stream
-        return self.collective(e, f"{name}.all_gather", "all_gather", self.s.T * dim, a, e.stream)
+        narrow = self.recipe.activations
+        if narrow is None or narrow == a:
+            return self.collective(e, f"{name}.all_gather", "all_gather", self.s.T * dim, a,
+                                   e.stream)  # fmt: skip
+        shard = self.quantize(e, name, e.stream, -(-self.s.T // self.tp), dim, a, narrow)
+        x = self.collective(e, f"{name}.all_gather", "all_gather", self.s.T * dim, narrow, shard)
+        e.quantized[x, narrow] = x  # the GEMMs read it as it is
+        return x
 
     def exit(self, e: Emit, name: str, dim: int, a: DType, x: str) -> str:
         """The row-parallel output's partial sums combined: an all-reduce, or a

@@ -39,6 +39,11 @@ class QuantizeOp(OpRecord, frozen=True):
     flops_bwd = flops
     bytes_bwd = bytes
 
+    def backward_reads_inputs(self) -> bool:
+        # the cast's gradient passes straight through; the GEMM that reads the narrow
+        # copy keeps it (Transformer Engine saves the FP8 input for the weight gradient)
+        return False
+
 
 class DequantizeOp(OpRecord, frozen=True):
     """Expand `elements` values from `src` (e.g. mxfp4 weights) to `dst`: one multiply
