@@ -44,6 +44,7 @@ from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
 from modelcost.resources import specs_dir
 from modelcost.spec import PatchEmbed, PositionEmbedding, walk
+from modelcost.validate import for_phase
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the inputs the tests check (tests/hostile.py's way)
@@ -82,7 +83,8 @@ def main() -> None:
         image = any(isinstance(op, PatchEmbed) for op in ops)
         for phase in Phase:
             n = min(2048, positions)
-            wl = Workload(phase, 1, None if image else n, n)  # a vision model: its image
+            # a vision model: its image; each phase the lengths it reads (validate.READ_BY)
+            wl = for_phase(Workload(phase, 1, None if image else n, n))
             if phase is Phase.decode and not any(op.decodes for op in ops):  # an encoder
                 cells.append("-")
                 continue

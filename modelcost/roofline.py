@@ -753,22 +753,23 @@ def kept_for_backward(graph: OpGraph) -> dict[str, float]:
     only feeds a gating product (SwiGLU, GeGLU) is recomputed in the fused backward from
     its input, which is kept (Megatron-Core's fused bias_swiglu/bias_geglu save only the
     first linear's output)."""
-    consumers: dict[str, list[OpRecord]] = {}
+    read: set[str] = set()  # tensors a consumer's backward reads
+    ungated: set[str] = set()  # tensors a consumer other than a gating product reads
     for n in graph.nodes:
+        reads, gating = n.op.backward_reads_inputs(), _gating(n.op)
         for i in n.inputs:
-            consumers.setdefault(i, []).append(n.op)
-
-    def read(n) -> bool:
-        if isinstance(n.op, CollectiveOp) and n.op.collective == "all_gather":
-            return False
-        users = consumers.get(n.name, [])
-        if isinstance(n.op, UnaryOp) and users and all(_gating(u) for u in users):
-            return False
-        return n.op.backward_reads_output() or any(u.backward_reads_inputs() for u in users)
-
+            if reads:
+                read.add(i)
+            if not gating:
+                ungated.add(i)
     kept: dict[str, float] = {}
     for n in graph.nodes:
-        if not n.step and read(n):
+        op = n.op
+        if n.step or (isinstance(op, CollectiveOp) and op.collective == "all_gather"):
+            continue
+        if isinstance(op, UnaryOp) and n.name in read and n.name not in ungated:
+            continue  # recomputed from its input in the fused gating backward
+        if n.name in read or op.backward_reads_output():
             kept[n.group] = kept.get(n.group, 0.0) + n.out_bytes * n.count
     return kept
 
