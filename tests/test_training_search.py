@@ -111,3 +111,19 @@ def test_a_batch_no_layout_splits_is_refused() -> None:
         "microbatches"
     )
     assert "Traceback" not in r.stderr
+
+
+def test_the_html_page_escapes_what_the_spec_says(tmp_path) -> None:
+    spec = tmp_path / "x.model"
+    spec.write_text(f'import "{MODELS / "llama3-8b.model"}"\n'
+                    'model x extends llama3_8b {\n  title = "<b>Mine</b> & co"\n}\n')  # fmt: skip
+    out = tmp_path / "train.html"
+    r = run_cli("train", str(spec), "--hw", "h100", "--devices", "8", "--global-batch", "64",
+                "--seq", "4096", "--micro-batch", "1", "--estimate", "roofline",
+                "--format", "html", "-o", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+    assert "<b>Mine</b>" not in page and "&lt;b&gt;Mine&lt;/b&gt; &amp; co" in page
+    assert "Layouts that fit, best first" in page
+    # the roofline ranks them: no estimate column
+    assert "bound tokens/s/device" not in page
