@@ -424,7 +424,7 @@ def build_view(reports: list[Report]) -> ReportView:
     title = f"{r.model.title} on {r.hardware.title}"
     subtitle = (
         f"{phases}; {r.hardware.peak} peaks; {r.workload.conventions} conventions. "
-        "FLOPs and bytes moved with SI prefixes (1 G = 1e9), memory held in GiB (2^30 B); "
+        "FLOPs and bytes moved with SI prefixes (1 G = 1e9), memory held in GiB (2³⁰ B); "
         "times per op instance unless marked."
     )
     notes = tuple(dict.fromkeys(n for x in reports for n in x.notes))
