@@ -796,11 +796,11 @@ def _training_activations(graph: OpGraph) -> float:
     kept = kept_for_backward(graph)
     model_level = kept.pop("model", 0.0) / m  # a microbatch's, as each below
     inputs = sum(n.out_bytes * n.count for n in graph.nodes if n.name == RECEIVED) / m
+    if par.recompute != "full":
+        stage = sum(kept.values()) / m  # the stage's layers, a microbatch
+        return max((stage + model_level) * last, (stage + inputs) * first)
     counts = {g.name: g.count for g in graph.groups}
     layers = sum(counts[g] for g in kept)
-    if par.recompute != "full":
-        per_layer = sum(kept.values()) / m
-        return max((per_layer + model_level) * last, (per_layer + inputs) * first)
     stream = layers * shape.T_seq * facts.width * float(bpe(facts.activations))
     one_layer = max((t / m / counts[g] for g, t in kept.items()), default=0.0)
     return max((stream + model_level) * last, (stream + inputs) * first) + one_layer

@@ -21,7 +21,7 @@ CapacityBasis = Literal["driver-reported", "datasheet"]
 EstimateMode = Literal["roofline", "kernels"]
 ESTIMATE_MODES: tuple[EstimateMode, ...] = ("roofline", "kernels")
 DEFAULT_ESTIMATE: EstimateMode = "roofline"  # compile, diff, sweep, site: the bound
-DEFAULT_SERVE_ESTIMATE: EstimateMode = "kernels"  # serve plans with what it will get
+DEFAULT_SERVE_ESTIMATE: EstimateMode = "kernels"  # serve and train plan with what they will get
 # `modelcost train`: the micro-batch sizes (sequences a microbatch, per replica) its
 # search tries unless given, and the layouts its table shows
 TRAIN_MICRO_BATCHES: tuple[int, ...] = (1, 2, 4)

@@ -10,7 +10,8 @@ Megatron names them). A layout that does not fit a device is tried again with fu
 recomputation and with ZeRO 3 (FSDP), the faster of those that fit kept. Each is priced
 by the pipeline `compile` runs (compile_totals): the same figures its report gives, so
 `compile` with the layout's flags reproduces a row. The layouts are ranked by tokens/s
-per device: the kernel-aware estimate's with `--estimate kernels`, else the roofline's.
+per device: the kernel-aware estimate's (the default, as `serve` plans), or with
+`estimate="roofline"` the bound's.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .hardware import Hardware
 from .record import replace
 from .report import Totals
 from .serving import has_experts
-from .settings import DEFAULT_ESTIMATE, TRAIN_MICRO_BATCHES, EstimateMode
+from .settings import DEFAULT_SERVE_ESTIMATE, TRAIN_MICRO_BATCHES, EstimateMode
 from .stages import layer_count, splits
 from .tabular import Tabular
 
@@ -216,7 +217,7 @@ def search_training(
     global_batch: int,
     seq: int,
     micro_batches: tuple[int, ...] = TRAIN_MICRO_BATCHES,
-    estimate: EstimateMode = DEFAULT_ESTIMATE,
+    estimate: EstimateMode = DEFAULT_SERVE_ESTIMATE,
     overlap: Overlap = "none",
     jobs: int = 1,
     executor: Executor = "local",
