@@ -354,8 +354,9 @@ def test_every_figure_published_by_shape_is_reproduced_there() -> None:
     shaped = [k for k in library() if k.shape is not None]
     # B200 fp4 (3) and fp8 (6), MI300X fp8 (11), MI355X bf16 (13), the GB200's own fp4
     # and fp8 (2), MI355X flash attention (5 lengths × 2 passes × 2 masks), H100 flash
-    # attention backward (5 lengths × 2 masks: ThunderKittens' chart of FlashAttention-3)
-    assert len(shaped) == 3 + 6 + 11 + 13 + 2 + 20 + 10
+    # attention forward and backward (5 lengths × 2 passes × 2 masks: ThunderKittens'
+    # chart of FlashAttention-3)
+    assert len(shaped) == 3 + 6 + 11 + 13 + 2 + 20 + 20
     for k in shaped:
         hw = load_hardware(k.part)
         if k.kind == "gemm":
