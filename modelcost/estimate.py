@@ -515,6 +515,42 @@ def _gemm(
     return compute, f"{shape}; {r.source}{floor}"
 
 
+def _gemm_backward(
+    op: GemmOp | GroupedGemmOp,
+    flops: float,
+    nbytes: float,
+    hw: Hardware,
+    imbalance: float | None = None,
+) -> tuple[float, str]:
+    """A GEMM's backward as the libraries run it: two ordinary GEMMs, each at the
+    forward's published rates and planned at its own shape (cuBLAS and hipBLASLt run
+    dgrad and wgrad as plain GEMMs; no library publishes a backward figure). The input
+    gradient dX = dY·Wᵀ has the forward's rows and the weights' N as its depth; the
+    weight gradient dW = Xᵀ·dY has the weights' N × K as its output and the rows as its
+    depth (a grouped GEMM's: each expert's weights, its mean rows deep: the experts'
+    tiles share the waves, so the mean carries the work). The pass's FLOPs and bytes
+    split evenly between the two (perfmodel: alike counts but the bias gradient's,
+    which rides on the weight gradient); the second kernel pays its launch."""
+    if isinstance(op, GroupedGemmOp):
+        dgrad: GemmOp | GroupedGemmOp = replace(op, K=op.N, N=op.K)
+        experts = max(1, math.ceil(op.G))
+        wgrad: GemmOp | GroupedGemmOp = GemmOp(
+            M=op.K, N=op.N, K=max(1, -(-op.M // experts)), B=experts, a=op.x, b=op.w, out=op.w
+        )
+        which = f"{experts} experts' dW, {wgrad.K:,} rows deep each"
+    else:
+        dgrad = replace(op, N=op.K, K=op.N, bias=False)
+        wgrad = replace(op, M=op.N, N=op.K, K=op.M, bias=False)
+        which = "dW"
+    t_dx, why_dx = _gemm(dgrad, flops / 2, nbytes / 2, hw, "fwd", imbalance)
+    t_dw, why_dw = _gemm(wgrad, flops / 2, nbytes / 2, hw, "fwd", imbalance)
+    return t_dx + t_dw + LAUNCH_S, (
+        f"dX {t_dx * 1e6:,.1f} µs ({why_dx}) and {which} {t_dw * 1e6:,.1f} µs ({why_dw}), "
+        f"each a GEMM at the forward's published rates; +{LAUNCH_S * 1e6:g} µs for the "
+        "second launch"
+    )
+
+
 def _buckets_below(
     k: LibraryKernel | None, hw: Hardware, op: OpRecord, pass_: str
 ) -> list[tuple[int, float]]:
@@ -923,7 +959,9 @@ def estimate(
         if roofline_s >= t:
             t, why = roofline_s, f"{why}; no faster than its roofline"
         return Estimate(t, why)
-    if isinstance(op, GemmOp | GroupedGemmOp):
+    if isinstance(op, GemmOp | GroupedGemmOp) and pass_ == "bwd":
+        t, why = _gemm_backward(op, flops, nbytes, hw, imbalance)
+    elif isinstance(op, GemmOp | GroupedGemmOp):
         t, why = _gemm(op, flops, nbytes, hw, pass_, imbalance)
     elif isinstance(op, SdpaOp):
         t, why = _attention(op, flops, nbytes, hw, pass_)
