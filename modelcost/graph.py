@@ -23,7 +23,10 @@ DEFAULT_SEQ = 2048  # prefill/train queries per sequence, when not given
 DEFAULT_CONTEXT = 2048  # decode cached positions per sequence, when not given
 
 
-Overlap = Literal["none", "full"]  # collectives hidden behind compute, or not
+# collectives hidden behind compute: none; those Megatron-Core runs beside compute (the
+# layout's `Node.beside`); all of them, as far as compute lasts
+Overlap = Literal["none", "megatron", "full"]
+OVERLAPS: tuple[Overlap, ...] = ("none", "megatron", "full")
 
 
 class Parallel(Record, frozen=True):
@@ -53,7 +56,12 @@ class Parallel(Record, frozen=True):
     stage holds vpp chunks of layers/(pp·vpp) layers, chunk j on stage j mod pp: the
     bubble shrinks to (pp − 1)/vpp microbatch times and every microbatch crosses each
     stage vpp times, so the point-to-point traffic grows vpp-fold. `overlap`
-    `full` hides collectives behind the compute of the same step as far as it lasts.
+    `full` hides collectives behind the compute of the same step as far as it lasts;
+    `megatron` hides only those Megatron-Core runs beside compute in the published
+    recipes (`Node.beside`: the gradient reduce-scatter and parameter all-gather,
+    sequence parallelism's all-gathers and reduce-scatters under TP communication
+    overlap, ring attention's exchange, an interleaved pipeline's sends), the others
+    (a tp all-reduce, MoE's all-to-all) exposed.
     `recompute` `full` (training) keeps only each layer's input and runs its forward
     again in the backward (Korthikanti et al. 2022); `selective` recomputes the
     attention core, which the flash-attention SDPA op already does, so it keeps what
@@ -77,8 +85,8 @@ class Parallel(Record, frozen=True):
     etp: int | None = None  # None: tp (ep taken from dp), or 1 (ep folded onto tp × dp)
 
     def __post_init__(self) -> None:
-        if self.overlap not in ("none", "full"):
-            raise ValueError(f"overlap must be 'none' or 'full', got {self.overlap!r}")
+        if self.overlap not in OVERLAPS:
+            raise ValueError(f"overlap must be 'none', 'megatron' or 'full', got {self.overlap!r}")
         if self.recompute not in ("none", "selective", "full"):
             raise ValueError(
                 f"recompute must be 'none', 'selective' or 'full', got {self.recompute!r}"
@@ -197,6 +205,7 @@ class Parallel(Record, frozen=True):
         parts += [f"{self.microbatches} microbatches"] if self.microbatches > 1 else []
         parts += [f"zero {self.zero}"] if self.zero else []
         parts += ["overlap"] if self.overlap == "full" else []
+        parts += ["megatron overlap"] if self.overlap == "megatron" else []
         parts += [f"recompute {self.recompute}"] if self.recompute != "none" else []
         return ", ".join(parts)
 
@@ -380,6 +389,7 @@ class Node(Record, frozen=True):
     inputs: tuple[str, ...] = ()
     out_bytes: float = 0
     step: bool = False  # once per step, outside forward and backward (optimizer, grad sync)
+    beside: bool = False  # a collective Megatron-Core runs beside compute (overlap megatron)
 
 
 RECEIVED = "pipeline.recv"  # the node by which a pipeline stage's input arrives

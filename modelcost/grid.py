@@ -237,7 +237,7 @@ def _totals(
             par = shape.par
             at = _at(kernels, i)
             step = step_time(at.busy, at.once, at.comm, par.pp, par.microbatches, par.overlap,
-                             par.vpp)[0]  # fmt: skip
+                             par.vpp, at.beside)[0]  # fmt: skip
             tot = with_estimate_step(tot, step)
         out.append((shape, tot))
     return out
@@ -307,4 +307,5 @@ def _lanes_column(times: list[NodeTime], seconds: list[float] | None = None) -> 
         Lanes(c.recomputed_flops for c in cols) if first.recomputed_flops is not None else None,
         first.step,
         first.network,
+        first.beside,
     )

@@ -66,7 +66,12 @@ def _step_nodes(spec: ir.Spec, shape: Shape, facts: ModelFacts) -> list[Node]:
     """Training's once-per-step work on one device: the data-parallel gradient sync
     (ZeRO-0 all-reduce; ZeRO-1/2 reduce-scatter, then all-gather of the updated weights;
     ZeRO-3 also gathers the weights for forward and backward) and the AdamW step on the
-    parameters this device updates (Rajbhandari et al. 2020)."""
+    parameters this device updates (Rajbhandari et al. 2020). ZeRO-3 keeps no whole
+    weights between microbatches: it gathers them for each microbatch's forward and
+    backward and reduce-scatters each microbatch's gradients (Megatron-FSDP's
+    optim_grads_params: `grad_reduce_every_bprop`, the pre-forward and pre-backward
+    all-gathers). Megatron-Core runs the sync beside the backward and forward
+    (overlap_grad_reduce, overlap_param_gather; Megatron-FSDP forces both)."""
     par, w = shape.par, spec.dtypes.weights
     g = gradient_dtype(w)  # as Megatron-LM accumulates and reduces them
     nodes: list[Node] = []
@@ -83,9 +88,11 @@ def _step_nodes(spec: ir.Spec, shape: Shape, facts: ModelFacts) -> list[Node]:
             steps.append(("params.all_gather", "all_gather", w))
             if par.zero == 3:
                 steps.append(("params.all_gather.backward", "all_gather", w))
+        every = par.microbatches if par.zero == 3 else 1
         for name, kind, dtype in steps:
             rec = CollectiveOp(kind, elements, group, dtype, stride)
-            nodes.append(Node(f"{what}.{name}", "model", 1, rec, (), 0, step=True))
+            nodes.append(Node(f"{what}.{name}", "model", every, rec, (), 0, step=True,
+                              beside=True))  # fmt: skip
     updated = facts.device_dense // (par.weight_copies if par.zero else 1)
     updated += facts.device_experts // (par.expert_copies if par.zero else 1)
     adam = AdamStepOp(updated, weight=w, grad=g)
@@ -181,7 +188,10 @@ def lower(
         rec = CollectiveOp("p2p", shape.T_seq * residual_width(spec), 2, a, par.pp_stride)
         stream = residual = RECEIVED
         out = shape.T_seq * residual_width(spec) * bpe(a)
-        nodes.append(Node(stream, "model", par.vpp, rec, (), out))
+        # sent beside compute in the interleaved schedule (Megatron-Core's
+        # overlap_p2p_comm, which Megatron-Bridge turns on where pp > 1 and vpp > 1),
+        # waited on in plain 1F1B
+        nodes.append(Node(stream, "model", par.vpp, rec, (), out, beside=par.vpp > 1))
     _lower_items(lowerer, st.items, "", "model", st.model_scopes, stream, residual, nodes,
                  groups, spec)  # fmt: skip
     m = shape.par.microbatches

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from .engines import DEFAULT_ENGINE, ENGINES
-from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_SEQ, ONE_DEVICE, Phase
+from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_SEQ, ONE_DEVICE, OVERLAPS, Phase
 from .perfmodel import Conventions
 from .record import Record, replace
 from .settings import (
@@ -246,8 +246,10 @@ OPTIONS: dict[str, Option] = {
         Option("microbatches", positive, ONE_DEVICE.microbatches,
                "microbatches per replica and step (pipeline: 1F1B)", sided=True),
         Option("overlap", None, ONE_DEVICE.overlap,
-               "collectives hidden behind compute: none, or as far as compute lasts",
-               ("none", "full"), sided=True),
+               "collectives hidden behind compute: none; megatron, those Megatron-Core "
+               "runs beside compute (gradient sync, sp gathers under TP overlap, ring "
+               "attention, interleaved p2p); full, all as far as compute lasts",
+               OVERLAPS, sided=True),
         Option("recompute", None, ONE_DEVICE.recompute,
                "training: activation recomputation (Korthikanti et al. 2022)",
                ("none", "selective", "full"), sided=True),

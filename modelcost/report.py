@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError
 from .errors import SpecError
 from .files import read_text
 from .frozen import Frozen
+from .graph import Overlap
 from .hooks import shown
 from .settings import CapacityBasis, PeakMode
 
@@ -63,7 +64,7 @@ class LayoutInfo(Frozen):
     cp: int
     pp: int
     microbatches: int
-    overlap: Literal["none", "full"]
+    overlap: Overlap
     recompute: Literal["none", "selective", "full"]
     zero: int
     devices: int

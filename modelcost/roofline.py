@@ -221,6 +221,7 @@ class Column(NamedTuple):
     recomputed_flops: Any  # a recomputed forward's (count × forward FLOPs), or None
     step: bool  # once per step (optimizer, gradient sync)
     network: bool  # a collective
+    beside: bool  # a collective Megatron-Core runs beside compute (graph.Node.beside)
 
 
 def column(t: NodeTime, seconds: Any = None) -> Column:
@@ -234,6 +235,7 @@ def column(t: NodeTime, seconds: Any = None) -> Column:
         cn.node.count * cn.fwd.flops if cn.recomputed else None,
         cn.node.step,
         cn.node.op.unit is Unit.network,
+        cn.node.beside and cn.node.op.unit is Unit.network,
     )
 
 
@@ -243,6 +245,7 @@ class Sums(NamedTuple):
     busy: Any
     once: Any  # the once-per-step part (optimizer, gradient sync)
     comm: Any  # the collectives'
+    beside: Any  # the collectives' Megatron-Core runs beside compute (overlap megatron)
     flops: Any
     model_flops: Any  # without a recomputed forward: work, not model progress (MFU)
     bytes: Any
@@ -254,12 +257,13 @@ def step_sums(columns: Sequence[Column]) -> Sums:
     busy = add_up(c.seconds for c in columns)
     once = add_up(c.seconds for c in columns if c.step)
     comm = add_up(c.seconds for c in columns if c.network)
+    beside = add_up(c.seconds for c in columns if c.beside)
     flops = add_up(c.flops for c in columns)
     model_flops = flops - add_up(c.recomputed_flops for c in columns
                                  if c.recomputed_flops is not None)  # fmt: skip
     nbytes = add_up(c.bytes for c in columns)
     compute_bound = add_up(c.compute_bound_s for c in columns)
-    return Sums(busy, once, comm, flops, model_flops, nbytes, compute_bound)
+    return Sums(busy, once, comm, beside, flops, model_flops, nbytes, compute_bound)
 
 
 def totals(
@@ -302,7 +306,7 @@ def assemble(
     busy, compute_bound, model_flops = sums.busy, sums.compute_bound, sums.model_flops
     flops, nbytes, comm = sums.flops, sums.bytes, sums.comm
     step, exposed, bubble = step_time(busy, sums.once, comm, par.pp, par.microbatches,
-                                      par.overlap, par.vpp)  # fmt: skip
+                                      par.overlap, par.vpp, sums.beside)  # fmt: skip
     tokens = shape.T_job
     per_token = PerToken.trusted(
         tokens_per_step=tokens,
@@ -352,7 +356,7 @@ def _compose(times: list[NodeTime], seconds: list[float], par) -> tuple[float, f
     sums = step_sums([column(t, x) for t, x in zip(times, seconds, strict=True)])
     busy, comm = sums.busy, sums.comm
     return busy, comm, step_time(busy, sums.once, comm, par.pp, par.microbatches, par.overlap,
-                                 par.vpp)  # fmt: skip
+                                 par.vpp, sums.beside)  # fmt: skip
 
 
 def _with_estimate(
@@ -430,7 +434,8 @@ def served_stage(
         mine = [(t, x) for t, x in pairs if not _is_recv(t)]
         busy = sum(x for _, x in mine)
         comm = sum(x for t, x in mine if t.costed.node.op.unit is Unit.network)
-        stage = step_time(busy, 0.0, comm, 1, 1, par.overlap)[0]
+        beside = sum(x for t, x in mine if t.costed.node.beside)
+        stage = step_time(busy, 0.0, comm, 1, 1, par.overlap, 1, beside)[0]
         return stage, sum(x for t, x in pairs if _is_recv(t))
 
     stage_s, p2p_s = split([t.total_s for t in times])
@@ -683,20 +688,28 @@ def step_time(
     microbatches: int,
     overlap: str,
     vpp: int = 1,
+    beside: float = 0.0,
 ) -> tuple[float, float, float]:
     """(step, exposed collective time, pipeline bubble) of one device.
 
     `busy` is every op's time end to end, `once` the part that runs once per step
     (optimizer, gradient sync), `comm` the part in collectives. With overlap `full`
     collectives hide behind the step's other work as far as it lasts (an upper bound on
-    overlap). A pipeline of pp stages and m microbatches idles pp − 1 microbatch times
-    (1F1B: the bubble is (pp − 1)/m of the ideal time, (pp − 1)/(m + pp − 1) of the
-    step, once-per-step work aside). With vpp virtual stages (interleaved 1F1B) a stage
-    idles pp − 1 chunk times, each 1/vpp of a microbatch time: (pp − 1)/(vpp · m) of the
-    ideal time (Narayanan et al. 2021, §2.2.2).
+    overlap); with `megatron` only `beside`, the part Megatron-Core runs beside compute
+    (graph.Node.beside), does, and the rest is exposed. A pipeline of pp stages and m
+    microbatches idles pp − 1 microbatch times (1F1B: the bubble is (pp − 1)/m of the
+    ideal time, (pp − 1)/(m + pp − 1) of the step, once-per-step work aside). With vpp
+    virtual stages (interleaved 1F1B) a stage idles pp − 1 chunk times, each 1/vpp of a
+    microbatch time: (pp − 1)/(vpp · m) of the ideal time (Narayanan et al. 2021,
+    §2.2.2).
     """
     other = busy - comm
-    exposed = comm if overlap == "none" else max(0.0, comm - other)
+    if overlap == "none":
+        exposed = comm
+    elif overlap == "megatron":
+        exposed = comm - beside + max(0.0, beside - other)
+    else:
+        exposed = max(0.0, comm - other)
     spent = other + exposed
     flowing = (busy - once) * (spent / busy) if busy else 0.0  # all microbatches' work
     bubble = flowing * (pp - 1) / (vpp * microbatches)

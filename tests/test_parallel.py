@@ -281,6 +281,57 @@ def test_overlap_hides_collectives_behind_compute() -> None:
     assert hidden.time_s == pytest.approx(max(other, hidden.comm_s), rel=1e-12)
 
 
+def test_megatron_overlap_hides_what_megatron_runs_beside_compute() -> None:
+    # Llama 3 70B as Megatron-Bridge's recipe lays it out (tp 4, sp, pp 8, vpp 5, dp 2,
+    # ZeRO 1): Megatron-Core runs beside compute the gradient reduce-scatter and the
+    # parameter all-gather (overlap_grad_reduce, overlap_param_gather), the sp gathers
+    # and reduce-scatters (tp_comm_overlap), and the interleaved pipeline's receives
+    # (overlap_p2p_comm, on where vpp > 1); nothing else here is a collective but the
+    # LM head's gather and the loss's all-reduce, which stay exposed
+    layout = dict(tp=4, sp=True, pp=8, vpp=5, dp=2, zero=1, microbatches=64)
+    w = Workload("train", 128, 8192, parallel=Parallel(**layout, overlap="megatron"))
+    graph = lower(LLAMA70, w)
+    beside = {n.name for n in graph.nodes if n.beside}
+    assert beside == {
+        "pipeline.recv",
+        "layers.14.attn.all_gather",
+        "layers.14.attn.reduce_scatter",
+        "layers.14.mlp.all_gather",
+        "layers.14.mlp.reduce_scatter",
+        "grads.reduce_scatter",
+        "grads.params.all_gather",
+    }
+    r = compile_report(LLAMA70, H100, w)
+    by_name = {o.name: o.total_time_s for o in r.ops}
+    t = r.totals
+    hidden = sum(by_name[n] for n in beside)
+    other = t.busy_s - t.comm_s
+    # exposed = what is not beside compute + what beside it outlasts the compute
+    assert hidden < other
+    assert t.comm_exposed_s == pytest.approx(t.comm_s - hidden, rel=1e-12)
+    # plain 1F1B waits on its receives; tp without sp all-reduces, exposed
+    plain = lower(LLAMA70, Workload("train", 128, 8192, parallel=Parallel(
+        tp=4, pp=8, dp=2, zero=1, microbatches=64, overlap="megatron")))  # fmt: skip
+    assert {n.name for n in plain.nodes if n.beside} == {
+        "grads.reduce_scatter",
+        "grads.params.all_gather",
+    }
+
+
+def test_zero3_syncs_weights_and_gradients_every_microbatch() -> None:
+    # Megatron-FSDP (optim_grads_params) gathers the weights before each microbatch's
+    # forward and backward and reduce-scatters its gradients (grad_reduce_every_bprop):
+    # 8 microbatches, 8 of each, every one beside compute
+    w = Workload("train", 16, 4096, parallel=Parallel(dp=8, zero=3, microbatches=2))
+    graph = lower(LLAMA8, w)
+    sync = {n.name: (n.count, n.beside) for n in graph.nodes if n.name.startswith("grads.")}
+    assert sync == {
+        "grads.reduce_scatter": (2, True),
+        "grads.params.all_gather": (2, True),
+        "grads.params.all_gather.backward": (2, True),
+    }
+
+
 def test_llama3_405b_pretraining_layout_stays_an_upper_bound() -> None:
     # The Llama 3 Herd of Models (Dubey et al. 2024), table 4: 16,384 H100s, TP 8,
     # PP 16, DP 128, sequence 8,192, 16 sequences per data-parallel rank (2,048 in all),

@@ -141,10 +141,12 @@ def test_the_advice_never_suggests_what_is_set() -> None:
     warning = advice(32, **ZERO3)
     assert warning is not None and "--zero" not in warning
     assert warning.endswith(
-        # 8 microbatches keep one alive at a time, cheaper than recomputing; pp 4 alone
-        # fits on 128 devices (each stage 20 layers), dearer in step time × devices
+        # 8 microbatches keep one alive at a time, cheaper than recomputing (though ZeRO 3
+        # gathers the weights and reduce-scatters the gradients for each of them, exposed
+        # without overlap: 11.1 s); pp 4 alone fits on 128 devices (each stage 20
+        # layers), dearer in step time × devices (3.04 × 128 against 11.1 × 32)
         "it does not fit; it fits with, the least step time × devices first: "
-        "--microbatches 8 (step 3.68 s); --pp 4 (step 3.04 s on 128 devices); the rest as "
+        "--microbatches 8 (step 11.1 s); --pp 4 (step 3.04 s on 128 devices); the rest as "
         "given (tp 8, dp 4, zero 3)"
     )
 
@@ -152,13 +154,14 @@ def test_the_advice_never_suggests_what_is_set() -> None:
 def test_sequence_parallelism_is_suggested_when_it_helps() -> None:
     # batch 32 with full recomputation: 48.1 GB of activations (the test above), over the
     # room; sequence parallelism splits the inputs over the 8 tp ranks: 7.7 GB, and it
-    # fits, at less step time than the other levers
+    # fits, at less step time than the other levers (2 microbatches under ZeRO 3 sync
+    # the weights and gradients twice, exposed without overlap: dearer than tp 16)
     inputs = 80 * 8 * 4096 * 8192 * 2
     assert inputs / 8 < parts(32, **ZERO3, recompute="full", sp=True)["activations"] < ROOM
     assert advice(32, **ZERO3, recompute="full") == (
         "needs 81.7 GiB per device but NVIDIA H100 SXM5 80GB has 79.6 GiB (driver-reported): "
         "it does not fit; it fits with, the least step time × devices first: --sp (step "
-        "4.37 s); --microbatches 2 (step 4.44 s); --tp 16 (step 2.73 s on 64 devices); --pp "
+        "4.37 s); --tp 16 (step 2.73 s on 64 devices); --microbatches 2 (step 5.5 s); --pp "
         "2 (step 3.97 s on 64 devices); the rest as given (tp 8, dp 4, zero 3, recompute "
         "full)"
     )
@@ -175,7 +178,7 @@ def test_more_microbatches_are_suggested_when_they_help() -> None:
     warning = advice(256, **set_)
     assert warning is not None
     assert warning.endswith(
-        "it fits with, the least step time × devices first: --microbatches 2 (step 27.4 s); "
+        "it fits with, the least step time × devices first: --microbatches 2 (step 28.5 s); "
         "--tp 16 (step 16.8 s on 64 devices); --pp 2 (step 27.1 s on 64 devices); the rest "
         "as given (tp 8, sp, dp 4, zero 3, recompute full)"
     )

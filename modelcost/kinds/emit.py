@@ -63,10 +63,17 @@ class Emit(Struct):
         return name
 
     def add(
-        self, name: str, op: OpRecord, inputs: tuple[str, ...], *, out: float = 0.0, step=False
+        self,
+        name: str,
+        op: OpRecord,
+        inputs: tuple[str, ...],
+        *,
+        out: float = 0.0,
+        step: bool = False,
+        beside: bool = False,
     ) -> str:
         full = f"{self.prefix}{name}" if self.prefix else name
-        self.nodes.append(Node(full, self.group, self.count, op, inputs, out, step))
+        self.nodes.append(Node(full, self.group, self.count, op, inputs, out, step, beside))
         return full
 
 
@@ -129,50 +136,64 @@ class Lowerer:
         x: str | tuple[str, ...],
         over: Literal["tp", "cp", "ep", "gather"] = "tp",
         fanout: Fanout | None = None,
+        beside: bool = False,
     ) -> str:
         """A collective over this rank's tp group (adjacent ranks), its context-parallel
         group (tp apart), its expert-parallel group, or (folded experts) the dp replicas
         its expert group gathers tokens from (tp apart); `fanout`: a MoE token exchange's
-        routing (each row once to each rank holding its experts)."""
+        routing (each row once to each rank holding its experts); `beside`: Megatron-Core
+        runs it beside compute (`Node.beside`)."""
         par = self.par
         groups = {"tp": (par.tp, 1), "cp": (par.cp, par.tp), "ep": (par.ep, par.ep_stride),
                   "gather": (par.expert_gather, par.tp)}  # fmt: skip
         group, stride = groups[over]
         rec = CollectiveOp(kind, elements, group, a, stride, fanout)
         out = elements * bpe(a) / (group if kind == "reduce_scatter" else 1)
-        return e.add(name, rec, x if isinstance(x, tuple) else (x,), out=out)
+        return e.add(name, rec, x if isinstance(x, tuple) else (x,), out=out, beside=beside)
 
     def ring(self, e: Emit, name: str, per_token: int, a: DType, x) -> str:
         """Ring attention's key/value exchange: every rank receives every other rank's
-        chunk, an all-gather's volume (its gradients go back as a reduce-scatter)."""
+        chunk, an all-gather's volume (its gradients go back as a reduce-scatter); sent
+        beside each ring step's attention (Transformer Engine's p2p context parallelism,
+        AttnFuncWithCPAndKVP2P: each step's send issued before its kernel)."""
         if self.par.cp == 1:
             return x if isinstance(x, str) else x[0]
         elements = self.s.B * self.s.n_kv * per_token
-        return self.collective(e, f"{name}.kv_ring", "all_gather", elements, a, x, "cp")
+        return self.collective(e, f"{name}.kv_ring", "all_gather", elements, a, x, "cp",
+                               beside=True)  # fmt: skip
 
-    def enter(self, e: Emit, name: str, dim: int, a: DType) -> str:
+    def enter(self, e: Emit, name: str, dim: int, a: DType, beside: bool = True) -> str:
         """The layer's input on every tp rank: gathered from 1/tp of the tokens under
         sequence parallelism (else already replicated). A recipe that quantizes the
         layer's GEMM inputs quantizes the shard and gathers it narrow, as Transformer
-        Engine's FP8 all-gather does: the backward keeps the narrow shard."""
+        Engine's FP8 all-gather does: the backward keeps the narrow shard. Under TP
+        communication overlap the gather runs beside its GEMM (Transformer Engine's
+        userbuffers ring exchange; Megatron-Bridge's recipes set tp_comm_overlap with
+        sequence parallelism); `beside` off where the layer is no Transformer Engine
+        module (Megatron's output layer), whose gather userbuffers do not overlap."""
         if not self.par.sp:
             return e.stream
         narrow = self.recipe.activations
         if narrow is None or narrow == a:
             return self.collective(e, f"{name}.all_gather", "all_gather", self.s.T * dim, a,
-                                   e.stream)  # fmt: skip
+                                   e.stream, beside=beside)  # fmt: skip
         shard = self.quantize(e, name, e.stream, -(-self.s.T // self.tp), dim, a, narrow)
-        x = self.collective(e, f"{name}.all_gather", "all_gather", self.s.T * dim, narrow, shard)
+        x = self.collective(e, f"{name}.all_gather", "all_gather", self.s.T * dim, narrow, shard,
+                            beside=beside)  # fmt: skip
         e.quantized[x, narrow] = x  # the GEMMs read it as it is
         return x
 
     def exit(self, e: Emit, name: str, dim: int, a: DType, x: str) -> str:
         """The row-parallel output's partial sums combined: an all-reduce, or a
-        reduce-scatter to 1/tp of the tokens under sequence parallelism."""
+        reduce-scatter to 1/tp of the tokens under sequence parallelism, which TP
+        communication overlap runs beside the GEMM (userbuffers' pipelined GEMM +
+        reduce-scatter); an all-reduce it does not overlap (Megatron-Bridge turns the
+        overlap off without sequence parallelism)."""
         if self.tp == 1:
             return x
         kind: CollectiveKind = "reduce_scatter" if self.par.sp else "all_reduce"
-        return self.collective(e, f"{name}.{kind}", kind, self.s.T * dim, a, x)
+        return self.collective(e, f"{name}.{kind}", kind, self.s.T * dim, a, x,
+                               beside=self.par.sp)  # fmt: skip
 
     def act(self, op: ir.Op | ir.Norm) -> DType:
         return op.dtypes.activations

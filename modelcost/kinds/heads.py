@@ -26,7 +26,9 @@ def lower_lm_head(lw: Lowerer, e: Emit, op: ir.LMHead, name: str) -> None:
     # token (S: one, or a speculative verify's k + 1, each checked against the draft)
     rows = s.T if (s.train or s.logits_all) else s.B * (s.S if s.decode else 1)
     vocab = vocab_shard(op.vocab, lw.tp)  # vocabulary-parallel
-    x = lw.enter(e, name, op.dim, a)
+    # Megatron's output layer is no Transformer Engine module: TP communication
+    # overlap (userbuffers) does not hide its gather
+    x = lw.enter(e, name, op.dim, a, beside=False)
     rec = gemm(rows, vocab, op.dim, op.bias, d)
     logits = lw.gemm_node(e, name, rec, (x,))
     if op.softcap:
