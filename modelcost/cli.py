@@ -595,7 +595,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         _check_executor(args, "train")
         found = search_training(spec, hw, args.devices, args.global_batch,
                                 args.seq or DEFAULT_SEQ, tuple(args.micro_batch), args.estimate,
-                                args.overlap, args.jobs, args.executor, args.address)  # fmt: skip
+                                args.overlap, args.jobs, args.executor, args.address,
+                                args.grads)  # fmt: skip
         text = render_training(found, args.format, args.top)
     except SpecError as err:
         _report(err)
@@ -1208,7 +1209,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             f"{','.join(map(str, TRAIN_MICRO_BATCHES))}); the gradient accumulation is "
             "B / (dp × M)",
         )
-        add_options(p, ("seq", "overlap"))
+        add_options(p, ("seq", "overlap", "grads"))
         add_options(p, ("estimate",), defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
         p.add_argument(
             "--top",

@@ -26,6 +26,8 @@ DEFAULT_CONTEXT = 2048  # decode cached positions per sequence, when not given
 # collectives hidden behind compute: none; those Megatron-Core runs beside compute (the
 # layout's `Node.beside`); all of them, as far as compute lasts
 Overlap = Literal["none", "megatron", "full"]
+# the dtype training accumulates and reduces gradients in (memory.gradient_dtype)
+Grads = Literal["fp32", "param"]
 OVERLAPS: tuple[Overlap, ...] = ("none", "megatron", "full")
 
 
@@ -66,6 +68,9 @@ class Parallel(Record, frozen=True):
     again in the backward (Korthikanti et al. 2022); `selective` recomputes the
     attention core, which the flash-attention SDPA op already does, so it keeps what
     `none` keeps.
+    `grads` (training) is the dtype gradients are accumulated and reduced in: `fp32`, as
+    Megatron-LM keeps a bf16 model's, or `param`, the parameters' own, as
+    Megatron-Bridge's performance recipes run (grad_reduce_in_fp32 False).
     `cp` context-parallel ranks each take 1/cp of every sequence's tokens and pass
     keys and values around a ring for attention (prefill and training).
     Devices = tp × cp × dp × pp, numbered in that order, tp innermost (Megatron-LM).
@@ -82,11 +87,14 @@ class Parallel(Record, frozen=True):
     vpp: int = 1
     overlap: Overlap = "none"
     recompute: Literal["none", "selective", "full"] = "none"
+    grads: Grads = "fp32"
     etp: int | None = None  # None: tp (ep taken from dp), or 1 (ep folded onto tp × dp)
 
     def __post_init__(self) -> None:
         if self.overlap not in OVERLAPS:
             raise ValueError(f"overlap must be 'none', 'megatron' or 'full', got {self.overlap!r}")
+        if self.grads not in ("fp32", "param"):
+            raise ValueError(f"grads must be 'fp32' or 'param', got {self.grads!r}")
         if self.recompute not in ("none", "selective", "full"):
             raise ValueError(
                 f"recompute must be 'none', 'selective' or 'full', got {self.recompute!r}"
@@ -207,6 +215,7 @@ class Parallel(Record, frozen=True):
         parts += ["overlap"] if self.overlap == "full" else []
         parts += ["megatron overlap"] if self.overlap == "megatron" else []
         parts += [f"recompute {self.recompute}"] if self.recompute != "none" else []
+        parts += ["grads in the parameters' dtype"] if self.grads == "param" else []
         return ", ".join(parts)
 
 

@@ -73,7 +73,7 @@ def _step_nodes(spec: ir.Spec, shape: Shape, facts: ModelFacts) -> list[Node]:
     all-gathers). Megatron-Core runs the sync beside the backward and forward
     (overlap_grad_reduce, overlap_param_gather; Megatron-FSDP forces both)."""
     par, w = shape.par, spec.dtypes.weights
-    g = gradient_dtype(w)  # as Megatron-LM accumulates and reduces them
+    g = gradient_dtype(w, par.grads)  # as Megatron-LM accumulates and reduces them
     nodes: list[Node] = []
     # dense parameters are replicated over dp ranks; experts over dp/ep of them
     for what, elements, group, stride in (

@@ -24,20 +24,28 @@ from .record import Record
 from .spec import walk
 
 if TYPE_CHECKING:
-    from .graph import ModelFacts, Parallel, Shape
+    from .graph import Grads, ModelFacts, Parallel, Shape
 
 ADAM_STATE_BYTES = 8  # m and v in fp32
 MASTER_BYTES = 4  # an fp32 master copy when the weights are narrower
 
 
-def gradient_dtype(weights: DType) -> DType:
-    """The dtype training accumulates and reduces gradients in: fp32, as Megatron-LM does
-    for bf16 models ("bfloat16 requires gradient accumulation and all-reduce to be done
-    in fp32", megatron/training/arguments.py; its gradient buffer is then fp32,
+def gradient_dtype(weights: DType, grads: Grads = "fp32") -> DType:
+    """The dtype training accumulates and reduces gradients in. `fp32`: as Megatron-LM
+    does for bf16 models ("bfloat16 requires gradient accumulation and all-reduce to be
+    done in fp32", megatron/training/arguments.py; its gradient buffer is then fp32,
     param_and_grad_buffer.py) and for fp32 ones; an fp16 model's in fp16 (Megatron-LM
-    turns fp32 accumulation on only for bf16). Narrower weights (an FP8 recipe) are
-    trained from bf16 parameters (Transformer Engine), so their gradients are fp32 too."""
-    return DType.fp16 if weights == DType.fp16 else DType.fp32
+    turns fp32 accumulation on only for bf16). `param`: the parameters' own dtype, as
+    Megatron-Bridge's performance recipes run (grad_reduce_in_fp32 False,
+    perf_recipes/_common.py; the gradient buffer then takes the parameters' dtype,
+    Megatron-Core param_and_grad_buffer.py). Narrower weights (an FP8 recipe) are
+    trained from bf16 parameters (Transformer Engine): their gradients are fp32, or
+    bf16 under `param`."""
+    if weights == DType.fp16:
+        return DType.fp16
+    if grads == "param":
+        return weights if bpe(weights) >= 2 else DType.bf16
+    return DType.fp32
 
 
 def cache_elements_per_token(op: ir.Op, tp: int = 1) -> int:
@@ -132,7 +140,7 @@ def _held(held: Held, par: Parallel, train: bool) -> tuple[int, int, float, floa
         for n, copies in ((d * times, par.weight_copies), (x * times, par.expert_copies)):
             weights += n * stored / (copies if par.zero == 3 else 1)
             if train:
-                grad = bpe(gradient_dtype(op.dtypes.weights))
+                grad = bpe(gradient_dtype(op.dtypes.weights, par.grads))
                 grads += n * grad / (copies if par.zero >= 2 else 1)
                 master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0
                 states += n * (ADAM_STATE_BYTES + master) / (copies if par.zero >= 1 else 1)

@@ -250,6 +250,11 @@ OPTIONS: dict[str, Option] = {
                "runs beside compute (gradient sync, sp gathers under TP overlap, ring "
                "attention, interleaved p2p); full, all as far as compute lasts",
                OVERLAPS, sided=True),
+        Option("grads", None, ONE_DEVICE.grads,
+               "training: the dtype gradients are accumulated and reduced in: fp32 "
+               "(Megatron-LM's for bf16 models), or param, the parameters' own "
+               "(Megatron-Bridge's performance recipes: grad_reduce_in_fp32 False)",
+               ("fp32", "param"), sided=True),
         Option("recompute", None, ONE_DEVICE.recompute,
                "training: activation recomputation (Korthikanti et al. 2022)",
                ("none", "selective", "full"), sided=True),
@@ -301,7 +306,7 @@ def add_options(
 WORKLOAD = ("phase", "batch", "seq", "context", "stream", "logits")
 ENGINE = ("prefix", "chunk", "prompt")  # what serving engines do to a step
 LAYOUT = ("tp", "sp", "cp", "dp", "ep", "etp", "zero", "pp", "vpp", "microbatches", "overlap",
-          "recompute")  # fmt: skip
+          "recompute", "grads")  # fmt: skip
 # a site shows prefill and decode: no context parallelism (decode has no sequence to
 # split) and nothing that only training reads
 SITE_LAYOUT = ("tp", "sp", "dp", "ep", "etp", "pp", "microbatches", "overlap")

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError
 from .errors import SpecError
 from .files import read_text
 from .frozen import Frozen
-from .graph import Overlap
+from .graph import Grads, Overlap
 from .hooks import shown
 from .settings import CapacityBasis, PeakMode
 
@@ -75,6 +75,11 @@ class LayoutInfo(Frozen):
         "is taken from dp; --etp, default 1, where the experts fold onto tp × dp)",
     )
     vpp: int = Field(1, description="virtual pipeline stages a stage holds (interleaved 1F1B)")
+    grads: Grads = Field(
+        "fp32",
+        description="the dtype training accumulates and reduces gradients in: fp32, or "
+        "param (the parameters' own, grad_reduce_in_fp32 False)",
+    )
 
 
 class WorkloadInfo(Frozen):

@@ -28,7 +28,7 @@ from .costing import costing
 from .errors import SpecError
 from .executors import Executor, in_order
 from .frozen import Frozen
-from .graph import Overlap, Parallel, Phase, Workload
+from .graph import Grads, Overlap, Parallel, Phase, Workload
 from .hardware import Hardware
 from .record import replace
 from .report import Totals
@@ -118,6 +118,7 @@ def candidate_layouts(
     experts: bool,
     overlap: Overlap,
     layers: int | None = None,
+    grads: Grads = "fp32",
 ) -> Iterator[Parallel]:
     """Every layout of exactly `devices` = tp × cp × pp × dp the search tries, before
     validation: tp within the scale-up domain (sequence parallel where tp > 1), the
@@ -146,7 +147,7 @@ def candidate_layouts(
                         for ep in eps:
                             yield Parallel(tp=tp, sp=tp > 1, cp=cp, pp=pp, vpp=vpp, dp=dp,
                                            ep=ep, microbatches=m, zero=1 if dp > 1 else 0,
-                                           overlap=overlap)  # fmt: skip
+                                           overlap=overlap, grads=grads)  # fmt: skip
 
 
 def _row(par: Parallel, tot: Totals, global_batch: int) -> TrainingLayout:
@@ -222,14 +223,16 @@ def search_training(
     jobs: int = 1,
     executor: Executor = "local",
     address: str | None = None,
+    grads: Grads = "fp32",
 ) -> TrainingSearch:
     """Try every layout of `devices` (`candidate_layouts`) for a step of `global_batch`
     sequences of `seq` tokens, and keep those that fit, best first. `overlap` as
-    compile takes it: `none` (the default) counts every collective exposed; `full` hides
-    them behind the step's compute as far as it lasts, the most that Megatron-Bridge's
-    recipes' overlap (overlap_grad_reduce, overlap_param_gather, tp_comm_overlap) could
-    hide. The layouts are priced by `jobs` worker processes or as Ray tasks (`executor`,
-    `address`: executors.py), in order."""
+    compile takes it: `none` (the default) counts every collective exposed; `megatron`
+    hides those Megatron-Core runs beside compute in Megatron-Bridge's recipes
+    (overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, overlap_p2p_comm, ring
+    attention's exchange); `full` hides them all as far as the compute lasts. `grads`:
+    the gradients' dtype (graph.Parallel.grads). The layouts are priced by `jobs`
+    worker processes or as Ray tasks (`executor`, `address`: executors.py), in order."""
     if not 1 <= devices <= MAX_DEVICES:
         raise SpecError(f"--devices must be from 1 to {MAX_DEVICES:,}, got {devices:,}",
                         filename="modelcost")  # fmt: skip
@@ -239,7 +242,7 @@ def search_training(
     spec, hw = as_spec(spec), as_hardware(hw)
     layouts = list(candidate_layouts(devices, global_batch, hw.scaleup_domain,
                                      tuple(sorted(set(micro_batches))), has_experts(spec),
-                                     overlap, layer_count(spec)))  # fmt: skip
+                                     overlap, layer_count(spec), grads))  # fmt: skip
     if not layouts:
         raise SpecError(
             f"no layout of {devices:,} devices splits a global batch of {global_batch:,} "

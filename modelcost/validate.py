@@ -142,6 +142,7 @@ READ_BY: dict[str, tuple[Phase, ...]] = {
     "seq": (Phase.prefill, Phase.train),
     "context": (Phase.decode,),
     "recompute": (Phase.train,),
+    "grads": (Phase.train,),
     "zero": (Phase.train,),
     "microbatches": (Phase.train,),
 }
@@ -156,6 +157,8 @@ def given_options(w: Workload) -> dict[str, str]:
         out["context"] = f"--context {w.context}"
     if par.recompute != "none":
         out["recompute"] = f"--recompute {par.recompute}"
+    if par.grads != "fp32":
+        out["grads"] = f"--grads {par.grads}"
     if par.zero:
         out["zero"] = f"--zero {par.zero}"
     if par.microbatches > 1 and par.pp == 1:
@@ -195,6 +198,7 @@ def for_phase(w: Workload) -> Workload:
     layout = replace(
         par,
         recompute="none" if "recompute" in unread else par.recompute,
+        grads="fp32" if "grads" in unread else par.grads,
         zero=0 if "zero" in unread else par.zero,
         microbatches=1 if "microbatches" in unread else par.microbatches,
     )
