@@ -215,7 +215,7 @@ class Parallel(Record, frozen=True):
         parts += ["overlap"] if self.overlap == "full" else []
         parts += ["megatron overlap"] if self.overlap == "megatron" else []
         parts += [f"recompute {self.recompute}"] if self.recompute != "none" else []
-        parts += ["grads in the parameters' dtype"] if self.grads == "param" else []
+        parts += ["grads param"] if self.grads == "param" else []
         return ", ".join(parts)
 
 
