@@ -515,6 +515,35 @@ def _gemm(
     return compute, f"{shape}; {r.source}{floor}"
 
 
+_GEMMS: dict[tuple, tuple[Hardware, tuple[float, str]]] = {}
+_GEMMS_HELD = 1 << 16  # entries kept before the memo starts afresh
+
+
+def _gemm_pass(
+    op: GemmOp | GroupedGemmOp,
+    flops: float,
+    nbytes: float,
+    hw: Hardware,
+    pass_: str,
+    imbalance: float | None,
+) -> tuple[float, str]:
+    """`_gemm` (forward) or `_gemm_backward`, remembered: the layouts of a search or a
+    sweep share most of their GEMMs, and planning their tiles is the estimate's main
+    work. An entry holds the hardware it was planned on and serves that object only."""
+    key = (op, flops, nbytes, pass_, imbalance, id(hw))
+    found = _GEMMS.get(key)
+    if found is not None and found[0] is hw:
+        return found[1]
+    if pass_ == "bwd":
+        got = _gemm_backward(op, flops, nbytes, hw, imbalance)
+    else:
+        got = _gemm(op, flops, nbytes, hw, pass_, imbalance)
+    if len(_GEMMS) >= _GEMMS_HELD:
+        _GEMMS.clear()
+    _GEMMS[key] = (hw, got)
+    return got
+
+
 def _gemm_backward(
     op: GemmOp | GroupedGemmOp,
     flops: float,
@@ -959,10 +988,8 @@ def estimate(
         if roofline_s >= t:
             t, why = roofline_s, f"{why}; no faster than its roofline"
         return Estimate(t, why)
-    if isinstance(op, GemmOp | GroupedGemmOp) and pass_ == "bwd":
-        t, why = _gemm_backward(op, flops, nbytes, hw, imbalance)
-    elif isinstance(op, GemmOp | GroupedGemmOp):
-        t, why = _gemm(op, flops, nbytes, hw, pass_, imbalance)
+    if isinstance(op, GemmOp | GroupedGemmOp):
+        t, why = _gemm_pass(op, flops, nbytes, hw, pass_, imbalance)
     elif isinstance(op, SdpaOp):
         t, why = _attention(op, flops, nbytes, hw, pass_)
     else:
