@@ -216,8 +216,12 @@ def test_prefill_attention_takes_the_engines_kernel() -> None:
         "FlashAttention-3 (vLLM's and SGLang's FlashAttention backend on Hopper) "
         "sustains 740 TFLOPS" in _estimate(mla, H100).reason
     )
-    # B200: no published figure for the engines' kernel: the catalog's rule, unchanged
-    assert "no published kernel for bf16 on b200" in _estimate(op, load_hardware("b200")).reason
+    # B200: cuDNN's causal figures by length (cudnn-frontend @0b1577c: B=1, 128/8 heads,
+    # 855.7 TFLOPS at S=4096)
+    assert (
+        "cuDNN SDPA (PyTorch's cuDNN backend) sustains 856 TFLOPS at B=1, S=4096, 128/8 "
+        "heads, causal" in _estimate(op, load_hardware("b200")).reason
+    )
 
 
 def test_the_attention_data_names_its_sources_and_its_kernels_exist() -> None:

@@ -355,8 +355,9 @@ def test_every_figure_published_by_shape_is_reproduced_there() -> None:
     # B200 fp4 (3) and fp8 (6), MI300X fp8 (11), MI355X bf16 (13), the GB200's own fp4
     # and fp8 (2), MI355X flash attention (5 lengths × 2 passes × 2 masks), H100 flash
     # attention forward and backward (5 lengths × 2 passes × 2 masks: ThunderKittens'
-    # chart of FlashAttention-3)
-    assert len(shaped) == 3 + 6 + 11 + 13 + 2 + 20 + 20
+    # chart of FlashAttention-3), MI300X's AITER asm attention (5 × 2 × 2), B200's cuDNN
+    # causal attention (6 lengths × 2 passes), GB200's cuDNN attention (5 × 2 × 2)
+    assert len(shaped) == 3 + 6 + 11 + 13 + 2 + 20 + 20 + 20 + 12 + 20
     for k in shaped:
         hw = load_hardware(k.part)
         if k.kind == "gemm":
