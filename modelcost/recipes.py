@@ -54,6 +54,11 @@ class Recipe(Record, frozen=True):
     activations: DType | None = None  # quantized at the GEMM input; None: fed as they are
     activation_scales: Scales | None = None
     attention: bool = False  # FP8 queries, keys and values: attention at the FP8 peak
+    # training's casts: each reads its tensor once more for the amax its scale is taken
+    # from (current scaling), and keeps a second, column-wise quantized copy for the
+    # weight gradient (block scales that run along K: the transposed operand needs its own)
+    amax_pass: bool = False
+    columnwise: bool = False
     source: str = ""
 
     @property
@@ -93,6 +98,35 @@ RECIPES: dict[str, Recipe] = {
             Scales("token"),
             source="vLLM FP8 dynamic quantization (llm-compressor FP8_DYNAMIC): scales "
             "per output channel, and per token computed as each batch arrives",
+        ),
+        # training's FP8, as Transformer Engine runs it and Megatron-Bridge names it
+        replace(
+            _FP8,
+            name="fp8_cs",
+            title="FP8 training, per-tensor current scaling",
+            amax_pass=True,
+            source="Transformer Engine Float8CurrentScaling (Megatron-Bridge FP8-CS): each "
+            "cast first reads its tensor for the amax (nvte_compute_amax), then casts; "
+            "weights kept in FP8 (fp8_param_gather), fp32 master weights",
+        ),
+        replace(
+            _FP8,
+            name="fp8_ds",
+            title="FP8 training, per-tensor delayed scaling",
+            source="Transformer Engine DelayedScaling: the scale from an amax history, the "
+            "amax taken by the cast as it goes (one pass), reduced once a pass",
+        ),
+        Recipe(
+            "mxfp8",
+            "MXFP8 training (OCP MX E4M3, an E8M0 scale per 32)",
+            DType.mxfp8,
+            None,
+            DType.mxfp8,
+            None,
+            columnwise=True,
+            source="Transformer Engine MXFP8BlockScaling on Blackwell (Megatron-Bridge "
+            "MXFP8): 1×32 scales along K, so training quantizes each tensor twice, row- "
+            "and column-wise (its 'x2' scaling kernels), one pass",
         ),
         # FP8 attention is the fp8 recipe with FP8 queries and cache too
         replace(

@@ -100,5 +100,38 @@ def test_a_layer_can_take_its_own_recipe_and_a_misspelt_one_is_a_positioned_erro
     with pytest.raises(SpecError) as err:
         recipe("bf16")  # a dtype, not a recipe
     assert err.value.message == "`recipe` must be a precision recipe, got `bf16`"
-    assert err.value.hint.startswith("recipes: none, fp8, fp8_dynamic, fp8_attention")
+    assert err.value.hint.startswith("recipes: none, fp8, fp8_dynamic, fp8_cs, fp8_ds, mxfp8")
     assert err.value.line > 0
+
+
+def test_training_casts_read_for_their_amax_or_write_two_copies_as_the_recipe_runs() -> None:
+    # one training step of Llama 3 70B on an H100, batch 1 of 2048 tokens; the attention
+    # input's cast covers 2048 × 8192 bf16 elements (2 bytes in, 1 out), forward and
+    # backward alike (the gradient's cast moves the same bytes back)
+    elements = 2048 * 8192
+    w = Workload(Phase.train, 1, 2048)
+
+    def cast(name: str):
+        quant = op(compile_report(recipe(name), "h100", w), "layers.0.attn.q_proj.quantize")
+        assert quant.shape["elements"] == elements
+        return quant
+
+    # delayed scaling: the amax history gives the scale, the cast takes the amax as it goes
+    # (Transformer Engine DelayedScaling): one pass, 2 + 1 bytes an element
+    assert cast("fp8_ds").bytes == elements * (2 + 1)
+    # current scaling (Megatron-Bridge FP8-CS): nvte_compute_amax reads the tensor first,
+    # then the cast reads and writes it: 2 + 2 + 1 bytes, and a max an element on top of
+    # the scale and convert (2 FLOPs)
+    cs = cast("fp8_cs")
+    assert cs.bytes == elements * (2 + 2 + 1)
+    assert cs.flops == elements * (2 + 1)
+    # MXFP8 (OCP MX, an E8M0 byte per 32): quantized row-wise and column-wise (its 1×32
+    # scales run along K, so the weight gradient's transposed operand needs its own
+    # copy): 2 bytes read, two copies of 1 + 1/32 written; each copy 3 FLOPs an element
+    # (the block's max, scale, convert)
+    mx = cast("mxfp8")
+    assert mx.bytes == elements * (2 + 2 * (1 + 1 / 32))
+    assert mx.flops == elements * 3 * 2
+    # inference under the same recipes casts once, as the engines do
+    infer = compile_report(recipe("fp8_cs"), "h100", Workload(Phase.prefill, 1, 2048))
+    assert op(infer, "layers.0.attn.q_proj.quantize").bytes == elements * (2 + 1)

@@ -236,7 +236,11 @@ class Lowerer:
         if scales is not None and scales.granularity != "tensor":  # computed as it goes
             block = cols if scales.granularity == "token" else scales.cols
             written = scales.count(rows, cols) * bpe(scales.dtype)
-        rec = QuantizeOp(rows * cols, src, dst, written, block)
+        train = self.s.train  # training's casts, as the recipe runs them (Recipe)
+        copies = 2 if train and self.recipe.columnwise else 1
+        rec = QuantizeOp(rows * cols, src, dst, written, block,
+                         amax_read=train and self.recipe.amax_pass, copies=copies)  # fmt: skip
+        # the backward keeps one copy (the column-wise one, for the weight gradient)
         node = e.add(f"{name}.quantize", rec, (x,), out=rows * cols * bpe(dst) + written)
         e.quantized[x, dst] = node
         return node

@@ -14,6 +14,9 @@ class QuantizeOp(OpRecord, frozen=True):
 
     FLOPs per element: scale and convert (2), plus the block's absolute maximum (1) when
     each block computes its own scale. Bytes: src read, dst (with its scales) written.
+    Training's casts (recipes.Recipe): `amax_read`, a first pass over src for the
+    tensor's amax (1 FLOP and src's bytes an element: current scaling); `copies` 2, a
+    column-wise quantized copy written beside the row-wise one (MXFP8).
     """
 
     kind: ClassVar[str] = "Quantize"
@@ -24,12 +27,17 @@ class QuantizeOp(OpRecord, frozen=True):
     dst: DType = DType.fp8_e4m3
     scale_bytes: Number = 0  # the scales it writes, when `dst` does not carry them
     block: int = 0  # elements a scale covers (0: one scale for the tensor, kept static)
+    amax_read: bool = False
+    copies: int = 1
 
     def flops(self) -> Number:
-        return (3 if DTYPES[self.dst].block or self.block else 2) * self.elements
+        per = (3 if DTYPES[self.dst].block or self.block else 2) * self.copies
+        return (per + (1 if self.amax_read else 0)) * self.elements
 
     def bytes(self) -> Number:
-        return self.elements * (bpe(self.src) + bpe(self.dst)) + self.scale_bytes
+        reads = bpe(self.src) * (2 if self.amax_read else 1)
+        written = self.elements * bpe(self.dst) + self.scale_bytes
+        return self.elements * reads + self.copies * written
 
     def describe(self) -> str:
         scales = f", a scale per {self.block}" if self.block else ""
