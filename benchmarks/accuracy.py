@@ -160,6 +160,7 @@ def score_training(p: dict, tmp: Path) -> Scored:
     layout = {k: t[k] for k in ("tp", "sp", "cp", "pp", "vpp", "dp", "microbatches", "zero")}
     layout["overlap"] = t.get("overlap", "none")  # as the run overlapped (its note says)
     layout["grads"] = t.get("grads", "fp32")  # and kept its gradients
+    layout["ep"] = t.get("ep", 1)  # a MoE model's expert-parallel ranks
     w = modelcost.Workload("train", t["batch"], t["seq"], parallel=Parallel(**layout))
     spec = _spec({"spec": t["spec"], "recipe": t["recipe"], "kv_dtype": None}, tmp)
     r = modelcost.compile_report(spec, t["hardware"], w, estimate="kernels")

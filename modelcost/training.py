@@ -123,8 +123,9 @@ def candidate_layouts(
     """Every layout of exactly `devices` = tp × cp × pp × dp the search tries, before
     validation: tp within the scale-up domain (sequence parallel where tp > 1), the
     micro-batch sizes given, dp dividing the global batch into whole microbatches,
-    virtual stages where pp > 2 and the microbatches are a multiple of pp (Megatron-LM's
-    interleaved schedule), pp and vpp into which the model's `layers` split (at most
+    virtual stages where pp > 2 (pp > 1 with overlap megatron, its p2p overlap) and the
+    microbatches are a multiple of pp (Megatron-LM's interleaved schedule), pp and vpp
+    into which the model's `layers` split (at most
     one stage a layer; stages.splits: every count when None), ZeRO 1 over dp > 1 (the
     distributed optimizer), and for a MoE model ep from the dp ranks."""
     for tp in _powers(TP, min(scaleup, devices)):
@@ -139,7 +140,7 @@ def candidate_layouts(
                         continue
                     m = global_batch // (dp * mbs)
                     vpps = [1]
-                    if pp > 2 and m % pp == 0:
+                    if pp > (1 if overlap == "megatron" else 2) and m % pp == 0:
                         vpps += [v for v in VPP if m * v <= 4096
                                  and (layers is None or splits(layers, pp, v))]  # fmt: skip
                     eps = [e for e in _powers(EP, dp) if dp % e == 0] if experts else [1]

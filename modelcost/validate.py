@@ -74,13 +74,18 @@ def _check_interleaving(par: Parallel) -> None:
     should be greater than 2 with interleaved schedule"), and microbatches that are not
     a multiple of the stages (schedules.py: "number of microbatches is not divisible by
     pipeline-model-parallel-size when using interleaved schedule"). The layers must
-    split into pp·vpp equal chunks too (stages.py, which counts them)."""
-    if par.pp <= 2:
+    split into pp·vpp equal chunks too (stages.py, which counts them). With its p2p
+    overlap (overlap_p2p_comm, which `--overlap megatron` runs) 2 stages do
+    (megatron/training/arguments.py: "pipeline-model-parallel size should be greater
+    than 1" then; Megatron-Bridge's Qwen3-30B-A3B recipe runs pp 2, vpp 24)."""
+    least = 2 if par.overlap == "megatron" else 3
+    if par.pp < least:
         raise refuse(
-            f"--vpp {par.vpp} interleaves pipeline stages: it needs --pp greater than 2, "
-            f"got --pp {par.pp}",
-            "Megatron-LM's interleaved schedule runs on 3 or more stages; use --pp 4 "
-            "or leave --vpp at 1",
+            f"--vpp {par.vpp} interleaves pipeline stages: it needs --pp greater than "
+            f"{least - 1}, got --pp {par.pp}",
+            f"Megatron-LM's interleaved schedule runs on {least} or more stages"
+            + ("" if least == 2 else " (2 with --overlap megatron: its p2p overlap)")
+            + "; use --pp 4 or leave --vpp at 1",
         )
     if par.microbatches % par.pp:
         raise refuse(

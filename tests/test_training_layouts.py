@@ -92,6 +92,10 @@ def test_the_first_stage_holds_more_microbatches_interleaved() -> None:
                                       "greater than 2, got --pp 2"),
         (["--vpp", "2"], "--vpp 2 interleaves pipeline stages: it needs --pp greater than 2, "
                          "got --pp 1"),
+        # arguments.py: with overlap_p2p_comm "pipeline-model-parallel size should be
+        # greater than 1"
+        (["--pp", "1", "--vpp", "2", "--overlap", "megatron"],
+         "--vpp 2 interleaves pipeline stages: it needs --pp greater than 1, got --pp 1"),
         # schedules.py: "number of microbatches is not divisible by pipeline-parallel
         # size when using interleaved schedule"
         (["--pp", "4", "--vpp", "2", "--microbatches", "6", "--batch", "6"],
