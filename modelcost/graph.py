@@ -26,9 +26,10 @@ DEFAULT_CONTEXT = 2048  # decode cached positions per sequence, when not given
 # collectives hidden behind compute: none; those Megatron-Core runs beside compute (the
 # layout's `Node.beside`); all of them, as far as compute lasts
 Overlap = Literal["none", "megatron", "full"]
+OVERLAPS: tuple[Overlap, ...] = ("none", "megatron", "full")
 # the dtype training accumulates and reduces gradients in (memory.gradient_dtype)
 Grads = Literal["fp32", "param"]
-OVERLAPS: tuple[Overlap, ...] = ("none", "megatron", "full")
+GRADS: tuple[Grads, ...] = ("fp32", "param")
 
 
 class Parallel(Record, frozen=True):
@@ -93,7 +94,7 @@ class Parallel(Record, frozen=True):
     def __post_init__(self) -> None:
         if self.overlap not in OVERLAPS:
             raise ValueError(f"overlap must be 'none', 'megatron' or 'full', got {self.overlap!r}")
-        if self.grads not in ("fp32", "param"):
+        if self.grads not in GRADS:
             raise ValueError(f"grads must be 'fp32' or 'param', got {self.grads!r}")
         if self.recompute not in ("none", "selective", "full"):
             raise ValueError(

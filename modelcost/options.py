@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from .engines import DEFAULT_ENGINE, ENGINES
-from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_SEQ, ONE_DEVICE, OVERLAPS, Phase
+from .graph import DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_SEQ, GRADS, ONE_DEVICE, OVERLAPS, Phase
 from .perfmodel import Conventions
 from .record import Record, replace
 from .settings import (
@@ -254,7 +254,7 @@ OPTIONS: dict[str, Option] = {
                "training: the dtype gradients are accumulated and reduced in: fp32 "
                "(Megatron-LM's for bf16 models), or param, the parameters' own "
                "(Megatron-Bridge's performance recipes: grad_reduce_in_fp32 False)",
-               ("fp32", "param"), sided=True),
+               GRADS, sided=True),
         Option("recompute", None, ONE_DEVICE.recompute,
                "training: activation recomputation (Korthikanti et al. 2022)",
                ("none", "selective", "full"), sided=True),

@@ -235,7 +235,7 @@ def column(t: NodeTime, seconds: Any = None) -> Column:
         cn.node.count * cn.fwd.flops if cn.recomputed else None,
         cn.node.step,
         cn.node.op.unit is Unit.network,
-        cn.node.beside and cn.node.op.unit is Unit.network,
+        cn.node.beside,  # set on collectives only (kinds/emit.py, lower.py)
     )
 
 
