@@ -51,7 +51,7 @@ from .engines import DEFAULT_ENGINE
 from .frozen import Frozen
 from .hardware import Hardware, hardware_dir, load_hardware
 from .kernels import serve
-from .perfmodel import CollectiveOp, GemmOp, GroupedGemmOp, OpRecord, SdpaOp
+from .perfmodel import CollectiveOp, GemmOp, GroupedGemmOp, OpRecord, SdpaOp, Unit
 from .perfmodel.attention import keys_read, math_kernels
 from .record import Record, replace
 from .resources import entries, kernel_table
@@ -992,6 +992,10 @@ def estimate(
         t, why = _gemm_pass(op, flops, nbytes, hw, pass_, imbalance)
     elif isinstance(op, SdpaOp):
         t, why = _attention(op, flops, nbytes, hw, pass_)
+    elif op.unit is Unit.host:  # no published copy rate: the link's datasheet figure
+        t = roofline_s
+        link = (hw.host_bandwidth or 0.0) / 1e9  # roofs.roof refuses a target without it
+        why = f"its bytes over the host link at {link:,.0f} GB/s (its datasheet figure)"
     else:
         bw = sustained_bandwidth(hw)
         t, why = nbytes / bw.bytes_s, f"its bytes at {bw.said}"

@@ -72,6 +72,10 @@ class Parallel(Record, frozen=True):
     `grads` (training) is the dtype gradients are accumulated and reduced in: `fp32`, as
     Megatron-LM keeps a bf16 model's, or `param`, the parameters' own, as
     Megatron-Bridge's performance recipes run (grad_reduce_in_fp32 False).
+    `offload` (training) is how many layers' saved activations are copied to host
+    memory during the forward and back for the backward, beside compute (Megatron-Core's
+    cpu_offloading_num_layers over Transformer Engine's CPU offload: the first
+    `offload` layers, at most layers − offload layers' activations on the device).
     `cp` context-parallel ranks each take 1/cp of every sequence's tokens and pass
     keys and values around a ring for attention (prefill and training).
     Devices = tp × cp × dp × pp, numbered in that order, tp innermost (Megatron-LM).
@@ -89,6 +93,7 @@ class Parallel(Record, frozen=True):
     overlap: Overlap = "none"
     recompute: Literal["none", "selective", "full"] = "none"
     grads: Grads = "fp32"
+    offload: int = 0
     etp: int | None = None  # None: tp (ep taken from dp), or 1 (ep folded onto tp × dp)
 
     def __post_init__(self) -> None:
@@ -102,6 +107,7 @@ class Parallel(Record, frozen=True):
             )
         for name in ("tp", "ep", "dp", "pp", "cp", "microbatches", "vpp"):
             bounded(name, getattr(self, name))
+        bounded("offload", self.offload, least=0)
         if self.zero not in (0, 1, 2, 3):
             raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if self.sp and self.tp == 1:
@@ -217,6 +223,7 @@ class Parallel(Record, frozen=True):
         parts += ["megatron overlap"] if self.overlap == "megatron" else []
         parts += [f"recompute {self.recompute}"] if self.recompute != "none" else []
         parts += ["grads param"] if self.grads == "param" else []
+        parts += [f"offload {self.offload}"] if self.offload else []
         return ", ".join(parts)
 
 

@@ -107,6 +107,9 @@ class Hardware(Frozen):
     scaleup_latency: float = _holds("time", 1e-6)  # seconds per collective step
     scaleout_latency: float = _holds("time", 2e-6)
     in_switch_reduction: InSwitchReduction = _holds("text", "none")  # "nvls": the switch reduces
+    # per direction per device: the link to host memory (PCIe, NVLink-C2C) that activation
+    # offloading copies over; None where the file does not say (offloading is refused)
+    host_bandwidth: float | None = _holds("bandwidth", None)
     compute_units: int = _holds("count")
     clock: float = _holds("frequency")
     tdp: float | None = _holds("power", None)

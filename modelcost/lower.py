@@ -10,6 +10,7 @@ are taken in the order of this device's pipeline stage (stages.py).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import modelcost.spec as ir
@@ -19,9 +20,9 @@ from .errors import SpecError
 from .graph import RECEIVED, Group, ModelFacts, Node, OpGraph, Shape, Workload
 from .kinds.emit import Emit, Lowerer
 from .kinds.registry import room
-from .memory import gradient_dtype, model_facts
+from .memory import gradient_dtype, layer_sets, model_facts, offloaded_bytes
 from .params import residual_width
-from .perfmodel import AdamStepOp, CollectiveOp, bpe
+from .perfmodel import AdamStepOp, CollectiveOp, OffloadOp, bpe
 from .perfmodel.collectives import CollectiveKind
 from .recipes import RECIPES
 from .record import replace
@@ -98,6 +99,26 @@ def _step_nodes(spec: ir.Spec, shape: Shape, facts: ModelFacts) -> list[Node]:
     adam = AdamStepOp(updated, weight=w, grad=g)
     nodes.append(Node("optimizer", "model", 1, adam, (), 0, step=True))
     return nodes
+
+
+def _offload_node(
+    spec: ir.Spec, nodes: list[Node], groups: list[Group], offload: int, microbatches: int
+) -> Node:
+    """Activation offloading's copies, once per microbatch: the first `offload` layers'
+    saved activations to host memory in the forward and back in the backward, on their
+    own stream beside compute (Transformer Engine's CPU offload under Megatron-Core's
+    cpu_offloading_num_layers, which must be fewer than the layers)."""
+    sets = layer_sets(nodes, groups, microbatches)
+    if offload >= len(sets):
+        raise SpecError(
+            f"--offload {offload}: `{spec.name}` has {len(sets)} layers, and Megatron-Core "
+            "offloads fewer than all of them",
+            filename="modelcost",
+            hint=f"use at most {len(sets) - 1} (at most {len(sets) - 2} for the copies "
+            "to overlap compute, Transformer Engine's docs say)",
+        )
+    rec = OffloadOp(math.ceil(offloaded_bytes(sets, offload)), offload)
+    return Node("activations.offload", "model", microbatches, rec, beside=True)
 
 
 def _lower_items(
@@ -198,6 +219,8 @@ def lower(
     if m > 1:  # every op of the step runs once per microbatch
         nodes = [replace(n, count=n.count * m) for n in nodes]
     facts = model_facts(spec, shape, st.held)
+    if shape.train and par.offload:
+        nodes.append(_offload_node(spec, nodes, groups, par.offload, m))
     if shape.train:
         nodes.extend(_step_nodes(spec, shape, facts))
     model_nodes = [n for n in nodes if n.group == "model"]

@@ -5,11 +5,13 @@ Each kind's room (modelcost/kinds) says what it keeps: `cache_elements_per_token
 an attention layer writes per token (its lowering sizes its cache-write ops from the
 same rule) and `state_bytes` what a recurrent layer keeps per sequence. Lowering calls
 `model_facts` once and carries the result on the graph; reporting (roofline.footprint)
-reads the graph alone.
+reads the graph alone. `kept_activations` is what training's backward needs kept, by
+layer group: the footprint's activations and activation offloading's copies read it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import modelcost.spec as ir
@@ -18,13 +20,13 @@ from .dtypes import DType
 from .kinds.registry import room
 from .memo import per_object
 from .params import count_params, device_params, residual_width
-from .perfmodel import bpe
+from .perfmodel import BinaryOp, CollectiveOp, OpRecord, UnaryOp, bpe
 from .recipes import RECIPES
 from .record import Record
 from .spec import walk
 
 if TYPE_CHECKING:
-    from .graph import Grads, ModelFacts, Parallel, Shape
+    from .graph import Grads, Group, ModelFacts, Node, Parallel, Shape
 
 ADAM_STATE_BYTES = 8  # m and v in fp32
 MASTER_BYTES = 4  # an fp32 master copy when the weights are narrower
@@ -145,3 +147,68 @@ def _held(held: Held, par: Parallel, train: bool) -> tuple[int, int, float, floa
                 master = MASTER_BYTES if bpe(op.dtypes.weights) < 4 else 0
                 states += n * (ADAM_STATE_BYTES + master) / (copies if par.zero >= 1 else 1)
     return dense, experts, weights, grads, states
+
+
+def kept_activations(nodes: Sequence[Node]) -> dict[str, float]:
+    """Bytes of the tensors the backward reads, by layer group, for every microbatch of
+    the step, as Megatron-Core keeps them: an op's output is kept when a consumer's
+    backward reads it (`OpRecord.backward_reads_inputs`: a GEMM's input, a norm's, a
+    product's; not a residual add's, a rotation's or a reduction's, so partial sums are
+    not kept) or its own backward does (flash attention's O). A gathered tensor is not
+    kept, its shard is, and the backward gathers it again (Korthikanti et al. 2022,
+    section 4.2.2), so sequence parallelism divides a layer's by tp. An activation that
+    only feeds a gating product (SwiGLU, GeGLU) is recomputed in the fused backward from
+    its input, which is kept (Megatron-Core's fused bias_swiglu/bias_geglu save only the
+    first linear's output)."""
+    read: set[str] = set()  # tensors a consumer's backward reads
+    ungated: set[str] = set()  # tensors a consumer other than a gating product reads
+    for n in nodes:
+        reads, gating = n.op.backward_reads_inputs(), _gating(n.op)
+        for i in n.inputs:
+            if reads:
+                read.add(i)
+            if not gating:
+                ungated.add(i)
+    kept: dict[str, float] = {}
+    for n in nodes:
+        op = n.op
+        if n.step or (isinstance(op, CollectiveOp) and op.collective == "all_gather"):
+            continue
+        if isinstance(op, UnaryOp) and n.name in read and n.name not in ungated:
+            continue  # recomputed from its input in the fused gating backward
+        if n.name in read or op.backward_reads_output():
+            kept[n.group] = kept.get(n.group, 0.0) + n.out_bytes * n.count
+    return kept
+
+
+def _gating(op: OpRecord) -> bool:
+    return isinstance(op, BinaryOp) and op.fn == "mul"
+
+
+def layer_sets(nodes: Sequence[Node], groups: Sequence[Group], microbatches: int) -> list[float]:
+    """One microbatch's saved activations (`kept_activations`) of each layer of the
+    stage, in layer order: a group's share split evenly over its layers."""
+    kept = kept_activations(nodes)
+    streams: dict[str, int] = {}  # a token stream's layers (`encoder.layers.3`) in the
+    by_layer: dict[tuple[int, int], float] = {}  # order its groups were lowered
+    for g in groups:
+        if g.name in kept and g.layers:
+            rank = streams.setdefault(g.name.rpartition("layers.")[0], len(streams))
+            each = kept[g.name] / microbatches / len(g.layers)
+            by_layer.update(dict.fromkeys(((rank, i) for i in g.layers), each))
+    return [by_layer[k] for k in sorted(by_layer)]
+
+
+def offloaded_bytes(sets: Sequence[float], offload: int) -> float:
+    """One microbatch's bytes activation offloading copies out and back: the first
+    `offload` layers' (Transformer Engine's default schedule offloads the first
+    num_layers layers)."""
+    return sum(sets[:offload])
+
+
+def resident_bytes(sets: Sequence[float], offload: int) -> float:
+    """One microbatch's saved activations on the device under offloading: at most
+    layers − `offload` layers' sets at once (Transformer Engine's default schedule,
+    docs cpu_offloading.rst @d0067d0d: "At most (model_layers - num_layers) sets of
+    activations are on GPU at any time"), taken as the largest so many."""
+    return sum(sorted(sets, reverse=True)[: len(sets) - offload])

@@ -255,6 +255,11 @@ OPTIONS: dict[str, Option] = {
                "(Megatron-LM's for bf16 models), or param, the parameters' own "
                "(Megatron-Bridge's performance recipes: grad_reduce_in_fp32 False)",
                GRADS, sided=True),
+        Option("offload", whole, ONE_DEVICE.offload,
+               "training: layers whose saved activations go to host memory in the "
+               "forward and come back for the backward, beside compute (Megatron-Core's "
+               "cpu_offloading_num_layers; one pipeline stage, no recomputation)",
+               sided=True),
         Option("recompute", None, ONE_DEVICE.recompute,
                "training: activation recomputation (Korthikanti et al. 2022)",
                ("none", "selective", "full"), sided=True),
@@ -306,7 +311,7 @@ def add_options(
 WORKLOAD = ("phase", "batch", "seq", "context", "stream", "logits")
 ENGINE = ("prefix", "chunk", "prompt")  # what serving engines do to a step
 LAYOUT = ("tp", "sp", "cp", "dp", "ep", "etp", "zero", "pp", "vpp", "microbatches", "overlap",
-          "recompute", "grads")  # fmt: skip
+          "recompute", "grads", "offload")  # fmt: skip
 # a site shows prefill and decode: no context parallelism (decode has no sequence to
 # split) and nothing that only training reads
 SITE_LAYOUT = ("tp", "sp", "dp", "ep", "etp", "pp", "microbatches", "overlap")

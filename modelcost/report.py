@@ -23,7 +23,7 @@ from .settings import CapacityBasis, PeakMode
 REPORT_SCHEMA_VERSION = 7  # 3: layouts; 4: prefix, chunk, prompt; 5: kernel estimates;
 # 6: token streams (workload.streams, joined); 7: hardware.memory_basis (driver-reported)
 
-Bound = Literal["compute", "memory", "network"]
+Bound = Literal["compute", "memory", "network", "host"]  # host: activation offloading's link
 
 
 class ModelInfo(Frozen):
@@ -80,6 +80,17 @@ class LayoutInfo(Frozen):
         description="the dtype training accumulates and reduces gradients in: fp32, or "
         "param (the parameters' own, grad_reduce_in_fp32 False)",
     )
+    offload: int = Field(
+        0,
+        description="training: layers whose saved activations are copied to host memory "
+        "and back (Megatron-Core's cpu_offloading_num_layers)",
+    )
+
+
+def comm_label(layout: LayoutInfo) -> str:
+    """What a report's `comm_s` counts: collectives, and activation offloading's host
+    copies where the layout offloads (roofline.LINKS: transfers beside compute)."""
+    return "collectives and host copies" if layout.offload else "collectives"
 
 
 class WorkloadInfo(Frozen):
@@ -164,9 +175,10 @@ class OpEntry(Frozen):
     shape_label: str = Field(description="the shape as the tables show it, e.g. `8×8192×8192`")
     dtype: str = Field(description="compute precision")
     dtypes: dict[str, str]
-    unit: Literal["matrix", "vector", "network"]
-    link: Literal["scale-up", "scale-out", "scale-up+out"] | None = Field(
-        default=None, description="collectives: the links the group spans"
+    unit: Literal["matrix", "vector", "network", "host"]
+    link: Literal["scale-up", "scale-out", "scale-up+out", "host"] | None = Field(
+        default=None,
+        description="collectives: the links the group spans; host copies: the host link",
     )
     peak_flops: float = Field(description="FLOP/s of the peak used")
     peak_precision: str

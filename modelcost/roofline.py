@@ -25,15 +25,14 @@ from .graph import RECEIVED, ModelFacts, OpGraph, Parallel, Shape
 from .hardware import Hardware
 from .kernels import serve
 from .memo import per_object
+from .memory import kept_activations, layer_sets, resident_bytes
 from .network import collective_time, link
 from .perfmodel import (
-    BinaryOp,
     CollectiveOp,
     Cost,
     GemmOp,
     GroupedGemmOp,
     OpRecord,
-    UnaryOp,
     Unit,
     bpe,
 )
@@ -86,7 +85,7 @@ def time_op(c: Cost, op: OpRecord, hw: Hardware, peak: PeakMode, bandwidth: Peak
 def _bound(compute_s: float, memory_s: float, unit: Unit) -> Bound:
     if compute_s >= memory_s:
         return "compute"
-    return "network" if unit is Unit.network else "memory"
+    return "network" if unit is Unit.network else "host" if unit is Unit.host else "memory"
 
 
 def _intensity(flops: float, nbytes: float) -> float:
@@ -114,6 +113,7 @@ class NodeTime(Record, frozen=True):
     compute_bound_s: float  # the part of total_s in compute-bound passes
 
 
+LINKS = (Unit.network, Unit.host)  # transfers a step can run beside its compute
 MAX_TIMED = 65_536  # ops timed per target before the table is cleared (bounded memory)
 
 
@@ -139,9 +139,11 @@ def _passes(op: OpRecord, f: Cost, b: Cost | None, hw: Hardware, peak: PeakMode,
     if dequant:  # a third roof: the vector units' work beside the matrix math
         v = roof(Unit.vector, precision, hw, peak, bandwidth)
         fc = max(fc, dequant / v.peak_flops)
-    lk = None
+    lk: str | None = None
     if isinstance(op, CollectiveOp):  # on the links the group spans (network.py)
         fm, lk = collective_time(op, hw), link(op, hw)
+    elif op.unit is Unit.host:
+        lk = "host"
     back = None
     if b is not None:
         bc, bm = b.flops / r.peak_flops, b.bytes / r.bytes_per_s
@@ -234,7 +236,7 @@ def column(t: NodeTime, seconds: Any = None) -> Column:
         t.compute_bound_s,
         cn.node.count * cn.fwd.flops if cn.recomputed else None,
         cn.node.step,
-        cn.node.op.unit is Unit.network,
+        cn.node.op.unit in LINKS,  # a collective's, or a host copy's
         cn.node.beside,  # set on collectives only (kinds/emit.py, lower.py)
     )
 
@@ -433,7 +435,7 @@ def served_stage(
         pairs = list(zip(times, seconds, strict=True))
         mine = [(t, x) for t, x in pairs if not _is_recv(t)]
         busy = sum(x for _, x in mine)
-        comm = sum(x for t, x in mine if t.costed.node.op.unit is Unit.network)
+        comm = sum(x for t, x in mine if t.costed.node.op.unit in LINKS)
         beside = sum(x for t, x in mine if t.costed.node.beside)
         stage = step_time(busy, 0.0, comm, 1, 1, par.overlap, 1, beside)[0]
         return stage, sum(x for t, x in pairs if _is_recv(t))
@@ -756,39 +758,9 @@ def activation_bytes(graph: OpGraph) -> float:
 
 
 def kept_for_backward(graph: OpGraph) -> dict[str, float]:
-    """Bytes of the tensors the backward reads, by layer group, for every microbatch of
-    the step, as Megatron-Core keeps them: an op's output is kept when a consumer's
-    backward reads it (`OpRecord.backward_reads_inputs`: a GEMM's input, a norm's, a
-    product's; not a residual add's, a rotation's or a reduction's, so partial sums are
-    not kept) or its own backward does (flash attention's O). A gathered tensor is not
-    kept, its shard is, and the backward gathers it again (Korthikanti et al. 2022,
-    section 4.2.2), so sequence parallelism divides a layer's by tp. An activation that
-    only feeds a gating product (SwiGLU, GeGLU) is recomputed in the fused backward from
-    its input, which is kept (Megatron-Core's fused bias_swiglu/bias_geglu save only the
-    first linear's output)."""
-    read: set[str] = set()  # tensors a consumer's backward reads
-    ungated: set[str] = set()  # tensors a consumer other than a gating product reads
-    for n in graph.nodes:
-        reads, gating = n.op.backward_reads_inputs(), _gating(n.op)
-        for i in n.inputs:
-            if reads:
-                read.add(i)
-            if not gating:
-                ungated.add(i)
-    kept: dict[str, float] = {}
-    for n in graph.nodes:
-        op = n.op
-        if n.step or (isinstance(op, CollectiveOp) and op.collective == "all_gather"):
-            continue
-        if isinstance(op, UnaryOp) and n.name in read and n.name not in ungated:
-            continue  # recomputed from its input in the fused gating backward
-        if n.name in read or op.backward_reads_output():
-            kept[n.group] = kept.get(n.group, 0.0) + n.out_bytes * n.count
-    return kept
-
-
-def _gating(op: OpRecord) -> bool:
-    return isinstance(op, BinaryOp) and op.fn == "mul"
+    """The bytes of the tensors the backward reads, by layer group, for every
+    microbatch of the step (memory.kept_activations says which)."""
+    return kept_activations(graph.nodes)
 
 
 def _training_activations(graph: OpGraph) -> float:
@@ -811,6 +783,8 @@ def _training_activations(graph: OpGraph) -> float:
     inputs = sum(n.out_bytes * n.count for n in graph.nodes if n.name == RECEIVED) / m
     if par.recompute != "full":
         stage = sum(kept.values()) / m  # the stage's layers, a microbatch
+        if par.offload:  # the layers' sets a device holds while the rest are on the host
+            stage = resident_bytes(layer_sets(graph.nodes, graph.groups, m), par.offload)
         return max((stage + model_level) * last, (stage + inputs) * first)
     counts = {g.name: g.count for g in graph.groups}
     layers = sum(counts[g] for g in kept)

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 # the layout fields a sweep may vary (sp is a flag: one value for the whole sweep)
 LAYOUT_AXES = ("tp", "cp", "dp", "ep", "etp", "zero", "pp", "vpp", "microbatches", "overlap",
-               "recompute", "grads")  # fmt: skip
+               "recompute", "grads", "offload")  # fmt: skip
 ENGINE_AXES = ("prefix", "chunk", "prompt")  # what a serving engine does to a step
 
 
@@ -207,6 +207,8 @@ def _check_used(phases: Sequence[Phase], seq: list, context: list, axes: dict) -
         given["recompute"] = _flag("recompute", axes["recompute"])
     if any(g != "fp32" for g in axes["grads"]):
         given["grads"] = _flag("grads", axes["grads"])
+    if any(axes["offload"]):
+        given["offload"] = _flag("offload", axes["offload"])
     if any(axes["zero"]):
         given["zero"] = _flag("zero", axes["zero"])
     if any(m > 1 for m in axes["microbatches"]) and axes["pp"] == [1]:
@@ -430,7 +432,7 @@ def sweep(
     """Every combination, in the order the values were given (specs outermost). Each of
     specs (Spec objects or `.model` paths), targets (Hardware or names), phases, batch,
     seq and context is one value or a list; `layout` maps tp, cp, dp, ep, zero, pp, vpp,
-    microbatches, overlap, recompute and grads to values, `engine` prefix, chunk and prompt
+    microbatches, overlap, recompute, grads and offload to values, `engine` prefix, chunk and prompt
     (what a serving engine does to a step: graph.Workload); `jobs` worker processes share the
     points (the rows come back in the same order); `estimate="kernels"` adds each row's
     kernel-aware estimate (`estimate_ms`), with a `calibration` on top of its own

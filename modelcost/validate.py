@@ -30,6 +30,8 @@ def check_layout(spec: ir.Spec, par: Parallel, batch: int) -> None:
         )
     if par.vpp > 1:
         _check_interleaving(par)
+    if par.offload:
+        _check_offload(par)
     if par.single:
         return
     refused = _refused_layout(spec, par)
@@ -66,6 +68,25 @@ def _refused_layout(spec: ir.Spec, par: Parallel) -> tuple[str, str] | None:
             "expert parallelism applies to MoE layers; use --dp for data parallelism",
         )
     return None
+
+
+def _check_offload(par: Parallel) -> None:
+    """What Megatron-Core refuses of activation offloading (TransformerConfig): a
+    pipeline ("no support for Pipeline parallelism with CPU offloading") and
+    recomputation ("CPU offloading does not work when activation recomputation is
+    enabled"); the layer count is checked where the layers are known (lower.py)."""
+    if par.pp > 1:
+        raise refuse(
+            f"--offload {par.offload}: Megatron-Core offloads activations on one pipeline "
+            f"stage only, and --pp is {par.pp}",
+            "leave --pp at 1, or --offload out",
+        )
+    if par.recompute != "none":
+        raise refuse(
+            f"--offload {par.offload}: Megatron-Core does not offload activations that "
+            f"--recompute {par.recompute} rebuilds",
+            "use one of --offload and --recompute",
+        )
 
 
 def _check_interleaving(par: Parallel) -> None:
@@ -148,6 +169,7 @@ READ_BY: dict[str, tuple[Phase, ...]] = {
     "context": (Phase.decode,),
     "recompute": (Phase.train,),
     "grads": (Phase.train,),
+    "offload": (Phase.train,),
     "zero": (Phase.train,),
     "microbatches": (Phase.train,),
 }
@@ -164,6 +186,8 @@ def given_options(w: Workload) -> dict[str, str]:
         out["recompute"] = f"--recompute {par.recompute}"
     if par.grads != "fp32":
         out["grads"] = f"--grads {par.grads}"
+    if par.offload:
+        out["offload"] = f"--offload {par.offload}"
     if par.zero:
         out["zero"] = f"--zero {par.zero}"
     if par.microbatches > 1 and par.pp == 1:
@@ -204,6 +228,7 @@ def for_phase(w: Workload) -> Workload:
         par,
         recompute="none" if "recompute" in unread else par.recompute,
         grads="fp32" if "grads" in unread else par.grads,
+        offload=0 if "offload" in unread else par.offload,
         zero=0 if "zero" in unread else par.zero,
         microbatches=1 if "microbatches" in unread else par.microbatches,
     )

@@ -37,7 +37,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "hardware", "settings", "perfmodel", "perfmodel.attention", "perfmodel.base",
         "perfmodel.collectives", "perfmodel.conv", "perfmodel.deltanet",
         "perfmodel.elementwise", "perfmodel.gemm", "perfmodel.misc", "perfmodel.moe",
-        "perfmodel.norm", "perfmodel.optimizer", "perfmodel.quant", "perfmodel.ssm",
+        "perfmodel.norm", "perfmodel.offload", "perfmodel.optimizer", "perfmodel.quant",
+        "perfmodel.ssm",
     )),
     ("IR and lowering", (
         "graph", "parallel", "kinds", "kinds.room", "kinds.emit", "kinds.attention",

@@ -28,6 +28,7 @@ from modelcost.perfmodel import (
     MoECommOp,
     MoERoutingOp,
     NormOp,
+    OffloadOp,
     OpRecord,
     QuantizeOp,
     ReduceOp,
@@ -282,6 +283,11 @@ CASES = [
     Case("adam-mixed", AdamStepOp(1_000_000), fwd=(15_000_000, 28_000_000), bwd=None),
     # fp32 params, no master copy: grad 4 + states 16 + params in and out 8
     Case("adam-fp32", AdamStepOp(10, fp32, fp32, master_weights=False), fwd=(150, 280), bwd=None),
+    # activation offloading: the saved bytes out in the forward, back in the backward,
+    # no arithmetic (Transformer Engine's CPU offload copies them as they are)
+    Case("offload-1-layer", OffloadOp(4_560_000_000, 1), fwd=(0, 4_560_000_000),
+         bwd=(0, 4_560_000_000)),
+    Case("offload-40-layers", OffloadOp(123, 40), fwd=(0, 123), bwd=(0, 123)),
     # quantize 4096 bf16 → mxfp4: absmax, scale, convert (3 per element);
     # bytes 4096·(2 + 0.5 + 1/32)
     Case("quant-mxfp4", QuantizeOp(4096, bf16, mxfp4),

@@ -41,6 +41,7 @@ from .moe import (
     expected_experts_hit,
 )
 from .norm import Normalization, NormOp, RMSNorm
+from .offload import OffloadOp
 from .optimizer import AdamStepOp
 from .quant import DequantizeOp, QuantizeOp
 from .ssm import CausalConv1d, CausalConv1dOp, MambaSSD, MambaSsdOp, MambaStepOp
@@ -81,6 +82,7 @@ __all__ = [
     "MoERoutingOp",
     "NormOp",
     "Normalization",
+    "OffloadOp",
     "OpRecord",
     "QuantizeOp",
     "RMSNorm",

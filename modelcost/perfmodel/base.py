@@ -31,11 +31,13 @@ TRACELENS = Conventions.tracelens
 
 
 class Unit(StrEnum):
-    """Where an op's math runs: matrix cores, vector ALUs, or the scale-up network."""
+    """Where an op's math runs: matrix cores, vector ALUs, the scale-up network, or the
+    device's link to host memory (activation offloading's copies)."""
 
     matrix = "matrix"
     vector = "vector"
     network = "network"
+    host = "host"
 
 
 Number = int | float

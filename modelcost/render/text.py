@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..report import PER_TOKEN, Report
+from ..report import PER_TOKEN, Report, comm_label
 from .escape import clean, terminal
 from .units import duration, fixed, held, ms, pct, si
 
@@ -28,10 +28,13 @@ def _one(r: Report) -> str:
             [
                 ["devices", f"{w.layout.devices} ({w.layout.label})"],
                 ["per device", f"{fixed(pt.tokens_per_s_device, 1)} tokens/s"],
-                ["collectives", f"{duration(t.comm_s)} ({duration(t.comm_exposed_s)} exposed)"],
+                [
+                    comm_label(w.layout),
+                    f"{duration(t.comm_s)} ({duration(t.comm_exposed_s)} exposed)",
+                ],
                 *([["pipeline bubble", duration(t.bubble_s)]] if t.bubble_s else []),
             ]
-            if w.layout.devices > 1
+            if w.layout.devices > 1 or w.layout.offload
             else []
         ),
         ["FLOPs", si(t.flops, "FLOP")],

@@ -8,7 +8,7 @@ binary ones (1 GiB = 2**30 B).
 from __future__ import annotations
 
 from ..record import Record
-from ..report import PER_TOKEN, OpEntry, Report
+from ..report import PER_TOKEN, OpEntry, Report, comm_label
 from ..version import __version__
 from .bars import stacked_bar_svg
 from .charts import Extent, Point, Roof, roofline_extent, roofline_svg
@@ -114,9 +114,9 @@ def _summary(reports: list[Report]) -> Table:
         devices = w.layout.devices
         spread = (
             f" on {devices} devices ({fixed(t.per_token.tokens_per_s_device, 1)} each), "
-            f"{duration(t.comm_s)} in collectives ({duration(t.comm_exposed_s)} exposed)"
+            f"{duration(t.comm_s)} in {comm_label(w.layout)} ({duration(t.comm_exposed_s)} exposed)"
             + (f", {duration(t.bubble_s)} pipeline bubble" if t.bubble_s else "")
-            if devices > 1
+            if devices > 1 or w.layout.offload
             else ""
         )
         rows.append(
