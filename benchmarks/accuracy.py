@@ -161,6 +161,7 @@ def score_training(p: dict, tmp: Path) -> Scored:
     layout["overlap"] = t.get("overlap", "none")  # as the run overlapped (its note says)
     layout["grads"] = t.get("grads", "fp32")  # and kept its gradients
     layout["ep"] = t.get("ep", 1)  # a MoE model's expert-parallel ranks
+    layout["offload"] = t.get("offload", 0)  # layers whose activations went to the host
     w = modelcost.Workload("train", t["batch"], t["seq"], parallel=Parallel(**layout))
     spec = _spec({"spec": t["spec"], "recipe": t["recipe"], "kv_dtype": None}, tmp)
     r = modelcost.compile_report(spec, t["hardware"], w, estimate="kernels")

@@ -153,6 +153,7 @@ def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
             assert m["train"]["recipe"] in (None, "fp8_cs", "fp8_ds", "mxfp8"), p["id"]
             assert m["train"].get("overlap", "none") in ("none", "megatron"), p["id"]
             assert m["train"].get("grads", "fp32") in ("fp32", "param"), p["id"]
+            assert m["train"].get("offload", 0) in (0, 40), p["id"]  # the GB200 70B recipe's
             assert (MODELS / f"{m['train']['spec']}.model").exists() and m["note"], p["id"]
         else:
             published = [v for v in p["measured"].values() if isinstance(v, int | float)]
