@@ -34,6 +34,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 import modelcost
+from modelcost.costing import costing
 from modelcost.engines import DEFAULT_ENGINE
 from modelcost.graph import Parallel
 from modelcost.measured import check, load_points
@@ -164,7 +165,10 @@ def score_training(p: dict, tmp: Path) -> Scored:
     layout["offload"] = t.get("offload", 0)  # layers whose activations went to the host
     w = modelcost.Workload("train", t["batch"], t["seq"], parallel=Parallel(**layout))
     spec = _spec({"spec": t["spec"], "recipe": t["recipe"], "kv_dtype": None}, tmp)
-    r = modelcost.compile_report(spec, t["hardware"], w, estimate="kernels")
+    # a capacity-padded run's experts each take the mean (moe_imbalance 1), else the
+    # documented routing imbalance
+    how = costing(estimate="kernels", moe_imbalance=t.get("moe_imbalance"))
+    r = modelcost.compile_report(spec, t["hardware"], w, how=how)
     tot = r.totals
     assert tot.estimate_s is not None and tot.mfu_estimate is not None  # estimate="kernels"
     if m["metric"] == "mfu":

@@ -137,8 +137,9 @@ def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
     # the rest a serve mapping whose figure is one the source publishes, or a skip
     shapes, excluded = acc.kernel_points()
     # the reference set's 198, the Llama 3 paper's three training points (1001-1003) and
-    # five Megatron-Bridge 25.11 runs held back from the model (1004-1008)
-    assert len(DATA["points"]) == len(BY_ID) == 206
+    # five Megatron-Bridge 25.11 runs held back from the model (1004-1008) and its 25.09
+    # token-drop run of the same MoE layout (1009)
+    assert len(DATA["points"]) == len(BY_ID) == 207
     for p in DATA["points"]:
         assert set(p) >= SOURCE_FIELDS, p["id"]
         m = p.get("modelcost")
@@ -154,6 +155,7 @@ def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
             assert m["train"].get("overlap", "none") in ("none", "megatron"), p["id"]
             assert m["train"].get("grads", "fp32") in ("fp32", "param"), p["id"]
             assert m["train"].get("offload", 0) in (0, 40), p["id"]  # the GB200 70B recipe's
+            assert m["train"].get("moe_imbalance", 1.0) == 1.0, p["id"]  # capacity-padded
             assert (MODELS / f"{m['train']['spec']}.model").exists() and m["note"], p["id"]
         else:
             published = [v for v in p["measured"].values() if isinstance(v, int | float)]
