@@ -8,7 +8,7 @@ from conftest import MODELS
 
 from modelcost import SpecError, count_params, load_spec, parse_spec
 from modelcost.compile import compile_report
-from modelcost.graph import Phase, Workload
+from modelcost.graph import Parallel, Phase, Workload
 
 LLAMA70 = (MODELS / "llama3-70b.model").read_text()
 
@@ -135,3 +135,27 @@ def test_training_casts_read_for_their_amax_or_write_two_copies_as_the_recipe_ru
     # inference under the same recipes casts once, as the engines do
     infer = compile_report(recipe("fp8_cs"), "h100", Workload(Phase.prefill, 1, 2048))
     assert op(infer, "layers.0.attn.q_proj.quantize").bytes == elements * (2 + 1)
+
+
+def test_the_backward_casts_each_gemms_output_gradient_as_transformer_engine_does() -> None:
+    # Llama 3 70B, one 8192-token sequence, tp 4 with sequence parallelism, FP8-CS.
+    # Transformer Engine's backward quantizes each FP8 GEMM's output gradient (its
+    # grad_output quantizer, for dgrad and wgrad); the input gradient leaves the dgrad
+    # GEMM in bf16. Per rank: q 8192 × 2048, k and v 8192 × 256 (8 KV heads of 128 over
+    # 4 ranks); gate and up 8192 × 7168 each (28,672 / 4). The row-parallel o_proj and
+    # down_proj cast their gradient's 1/tp shard (2048 × 8192) before gathering it in
+    # FP8. Current scaling reads each gradient twice (amax, then cast) and writes FP8
+    par = Parallel(tp=4, sp=True)
+    r = compile_report(recipe("fp8_cs"), "h100", Workload(Phase.train, 1, 8192, parallel=par))
+    grads = {
+        "layers.0.attn.quantize": 8192 * (2048 + 256 + 256),
+        "layers.0.attn.o_proj.quantize": 2048 * 8192,
+        "layers.0.mlp.quantize": 8192 * 2 * 7168,
+        "layers.0.mlp.down_proj.quantize": 2048 * 8192,
+    }
+    for name, n in grads.items():
+        cast = op(r, name)
+        assert cast.shape["grads"] == n, name
+        assert cast.backward is not None
+        assert cast.backward.bytes == n * (2 + 2 + 1), name
+        assert cast.backward.flops == n * (2 + 1), name

@@ -29,6 +29,7 @@ from ..perfmodel import (
 from ..perfmodel.base import Number
 from ..perfmodel.collectives import CollectiveKind, Fanout
 from ..recipes import NO_RECIPE, RECIPES, Recipe
+from ..record import replace
 
 ACT_FN = {
     ir.Activation.swiglu: "silu",
@@ -53,6 +54,17 @@ class Emit(Struct):
     used: Counter = field(default_factory=Counter)
     totals: Counter = field(default_factory=Counter)
     quantized: dict[tuple[str, DType], str] = field(default_factory=dict)  # (x, dtype) → node
+    casts: dict[str, str] = field(default_factory=dict)  # a narrow tensor → its Quantize node
+
+    def add_grads(self, cast: str, elements: int) -> None:
+        """Count `elements` more output gradients the backward of Quantize node `cast`
+        casts (QuantizeOp.grads): a GEMM reading its tensor, or a correction to one."""
+        for i, n in enumerate(self.nodes):
+            if n.name == cast:
+                op = n.op
+                assert isinstance(op, QuantizeOp)  # casts maps to Quantize nodes only
+                self.nodes[i] = replace(n, op=replace(op, grads=op.grads + elements))
+                return
 
     def scope(self, base: str) -> str:
         """`attn`, or `norm.0`, `norm.1`, ... when a kind occurs more than once."""
@@ -181,6 +193,7 @@ class Lowerer:
         x = self.collective(e, f"{name}.all_gather", "all_gather", self.s.T * dim, narrow, shard,
                             beside=beside)  # fmt: skip
         e.quantized[x, narrow] = x  # the GEMMs read it as it is
+        e.casts[x] = shard
         return x
 
     def exit(self, e: Emit, name: str, dim: int, a: DType, x: str) -> str:
@@ -191,9 +204,25 @@ class Lowerer:
         overlap off without sequence parallelism)."""
         if self.tp == 1:
             return x
+        if self.par.sp and self.s.train:  # its output gradient arrives gathered: cast as
+            self._shard_grads(e, x)  # the shard, then gathered narrow (TE's FP8 dgrad AG)
         kind: CollectiveKind = "reduce_scatter" if self.par.sp else "all_reduce"
         return self.collective(e, f"{name}.{kind}", kind, self.s.T * dim, a, x,
                                beside=self.par.sp)  # fmt: skip
+
+    def _shard_grads(self, e: Emit, x: str) -> None:
+        """A row-parallel GEMM `x` whose output is reduce-scattered: Transformer Engine
+        casts its output gradient's 1/tp shard before gathering it in FP8 (the proj and
+        fc2 dgrad all-gathers with FP8 buffers), not the gathered whole."""
+        node = next((n for n in e.nodes if n.name == x), None)
+        if node is None or not isinstance(node.op, GemmOp) or not node.inputs:
+            return
+        cast = e.casts.get(node.inputs[0])
+        if cast is None:
+            return
+        rec = node.op
+        whole = rec.B * rec.M * rec.N
+        e.add_grads(cast, -(whole - rec.B * -(-rec.M // self.tp) * rec.N))
 
     def act(self, op: ir.Op | ir.Norm) -> DType:
         return op.dtypes.activations
@@ -213,6 +242,8 @@ class Lowerer:
         if rec.a != rec.out:
             x = self.quantize(e, name, inputs[0], rec.B * rec.M, rec.K, rec.out, rec.a)
             inputs = (x, *inputs[1:])
+            if self.s.train:  # its output gradient is cast for its dgrad and wgrad
+                e.add_grads(e.casts[x], rec.B * rec.M * rec.N)
         out = rec.B * rec.M * rec.N * bpe(rec.out)
         return e.add(name, rec, inputs, out=out)
 
@@ -221,6 +252,8 @@ class Lowerer:
         a, xq = d.activations, self.recipe.activations or d.activations
         if xq != a:
             x = self.quantize(e, name, x, rows, K, a, xq)
+            if self.s.train:
+                e.add_grads(e.casts[x], rows * N)
         scales = scale_bytes(self.recipe, rows, N, K, experts=hit)
         rec = GroupedGemmOp(rows, K, N, hit, xq, d.weights, a, scale_bytes=scales)
         return e.add(name, rec, (x,), out=rows * N * bpe(a))
@@ -243,6 +276,7 @@ class Lowerer:
         # the backward keeps one copy (the column-wise one, for the weight gradient)
         node = e.add(f"{name}.quantize", rec, (x,), out=rows * cols * bpe(dst) + written)
         e.quantized[x, dst] = node
+        e.casts[node] = node
         return node
 
     def ffn(

@@ -17,6 +17,11 @@ class QuantizeOp(OpRecord, frozen=True):
     Training's casts (recipes.Recipe): `amax_read`, a first pass over src for the
     tensor's amax (1 FLOP and src's bytes an element: current scaling); `copies` 2, a
     column-wise quantized copy written beside the row-wise one (MXFP8).
+    The backward casts `grads` elements the same way where it is set: the output
+    gradients of the GEMMs that read this tensor, which Transformer Engine quantizes for
+    their dgrad and wgrad (its grad_output quantizer; the input gradient leaves the dgrad
+    GEMM in high precision and is cast by no one). Unset (0), the backward casts as
+    many elements as the forward.
     """
 
     kind: ClassVar[str] = "Quantize"
@@ -29,23 +34,36 @@ class QuantizeOp(OpRecord, frozen=True):
     block: int = 0  # elements a scale covers (0: one scale for the tensor, kept static)
     amax_read: bool = False
     copies: int = 1
+    grads: int = 0
+
+    optional: ClassVar[tuple[str, ...]] = ("grads",)
+
+    def _flops(self, elements: int) -> Number:
+        per = (3 if DTYPES[self.dst].block or self.block else 2) * self.copies
+        return (per + (1 if self.amax_read else 0)) * elements
+
+    def _bytes(self, elements: int) -> Number:
+        reads = bpe(self.src) * (2 if self.amax_read else 1)
+        scales = self.scale_bytes  # the forward's; a gradient's as many a value
+        if elements != self.elements:
+            scales = self.scale_bytes * elements / self.elements if self.elements else 0
+        return elements * reads + self.copies * (elements * bpe(self.dst) + scales)
 
     def flops(self) -> Number:
-        per = (3 if DTYPES[self.dst].block or self.block else 2) * self.copies
-        return (per + (1 if self.amax_read else 0)) * self.elements
+        return self._flops(self.elements)
 
     def bytes(self) -> Number:
-        reads = bpe(self.src) * (2 if self.amax_read else 1)
-        written = self.elements * bpe(self.dst) + self.scale_bytes
-        return self.elements * reads + self.copies * written
+        return self._bytes(self.elements)
+
+    def flops_bwd(self) -> Number:
+        return self._flops(self.grads or self.elements)
+
+    def bytes_bwd(self) -> Number:
+        return self._bytes(self.grads or self.elements)
 
     def describe(self) -> str:
         scales = f", a scale per {self.block}" if self.block else ""
         return f"{self.elements:,} {self.src} → {self.dst}{scales}"
-
-    # the gradient passes straight through the cast: the same traffic back
-    flops_bwd = flops
-    bytes_bwd = bytes
 
     def backward_reads_inputs(self) -> bool:
         # the cast's gradient passes straight through; the GEMM that reads the narrow
