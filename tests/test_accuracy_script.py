@@ -137,9 +137,10 @@ def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
     # the rest a serve mapping whose figure is one the source publishes, or a skip
     shapes, excluded = acc.kernel_points()
     # the reference set's 198, the Llama 3 paper's three training points (1001-1003) and
-    # five Megatron-Bridge 25.11 runs held back from the model (1004-1008) and its 25.09
-    # token-drop run of the same MoE layout (1009)
-    assert len(DATA["points"]) == len(BY_ID) == 207
+    # five Megatron-Bridge 25.11 runs held back from the model (1004-1008), its 25.09
+    # token-drop run of the same MoE layout (1009), three more Megatron-Bridge runs
+    # (1010-1012: MXFP8, and the 25.09 FSDP one) and two of AMD's on MI325X (1013-1014)
+    assert len(DATA["points"]) == len(BY_ID) == 212
     for p in DATA["points"]:
         assert set(p) >= SOURCE_FIELDS, p["id"]
         m = p.get("modelcost")
