@@ -22,6 +22,7 @@ from .report import Report, Totals
 from .resolve import load_spec
 from .roofline import StageStep, build_report, estimated, fits, served_stage, time_nodes, totals
 from .settings import DEFAULT_ESTIMATE, DEFAULT_PEAK, EstimateMode, PeakMode
+from .stages import layer_count
 from .validate import check_imbalance
 
 if TYPE_CHECKING:
@@ -132,19 +133,26 @@ class Lever(Record, frozen=True):
         return f"--{self.field}" if value is True else f"--{self.field} {value}"
 
 
-def _levers(workload: Workload) -> list[Lever]:
+def _levers(workload: Workload, layers: int) -> list[Lever]:
     """The options not yet pulled that lower a device's memory, in the order the
     combined search adds them: ZeRO's stages over the data-parallel ranks (training,
-    more than one copy of the weights), full recomputation (training), sequence
-    parallelism (tp > 1), more microbatches (training: fewer sequences alive at once,
-    1F1B keeping min(m, pp) of them), a larger tensor-parallel size (doubling, up to
-    MAX_TP), then more pipeline stages (doubling, up to MAX_PP)."""
+    more than one copy of the weights), full recomputation (training), activation
+    offloading (training on one pipeline stage without recomputation: a quarter, half,
+    three quarters of the `layers`, or all but the two Transformer Engine needs on the
+    device to overlap the copies; tried alone, as Megatron-Core takes it with neither
+    recomputation nor a pipeline), sequence parallelism (tp > 1), more microbatches
+    (training: fewer sequences alive at once, 1F1B keeping min(m, pp) of them), a
+    larger tensor-parallel size (doubling, up to MAX_TP), then more pipeline stages
+    (doubling, up to MAX_PP)."""
     par, train = workload.parallel, workload.phase is Phase.train
     levers: list[Lever] = []
     if train and par.weight_copies > 1 and par.zero < 3:
         levers.append(Lever("zero", tuple(range(par.zero + 1, 4))))
     if train and par.recompute != "full":
         levers.append(Lever("recompute", ("full",)))
+    offloads = sorted({n for n in (layers // 4, layers // 2, 3 * layers // 4, layers - 2) if n > 0})
+    if train and par.pp == 1 and par.recompute == "none" and not par.offload and offloads:
+        levers.append(Lever("offload", tuple(offloads)))
     if par.tp > 1 and not par.sp:
         levers.append(Lever("sp", (True,)))
     if train:
@@ -162,6 +170,7 @@ def _levers(workload: Workload) -> list[Lever]:
 
 
 SEARCHED = ("tp", "pp")  # levers whose every value the combined search tries
+ALONE = ("offload",)  # levers tried alone: Megatron-Core takes them with no other lever
 
 
 class Fix(Record, frozen=True):
@@ -220,7 +229,7 @@ def fitting_advice(
     nothing tried fits, it says so and what was tried."""
     par = workload.parallel
     how = replace(how, kernels=False, calibration=None)  # the roofline's step time
-    levers = _levers(workload)
+    levers = _levers(workload, layer_count(spec))
     fixes: list[Fix] = []
     for lever in levers:
         for value in lever.values:
@@ -249,6 +258,7 @@ def _together(spec: ir.Spec, hw: Hardware, workload: Workload, how: Costing,
     without."""
     pulled: dict[str, int | str | bool] = {}
     found: dict[str, int | str | bool] | None = None
+    levers = [lever for lever in levers if lever.field not in ALONE]
     for lever in levers:
         values = lever.values if lever.field in SEARCHED else lever.values[-1:]
         for value in values:

@@ -102,3 +102,15 @@ def test_the_cli_says_what_crosses_the_host_link() -> None:
     assert "collectives and host copies" in out.stdout
     bad = run_cli("compile", "llama3-8b", "--hw", "h100", "--phase", "prefill", "--offload", "8")
     assert bad.returncode == 2 and "--offload 8 applies to train" in bad.stderr
+
+
+def test_the_fitting_advice_names_the_offload_that_makes_it_fit() -> None:
+    # 4 sequences of 8192 tokens a replica over 8 H100s with ZeRO 3: 32 layers' sets of
+    # 4 · 34·s·h bytes (146 GB) do not fit 79.6 GiB beside 18 GB of sharded state;
+    # offloading 24 of the 32 layers leaves 8 (36.5 GB): the advice tries a quarter,
+    # half, three quarters of the layers and all but two, and names the first that fits
+    par = Parallel(dp=8, zero=3, overlap="megatron")
+    r = compile_report(LLAMA8, H100, Workload("train", 32, 8192, parallel=par))
+    assert not r.totals.memory.fits
+    warning = r.totals.memory.warning or ""
+    assert "--offload 24 (step" in warning and "--offload 16" not in warning

@@ -145,13 +145,16 @@ def test_the_advice_never_suggests_what_is_set() -> None:
     warning = advice(32, **ZERO3)
     assert warning is not None and "--zero" not in warning
     assert warning.endswith(
-        # 8 microbatches keep one alive at a time, cheaper than recomputing (though ZeRO 3
-        # gathers the weights and reduce-scatters the gradients for each of them, exposed
-        # without overlap: 11.1 s); pp 4 alone fits on 128 devices (each stage 20
-        # layers), dearer in step time × devices (3.04 × 128 against 11.1 × 32)
+        # offloading all but 2 of the 80 layers' activations (a quarter, half and three
+        # quarters do not fit) copies 78 sets of 33.5·s·b·h/t bytes (87.7 GB) each way over
+        # PCIe's 64 GB/s, exposed without overlap: 11.0 s; 8 microbatches keep one alive
+        # at a time, cheaper than recomputing (though ZeRO 3 gathers the weights and
+        # reduce-scatters the gradients for each of them, exposed without overlap:
+        # 11.1 s); pp 4 alone fits on 128 devices (each stage 20 layers), dearer in step
+        # time × devices (3.04 × 128 against 11.1 × 32)
         "it does not fit; it fits with, the least step time × devices first: "
-        "--microbatches 8 (step 11.1 s); --pp 4 (step 3.04 s on 128 devices); the rest as "
-        "given (tp 8, dp 4, zero 3)"
+        "--offload 78 (step 11 s); --microbatches 8 (step 11.1 s); --pp 4 (step 3.04 s on "
+        "128 devices); the rest as given (tp 8, dp 4, zero 3)"
     )
 
 
