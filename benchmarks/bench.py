@@ -121,6 +121,13 @@ def main() -> None:
         "modelcost", "serve", str(specs_dir() / "models" / "llama3-70b.model"), "--hw",
         "h200", "--tp", "4", "--isl", "2048", "--osl", "256", "--budget", "8192",
         "--tpot", "30ms"]  # fmt: skip
+    curve = ["serve", str(specs_dir() / "models" / "llama3-70b-fp8.model"), "--hw", "h200",
+             "--tp", "8", "--isl", "1024", "--osl", "1024", "--budget", "8192", "--engine",
+             "vllm", "--concurrency", "1..512"]  # fmt: skip
+    commands["serve llama3-70b-fp8 curve, 10 concurrencies"] = [sys.executable, "-m",
+        "modelcost", *curve]  # fmt: skip
+    commands["the same curve, --length-ratio 0.8"] = [sys.executable, "-m", "modelcost",
+        *curve, "--length-ratio", "0.8"]  # fmt: skip
     for name in ("deepseek-v3", "llama3.1-405b", "gpt2"):
         spec = Path(specs_dir() / "models" / f"{name}.model")
         commands[f"compile {name}"] = [sys.executable, "-m", "modelcost", "compile", str(spec),

@@ -22,20 +22,25 @@ Each step of the scheduler, one data-parallel replica's:
 
 When nothing runs and nothing waits, time jumps to the next arrival. A request's TPOT
 is (its finish − its first token) / (osl − 1), the mean gap between its tokens (none
-when osl is 1). Two caps (options.py) bound a run's time: requests × osl over
-MAX_OUTPUT_TOKENS is refused before it starts, and a run stops after MAX_STEPS steps,
-saying so, its figures over the requests that finished.
+when osl is 1). A run stops after MAX_EVENTS scheduler events or MAX_STEPS steps
+(settings.py), saying so, its figures over the requests that finished.
 
-Step times are memoized by (decodes, context bucket, chunk bucket): the context rounded
-up to a multiple of 1/CONTEXT_BUCKETS of isl + osl, and a chunk over 32 tokens rounded up
-to 5 significant bits (at most 1/16 more tokens); both round up, so a bucket's step is
-never shorter than the step it stands for. `simulate` reads the steps from the serving
-scenario's compiles (serving.Scenario, the figures `serve` reads) and runs the same
-arrivals again on the roofline's step times: the bound beside the headline.
+Step times are memoized by (decodes, context, chunk, the chunk's input length) in
+buckets: the decodes over 64 rounded up to 6 significant bits (less than 1/32 more), the
+context up to a multiple of 1/CONTEXT_BUCKETS of the longest input + output, a chunk
+over 32 tokens up to 5 significant bits (at most 1/16 more tokens), and the chunk's
+requests' input length (weighted by the tokens each takes: every request's own when
+they are all alike) up to a multiple of 1/CONTEXT_BUCKETS of the longest input. All
+round up, so a bucket's step is never shorter than the step it stands for (a bound
+read this way is that much above the roofline's own). `simulate` reads the steps from
+the serving scenario's compiles (serving.Scenario, the figures `serve` reads) and runs
+the same arrivals again on the roofline's step times: the bound beside the headline.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 import random
 import sys
@@ -53,12 +58,12 @@ from .frozen import Frozen
 from .graph import ONE_DEVICE, Parallel
 from .hardware import Hardware
 from .hooks import shown
-from .record import replace
+from .record import Record, replace
 from .serving import STATIC, Engine, Scenario, check_request, fitting
 from .settings import (
     DEFAULT_REQUESTS,
     DEFAULT_SERVE_ESTIMATE,
-    MAX_OUTPUT_TOKENS,
+    MAX_EVENTS,
     MAX_REQUESTS,
     MAX_STEPS,
     RATES,
@@ -76,9 +81,10 @@ PERCENTILES = (50, 90, 99)
 
 class StepTime(Protocol):
     """A step's time in seconds: `decodes` sequences (0 or more) decoding one token each
-    at a mean `context`, beside a prefill `chunk` of prompt tokens (0 or more)."""
+    at a mean `context`, beside a prefill `chunk` of prompt tokens (0 or more) from
+    requests of `isl` input tokens (0 when there is no chunk)."""
 
-    def __call__(self, decodes: int, context: int, chunk: int) -> float: ...
+    def __call__(self, decodes: int, context: int, chunk: int, isl: int) -> float: ...
 
 
 def poisson(rate: float, n: int, seed: int) -> tuple[float, ...]:
@@ -100,6 +106,13 @@ def context_bucket(context: int, longest: int) -> int:
     return min(-(-context // q) * q, longest)
 
 
+def decodes_bucket(decodes: int) -> int:
+    """`decodes` rounded up to 6 significant bits (a multiple of 2^(bits − 6)): exact up
+    to 64 sequences, less than 1/32 more above, as the context's bucket."""
+    step = 1 << max(decodes.bit_length() - 6, 0)
+    return -(-decodes // step) * step
+
+
 def chunk_bucket(chunk: int) -> int:
     """`chunk` rounded up to 5 significant bits (a multiple of 2^(bits − 5)): exact up to
     32 tokens, at most 1/16 more above."""
@@ -119,84 +132,181 @@ class Trace:
     shapes: int  # distinct (decodes, context, chunk) buckets timed
     max_waiting: int  # the longest the queue grew
     tokens: int  # output tokens made
-    stopped: bool  # at the step cap, before every request finished
+    stopped: bool  # at a cap, before every request finished
+    events: int = 0  # scheduler events: steps taking prompt tokens, stretches of decodes
+
+
+def cap_note(trace: Trace, finished: int, requests: int) -> str:
+    """What a stopped run says (nothing when every request finished)."""
+    if not trace.stopped:
+        return ""
+    cap = (f"{MAX_EVENTS:,}-event" if trace.events >= MAX_EVENTS and trace.steps < MAX_STEPS
+           else f"{MAX_STEPS:,}-step")  # fmt: skip
+    return (
+        f"stopped at the {cap} cap: {finished:,} of {requests:,} requests finished; "
+        "the figures are theirs"
+    )
+
+
+class ClosedLoop(Record, frozen=True):
+    """A benchmark client's load (vLLM's and SGLang's `bench_serving` with
+    `--max-concurrency C` and no request rate): `requests` requests, the first
+    `clients` sent at time 0 and each later one sent the moment a request finishes, so
+    `clients` are in flight until the last are sent."""
+
+    requests: int
+    clients: int
+
+
+Load = Sequence[float] | ClosedLoop  # arrival times (ascending), or a closed loop
+
+
+def _each(value: int | Sequence[int], n: int, name: str) -> tuple[int, ...]:
+    """A length per request: one for all, or one each (as many as the requests)."""
+    if isinstance(value, int):
+        return (value,) * n
+    if len(value) != n:
+        raise ValueError(f"{len(value)} {name} lengths for {n} requests")
+    return tuple(value)
 
 
 def run(
-    arrivals: Sequence[float],
-    isl: int,
-    prompt: int,
-    osl: int,
+    load: Load,
+    isl: int | Sequence[int],
+    prompt: int | Sequence[int],
+    osl: int | Sequence[int],
     step: StepTime,
     max_running: int,
     budget: int = 0,
-    max_steps: int = MAX_STEPS,
+    max_steps: int | None = None,
+    max_events: int | None = None,
 ) -> Trace:
-    """Serve requests arriving at `arrivals` (seconds, ascending) of `prompt` new prompt
-    tokens (of `isl`) and `osl` output tokens, at most `max_running` running, `budget`
-    tokens a step (0: no budget, whole prompts), stopping after `max_steps` steps."""
+    """Serve the requests of `load` (arrival times, or a closed loop of clients), each
+    of `prompt` new prompt tokens (of `isl`) and `osl` output tokens (one length for
+    all, or one a request), at most `max_running` running, `budget` tokens a step (0:
+    no budget, whole prompts), stopping after `max_steps` steps or `max_events` events
+    (default MAX_STEPS, MAX_EVENTS).
+
+    A step that takes no prompt tokens repeats until something changes: a request
+    finishes, the decodes' context crosses into the next bucket (it rises by one token
+    a step), the step cap, or (with room to admit it) the next arrival. Such a stretch
+    of k steps is taken at once, its end at k × the step's time after its start: the
+    run's work grows with its events (arrivals, prompt chunks, finishes, buckets), not
+    its steps. Each decoding request's tokens are the steps since its first, so the
+    decodes' context and their finishes are kept as sums and a heap, not per step."""
     if budget and max_running > budget:
         raise ValueError(f"{max_running} running sequences need a budget of as many tokens")
-    n = len(arrivals)
+    max_steps = MAX_STEPS if max_steps is None else max_steps
+    max_events = MAX_EVENTS if max_events is None else max_events
+    closed = isinstance(load, ClosedLoop)
+    n = load.requests if isinstance(load, ClosedLoop) else len(load)
+    isls, news, osls = _each(isl, n, "input"), _each(prompt, n, "prompt"), _each(osl, n, "output")
+    if isinstance(load, ClosedLoop):
+        sent = min(load.clients, n)  # requests whose arrival is known
+        arrival = [0.0] * sent + [math.nan] * (n - sent)
+    else:
+        arrival, sent = list(load), n
     first, finish = [math.nan] * n, [math.nan] * n
-    prefilled, made = [0] * n, [0] * n
+    prefilled = [0] * n
+    base = [0] * n  # a decoding request has made T − base[r] tokens after T steps
     waiting: deque[int] = deque()
-    running: list[int] = []
-    memo: dict[tuple[int, int, int], float] = {}
-    longest = isl + osl
-    now, arrived, done, steps, most_waiting, tokens = 0.0, 0, 0, 0, 0, 0
+    prefilling: list[int] = []  # running, prompt not done, in the order admitted
+    finishing: list[tuple[int, int]] = []  # (the step it finishes at, request): a heap
+    memo: dict[tuple[int, int, int, int], float] = {}
+    longest, top_isl = max(isls) + max(osls), max(isls)
+    now, arrived, done, steps, most_waiting, tokens, events = 0.0, 0, 0, 0, 0, 0, 0
+    d = spread = 0  # decoding requests; the sum over them of isl − base
     while done < n:
-        while arrived < n and arrivals[arrived] <= now:
+        while arrived < sent and arrival[arrived] <= now:
             waiting.append(arrived)
             arrived += 1
-        if not running and not waiting:
-            now = arrivals[arrived]  # idle: on to the next arrival
+        if not d and not prefilling and not waiting:
+            now = arrival[arrived]  # idle: on to the next arrival
             continue
-        if steps == max_steps:
+        if steps >= max_steps or events >= max_events:
             break
+        events += 1
         most_waiting = max(most_waiting, len(waiting))
-        decoding = [r for r in running if prefilled[r] == prompt]
-        left = budget - len(decoding) if budget else sys.maxsize  # no budget: whole prompts
+        left = budget - d if budget else sys.maxsize  # no budget: whole prompts
         takes: list[tuple[int, int]] = []
-        for r in running:
-            if prefilled[r] < prompt and left > 0:
-                takes.append((r, min(prompt - prefilled[r], left)))
-                left -= takes[-1][1]
-        while waiting and len(running) < max_running and left > 0:
+        for r in prefilling:
+            if left <= 0:
+                break
+            takes.append((r, min(news[r] - prefilled[r], left)))
+            left -= takes[-1][1]
+        while waiting and d + len(prefilling) < max_running and left > 0:
             r = waiting.popleft()
-            running.append(r)
-            takes.append((r, min(prompt, left)))
+            prefilling.append(r)
+            takes.append((r, min(news[r], left)))
             left -= takes[-1][1]
         chunk = sum(t for _, t in takes)
-        d = len(decoding)
-        context = isl + -(-sum(made[r] for r in decoding) // d) if d else isl
-        key = (d, context_bucket(context, longest), chunk_bucket(chunk) if chunk else 0)
+        # the decodes' mean context, rounded up: ⌈Σ (isl + made) / d⌉ = T + ⌈spread / d⌉
+        context = steps + -(-spread // d) if d else top_isl
+        # the chunk's requests: their input length weighted by the tokens each takes
+        length = -(-sum(t * isls[r] for r, t in takes) // chunk) if chunk else 0
+        key = (decodes_bucket(d), context_bucket(context, longest),
+               chunk_bucket(chunk) if chunk else 0,
+               context_bucket(length, top_isl) if chunk else 0)  # fmt: skip
         if budget and key[2] > budget:
-            key = (key[0], key[1], budget)
+            key = (key[0], key[1], budget, key[3])
         seconds = memo.get(key)
         if seconds is None:
             seconds = memo[key] = step(*key)
             if not (seconds > 0 and math.isfinite(seconds)):
                 raise ValueError(f"step {key}: a time must be positive, got {seconds!r}")
-        now += seconds
-        steps += 1
-        for r in decoding:
-            made[r] += 1
+        k = 1
+        if not takes:  # decodes alone: the same step until something changes
+            k = min(finishing[0][0] - steps, max_steps - steps)
+            if key[1] < longest:
+                k = min(k, key[1] - context + 1)
+            room = d < max_running and (not budget or budget > d)
+            if k > 1 and arrived < sent:
+                if room:  # stop where a step would start at or after the next arrival
+                    k = min(k, _steps_until(now, seconds, arrival[arrived], k))
+                else:  # the queue grows: its longest at the last step's start
+                    last = now + (k - 1) * seconds
+                    queued = bisect.bisect_right(arrival, last, arrived, sent) - arrived
+                    most_waiting = max(most_waiting, len(waiting) + queued)
+        now = now + k * seconds if k > 1 else now + seconds
+        steps += k
+        tokens += d * k
+        started = []
         for r, t in takes:
             prefilled[r] += t
-            if prefilled[r] == prompt:
-                made[r], first[r] = 1, now
-        tokens += d + sum(1 for r, _ in takes if prefilled[r] == prompt)
-        still = []
-        for r in running:
-            if made[r] == osl:
-                finish[r] = now
-                done += 1
+            if prefilled[r] == news[r]:
+                first[r] = now
+                started.append(r)
+        if started:
+            tokens += len(started)
+            prefilling = [r for r in prefilling if prefilled[r] < news[r]]
+        for r in started:
+            if osls[r] == 1:
+                finish[r], done = now, done + 1
+                if closed and sent < n:
+                    arrival[sent], sent = now, sent + 1
             else:
-                still.append(r)
-        running = still
-    return Trace(tuple(arrivals), tuple(first), tuple(finish), now, steps, len(memo),
-                 most_waiting, tokens, done < n)  # fmt: skip
+                base[r] = steps - 1
+                heapq.heappush(finishing, (base[r] + osls[r], r))
+                d, spread = d + 1, spread + isls[r] - base[r]
+        while finishing and finishing[0][0] == steps:
+            r = heapq.heappop(finishing)[1]
+            finish[r], done = now, done + 1
+            d, spread = d - 1, spread - (isls[r] - base[r])
+            if closed and sent < n:
+                arrival[sent], sent = now, sent + 1
+    return Trace(tuple(arrival), tuple(first), tuple(finish), now, steps, len(memo),
+                 most_waiting, tokens, done < n, events)  # fmt: skip
+
+
+def _steps_until(start: float, seconds: float, arrival: float, most: int) -> int:
+    """The steps from `start` before one that would start at or after `arrival`: the
+    least j ≥ 1 with start + j × seconds ≥ arrival, at most `most`."""
+    j = max(1, min(most, math.ceil((arrival - start) / seconds)))
+    while j > 1 and start + (j - 1) * seconds >= arrival:
+        j -= 1
+    while j < most and start + j * seconds < arrival:
+        j += 1
+    return j
 
 
 def percentile(ordered: Sequence[float], p: float) -> float:
@@ -239,8 +349,10 @@ class Latencies(Frozen):
     finished: int
 
 
-def latencies(trace: Trace, osl: int, replicas: int = 1) -> Latencies:
-    """The figures of a run of one replica, `replicas` serving alike."""
+def latencies(trace: Trace, osl: int | Sequence[int], replicas: int = 1) -> Latencies:
+    """The figures of a run of one replica, `replicas` serving alike; `osl` the
+    requests' output lengths (one for all, or one each): a request's TPOT is
+    (finish − first) / (osl − 1), none for one-token outputs."""
     done = [i for i, f in enumerate(trace.finish) if not math.isnan(f)]
     if not done:
         raise SpecError(
@@ -249,10 +361,12 @@ def latencies(trace: Trace, osl: int, replicas: int = 1) -> Latencies:
             hint="fewer --requests, shorter requests or a lower --rate",
         )
     a, first, finish = trace.arrival, trace.first, trace.finish
+    outs = _each(osl, len(a), "output")
+    gaps = [(finish[i] - first[i]) / (outs[i] - 1) for i in done if outs[i] > 1]
     span = trace.end - a[0]
     return Latencies.trusted(
         ttft=Stats.of([first[i] - a[i] for i in done]),
-        tpot=Stats.of([(finish[i] - first[i]) / (osl - 1) for i in done]) if osl > 1 else None,
+        tpot=Stats.of(gaps) if gaps else None,
         latency=Stats.of([finish[i] - a[i] for i in done]),
         output_tokens_per_s=trace.tokens * replicas / span,
         requests_per_s=len(done) * replicas / span,
@@ -296,13 +410,14 @@ class Arrivals(Tabular, Frozen):
     def row(self) -> dict:
         """The figures as one flat row: `ttft_p99_s`, …, and the bound's `bound_…`."""
         head = self.model_dump(exclude={"figures", "bound"})
-        return head | _flat(self.figures, "") | _flat(self.bound, "bound_")
+        return head | flat(self.figures, "") | flat(self.bound, "bound_")
 
     def _repr_html_(self) -> str:
         return shown(self, "html")
 
 
-def _flat(f: Latencies, prefix: str) -> dict:
+def flat(f: Latencies, prefix: str) -> dict:
+    """A run's figures as flat fields: `ttft_mean_s`, …, each name after `prefix`."""
     out: dict = {}
     for name in ("ttft", "tpot", "latency"):
         stats: Stats | None = getattr(f, name)
@@ -321,8 +436,9 @@ class ScenarioSteps:
     def __init__(self, sc: Scenario, bound: bool) -> None:
         self.sc, self.bound = sc, bound
 
-    def __call__(self, decodes: int, context: int, chunk: int) -> float:
-        return self.sc.seconds(self.sc.decode(max(decodes, 1), context, chunk, True), self.bound)
+    def __call__(self, decodes: int, context: int, chunk: int, isl: int) -> float:
+        t = self.sc.decode(max(decodes, 1), context, chunk, True, isl or None)
+        return self.sc.seconds(t, self.bound)
 
 
 def schedule(engine: Engine) -> str:
@@ -333,7 +449,7 @@ def schedule(engine: Engine) -> str:
     return f"in-flight batching, {what}{hits}"
 
 
-def _check(rate: object, requests: object, seed: object, osl: int) -> None:
+def _check(rate: object, requests: object, seed: object) -> None:
     """The API refuses what the flags cannot say, with the same limits."""
     if not (isinstance(rate, int | float) and not isinstance(rate, bool)
             and RATES[0] <= rate <= RATES[1]):  # fmt: skip
@@ -346,13 +462,6 @@ def _check(rate: object, requests: object, seed: object, osl: int) -> None:
     if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**63):
         raise SpecError(f"seed must be a whole number from 0, got {seed!r}",
                         filename="modelcost")  # fmt: skip
-    if requests * osl > MAX_OUTPUT_TOKENS:
-        raise SpecError(
-            f"{requests:,} requests of {osl:,} output tokens are {requests * osl:,} tokens to "
-            f"simulate, over the {MAX_OUTPUT_TOKENS:,} a run takes",
-            filename="modelcost",
-            hint=f"at most {MAX_OUTPUT_TOKENS // osl:,} requests of this length (--requests)",
-        )
 
 
 def simulate(
@@ -376,7 +485,7 @@ def simulate(
     the memory holds at isl + osl). SpecError for values out of range, a layout that
     holds no sequence, or a run whose step cap passes before any request finishes."""
     check_request(isl, osl, concurrency, None, None)
-    _check(rate, requests, seed, osl)
+    _check(rate, requests, seed)
     spec, hw = as_spec(spec), as_hardware(hw)
     mode = estimate_mode(estimate)
     # the memory's limit alone, as the engine keeps it: serve's, without a budget
@@ -403,15 +512,12 @@ def simulate(
 
     def figures(bound: bool) -> tuple[Latencies, Trace]:
         steps = ScenarioSteps(sc, bound)
-        trace = run(arrivals, isl, sc.new, osl, steps, most, engine.budget, MAX_STEPS)
+        trace = run(arrivals, isl, sc.new, osl, steps, most, engine.budget)
         return latencies(trace, osl, parallel.dp), trace
 
     head, trace = figures(False)
     bound = figures(True)[0] if sc.kernels else head
-    note = ""
-    if trace.stopped:
-        note = (f"stopped at the {MAX_STEPS:,}-step cap: {head.finished:,} of {requests:,} "
-                "requests finished; the figures are theirs")  # fmt: skip
+    note = cap_note(trace, head.finished, requests)
     return Arrivals.trusted(
         model=spec.name,
         model_title=spec.title,

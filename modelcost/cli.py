@@ -37,7 +37,9 @@ from .options import (
     SITE_LAYOUT,
     WORKLOAD,
     add_options,
+    concurrencies,
     counts,
+    length_ratio,
     positive,
     rate,
     requests,
@@ -50,11 +52,13 @@ from .render.escape import clean, terminal
 from .render.units import count, fixed
 from .settings import (
     DEFAULT_OBJECTIVE,
+    DEFAULT_PROMPTS,
     DEFAULT_REQUESTS,
     DEFAULT_SERVE_ESTIMATE,
     GIB,
+    MAX_CURVE_POINTS,
+    MAX_EVENTS,
     MAX_MIX_CLASSES,
-    MAX_OUTPUT_TOKENS,
     MAX_POINTS,
     MAX_REQUESTS,
     MAX_STEPS,
@@ -543,6 +547,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.objective is not None and not args.search:
             raise SpecError("--objective goes with --search", filename="modelcost",
                             hint="add --search, or leave out --objective")  # fmt: skip
+        if _curve_asked(args):
+            return _serve_curve(args, spec, hw, engine, layout, estimate, calibration)
+        if args.concurrency is not None:  # one concurrency: the point's
+            args.concurrency = args.concurrency[0]
         shared = args.search and args.disagg is None and args.devices is None
         _check_executor(args, "serve --search" if shared else None)
         if args.disagg is not None or args.devices is not None:
@@ -691,6 +699,45 @@ def _speculation(args: argparse.Namespace):
     draft = load_spec(args.draft, args.draft_model) if args.draft is not None else None
     tokens = args.draft_tokens if args.draft_tokens is not None else Speculation().tokens
     return Speculation(tokens, args.acceptance, draft)
+
+
+def _curve_asked(args: argparse.Namespace) -> bool:
+    """Whether `serve` answers a curve: several concurrencies, or a client's load."""
+    several = args.concurrency is not None and len(args.concurrency) > 1
+    return several or args.prompts is not None or args.length_ratio is not None
+
+
+def _serve_curve(args: argparse.Namespace, spec, hw, engine, layout, estimate,
+                 calibration) -> int:  # fmt: skip
+    """`serve --concurrency a,b,…` (or --prompts, --length-ratio): a curve a layout under
+    a benchmark client's load (curve.py); SpecError for flags that do not go with it."""
+    from .curve import BenchLoad, curves
+    from .render.curve_format import CURVE_FORMATS, render_curves
+
+    given = (("--rate", args.rate is not None), ("--requests", args.requests is not None),
+             ("--mix", args.mix is not None), ("--disagg", args.disagg is not None),
+             ("--devices", args.devices is not None), ("--tpot", args.tpot),
+             ("--ttft", args.ttft), ("--objective", args.objective is not None),
+             ("--speculative", args.speculative))  # fmt: skip
+    others = [flag for flag, on in given if on]
+    if others:
+        raise SpecError(f"a curve runs every concurrency of one request class under a "
+                        f"benchmark client's load: leave out {', '.join(others)}",
+                        filename="modelcost")  # fmt: skip
+    if args.concurrency is None:
+        raise SpecError("a curve needs its concurrencies", filename="modelcost",
+                        hint="--concurrency 1..512 (doubling), or e.g. 4,16,64")  # fmt: skip
+    if not (args.isl and args.osl):
+        raise SpecError("give --isl and --osl", filename="modelcost")
+    if args.format not in CURVE_FORMATS:
+        raise SpecError(f"a curve writes {', '.join(CURVE_FORMATS)}, not {args.format}",
+                        filename="modelcost")  # fmt: skip
+    load = BenchLoad(prompts=DEFAULT_PROMPTS if args.prompts is None else args.prompts,
+                     ratio=1.0 if args.length_ratio is None else args.length_ratio,
+                     seed=args.seed or 0)  # fmt: skip
+    found = curves(spec, hw, args.isl, args.osl, args.concurrency, load, (layout,), engine,
+                   estimate, calibration, args.moe_imbalance, search=args.search)  # fmt: skip
+    return _emit(render_curves(found, args.format), args.output)
 
 
 def _serve_arrivals(args: argparse.Namespace, spec, hw, engine, layout, estimate,
@@ -1102,8 +1149,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--mix", metavar="FILE", help="several request classes: `ISL OSL [SHARE]` "
                        f"a line, at most {MAX_MIX_CLASSES:,}; SHARE a weight from {SHARES[0]:g} "
                        f"to {SHARES[1]:g} (default 1)")  # fmt: skip
-        p.add_argument("--concurrency", type=positive, help="sequences per replica (default: "
-                       "the most that fit and meet the targets)")  # fmt: skip
+        p.add_argument("--concurrency", type=concurrencies, help="sequences per replica "
+                       "(default: the most that fit and meet the targets); several (a,b,c or "
+                       f"lo..hi doubling or lo..hi+step, at most {MAX_CURVE_POINTS}): a curve, "
+                       "each concurrency under a benchmark client's load (closed loop, "
+                       "vLLM's and SGLang's bench_serving --max-concurrency), with --search "
+                       "one a layout")  # fmt: skip
+        p.add_argument("--prompts", type=requests, metavar="N", help="a curve's requests at "
+                       f"each concurrency (bench_serving's --num-prompts; default "
+                       f"{DEFAULT_PROMPTS:,}); gives a curve at one --concurrency too")  # fmt: skip
+        p.add_argument("--length-ratio", type=length_ratio, metavar="R", help="a curve's "
+                       "request lengths drawn uniformly in [R × L, L] for --isl and --osl "
+                       "(bench_serving's --random-range-ratio, as SGLang draws it; default 1: "
+                       "every request --isl in, --osl out)")  # fmt: skip
         p.add_argument("--tpot", type=seconds, help="time-per-output-token target, e.g. 50ms")
         p.add_argument("--ttft", type=seconds, help="time-to-first-token target, e.g. 500ms")
         p.add_argument("--budget", type=positive, help="chunked prefill: tokens a step (decodes "
@@ -1132,13 +1190,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--rate", type=rate, metavar="R", help="requests arriving per second "
                        f"(Poisson, {RATES[0]:g} to {RATES[1]:g}): TTFT, TPOT and latency "
                        "percentiles of in-flight batching, simulated step by step (at most "
-                       f"{MAX_OUTPUT_TOKENS:,} output tokens in all, refused above; at most "
-                       f"{MAX_STEPS:,} steps: a run reaching them stops and says so)")  # fmt: skip
+                       f"{MAX_EVENTS:,} scheduler events and {MAX_STEPS:,} steps: a run "
+                       "reaching them stops and says so)")  # fmt: skip
         p.add_argument("--requests", type=requests, metavar="N", help="with --rate: "
                        f"requests to run (default {DEFAULT_REQUESTS:,}, at most "
                        f"{MAX_REQUESTS:,})")  # fmt: skip
         p.add_argument("--seed", type=seed, metavar="S", help="with --rate: the arrivals' "
-                       "random seed (default 0)")  # fmt: skip
+                       "random seed; with a curve's --length-ratio: the lengths' (default "
+                       "0)")  # fmt: skip
         p.add_argument("--speculative", action="store_true", help="speculative decoding: a "
                        "draft proposes tokens, one decode step of the target verifies them "
                        "(static batches); the draft is the model's own multi-token-prediction "

@@ -21,6 +21,7 @@ from .settings import (
     DEFAULT_ESTIMATE,
     DEFAULT_PEAK,
     ESTIMATE_MODES,
+    MAX_CURVE_POINTS,
     MAX_POINTS,
     MAX_REQUESTS,
     PEAK_MODES,
@@ -352,4 +353,28 @@ def seed(text: str) -> int:
         value = -1
     if not 0 <= value < 2**63:
         raise argparse.ArgumentTypeError(f"expected a whole number from 0, got {text!r}")
+    return value
+
+
+# ---- `serve --concurrency a,b,…`: curves under a benchmark client's load (curve.py)
+
+
+def concurrencies(text: str) -> list[int]:
+    """One concurrency (`64`) or a curve's (`1,8,64`, `1..512` doubling, `8..64+8`),
+    at most MAX_CURVE_POINTS of them."""
+    values = counts(text)
+    if len(values) > MAX_CURVE_POINTS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_CURVE_POINTS} concurrencies a curve, "
+                                         f"got {len(values):,}")  # fmt: skip
+    return values
+
+
+def length_ratio(text: str) -> float:
+    """A benchmark client's range ratio: from 0 to 1 (`0.8`: lengths in [0.8 L, L])."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a ratio from 0 to 1, got {text!r}")
     return value

@@ -373,15 +373,22 @@ class Scenario:
         bound: none)."""
         return 0 if bound or not self.kernels else self.profile.extra_decode_steps
 
-    def _decode_workload(self, n: int, context: int, chunk: int = 0) -> Workload:
+    def _decode_workload(self, n: int, context: int, chunk: int = 0,
+                         isl: int | None = None) -> Workload:  # fmt: skip
+        cached, new = self.cached, self.new
+        if isl is not None and isl != self.isl:  # the chunk's requests are of another length
+            cached = math.floor(isl * self.engine.prefix_hit)
+            new = isl - cached
         return Workload(Phase.decode, n * self.par.dp, context=context, parallel=self.par,
-                        chunk=chunk, prompt=self.new if chunk else 0,
-                        prefix=self.cached if chunk else 0, queries=self.queries)  # fmt: skip
+                        chunk=chunk, prompt=new if chunk else 0,
+                        prefix=cached if chunk else 0, queries=self.queries)  # fmt: skip
 
-    def decode(self, n: int, context: int, chunk: int = 0, timed: bool = False) -> Totals:
+    def decode(self, n: int, context: int, chunk: int = 0, timed: bool = False,
+               isl: int | None = None) -> Totals:  # fmt: skip
         """A decode step of n sequences per replica (speculative: the verify, k + 1
-        new tokens per sequence)."""
-        return self.totals(self._decode_workload(n, context, chunk), timed)
+        new tokens per sequence), its prefill chunk from prompts of `isl` input tokens
+        (default: the scenario's)."""
+        return self.totals(self._decode_workload(n, context, chunk, isl), timed)
 
     def stage(self, n: int, context: int, chunk: int = 0) -> StageStep:
         """The report's pipeline stage in a decode step of a batch of n sequences: its

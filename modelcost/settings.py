@@ -153,15 +153,22 @@ SHARES = (1e-9, 1e9)  # a class's share: a weight, normalised over the mix
 
 DEFAULT_REQUESTS = 1_000  # requests one `--rate` run simulates
 MAX_REQUESTS = 100_000  # the most one run takes
-# A run's bookkeeping (measured, arrivals.run with a constant step time): about 6 µs a
-# step plus 0.3 µs per running sequence a step, and `serve --rate` runs twice (the
-# estimate, then the bound). Two caps hold a run to a few seconds: requests × osl (the
-# sequence-steps) is refused above MAX_OUTPUT_TOKENS before it starts, and a run that
-# reaches MAX_STEPS steps (few sequences at once, long outputs) stops there and says so,
-# its figures over the requests that finished.
-MAX_OUTPUT_TOKENS = 5_000_000
-MAX_STEPS = 500_000
+# A run's work grows with its scheduler events (a step taking prompt tokens, or a
+# stretch of identical decode steps taken at once: arrivals.run), not its steps: about
+# 1.5 µs an event (measured, arrivals.run with a constant step time: 20,000 requests of
+# 1,000 + 1,000 tokens one at a time, 20 million steps, in 1.0 s). A run stops after
+# MAX_EVENTS events or MAX_STEPS steps, saying so, its figures over the requests that
+# finished: a few seconds at most, and the steps far beyond any benchmark's.
+MAX_EVENTS = 2_000_000
+MAX_STEPS = 10**9
 # arrival rates (requests/s) a run takes: below 1e-3/s arrival times reach 1e6 s for a
 # thousand requests, where a float still resolves a microsecond step (2^-52 × 1e6 s ≈
 # 0.2 ns); above 1e6/s every request arrives at once, as it would at any higher rate
 RATES = (1e-3, 1e6)
+
+# ---- `serve --concurrency a,b,…`: curves under a benchmark client's load (curve.py)
+
+# requests a curve's client sends at each concurrency: vLLM's `benchmark_serving.py` and
+# SGLang's `bench_serving` both default --num-prompts to 1,000
+DEFAULT_PROMPTS = 1_000
+MAX_CURVE_POINTS = 64  # concurrencies one curve takes (1..2**40 doubling is 41)

@@ -16,9 +16,11 @@ from hypothesis import strategies as st
 
 from modelcost import arrivals
 from modelcost.arrivals import (
+    ClosedLoop,
     Stats,
     chunk_bucket,
     context_bucket,
+    decodes_bucket,
     latencies,
     percentile,
     poisson,
@@ -38,8 +40,8 @@ class Recorded:
     def __init__(self, d: float) -> None:
         self.d, self.calls = d, []
 
-    def __call__(self, decodes: int, context: int, chunk: int) -> float:
-        self.calls.append((decodes, context, chunk))
+    def __call__(self, decodes: int, context: int, chunk: int, isl: int) -> float:
+        self.calls.append((decodes, context, chunk, isl))
         return self.d
 
 
@@ -75,9 +77,10 @@ def test_chunked_prefill_decodes_first_then_prompts_within_the_budget() -> None:
     # step 3: both decode at contexts 3 + 2 and 3 + 1: their mean rounded up, 5; r0's
     #         third token: it finishes at 3D
     # step 4: r1 decodes at 3 + 2 = 5: it finishes at 4D
+    # (each call's last figure: the chunk's input length, 0 without a chunk)
     d, step = 0.5, Recorded(0.5)
     trace = run([0.0, 0.0], isl=3, prompt=3, osl=3, step=step, max_running=2, budget=4)
-    assert step.calls == [(0, 3, 4), (1, 4, 2), (2, 5, 0), (1, 5, 0)]
+    assert step.calls == [(0, 3, 4, 3), (1, 4, 2, 3), (2, 5, 0, 0), (1, 5, 0, 0)]
     assert [figures(trace, i) for i in (0, 1)] == [(d, 3 * d), (2 * d, 4 * d)]
 
 
@@ -86,7 +89,7 @@ def test_a_prompt_longer_than_the_budget_is_prefilled_in_chunks() -> None:
     # memoized step, asked for once), the first token at 3D, then one decode at 10 + 1
     step = Recorded(1.0)
     trace = run([0.0], isl=10, prompt=10, osl=2, step=step, max_running=1, budget=4)
-    assert step.calls == [(0, 10, 4), (0, 10, 2), (1, 11, 0)]
+    assert step.calls == [(0, 10, 4, 10), (0, 10, 2, 10), (1, 11, 0, 0)]
     assert figures(trace, 0) == (3.0, 4.0)
 
 
@@ -171,15 +174,23 @@ def test_the_step_cap_stops_a_run_and_says_so(monkeypatch) -> None:
     assert "note             stopped at the 300-step cap" in render_arrivals(a, "text")
 
 
-def test_too_many_output_tokens_are_refused_before_the_run() -> None:
-    with pytest.raises(SpecError) as err:
-        simulate(LLAMA8, "h100", 128, 100, rate=10, requests=50_001)
-    # 50,001 × 100 = 5,000,100 tokens, over MAX_OUTPUT_TOKENS = 5,000,000
-    assert err.value.message == (
-        "50,001 requests of 100 output tokens are 5,000,100 tokens to simulate, over the "
-        "5,000,000 a run takes"
-    )
-    assert err.value.hint == "at most 50,000 requests of this length (--requests)"
+def test_the_event_cap_stops_a_run_and_says_so(monkeypatch) -> None:
+    # one request at a time, isl 1, osl 5: the context bucket (⌈6/32⌉ = 1 token) moves
+    # every step, so each step is an event: 2 requests are 10 events, a cap of 7 finishes
+    # r0 (events 1-5) and stops two events into r1
+    trace = run([0.0, 0.0], 1, 1, 5, Recorded(1.0), max_running=1, max_events=7)
+    assert (trace.stopped, trace.events, trace.steps) == (True, 7, 7)
+    assert latencies(trace, 5).finished == 1
+    # decodes alone are one event a stretch: 1,000 requests of 1,000 + 1,000 tokens one
+    # at a time are a million steps in 18 events a request: its prompt's step, then its
+    # decodes at contexts 1,001 to 1,999 across the buckets of ⌈2,000/32⌉ = 63 tokens
+    # that end at 1,008, 1,071, …, 2,016 (held to 2,000): (2,016 − 1,008)/63 + 1 = 17
+    long = run(ClosedLoop(requests=1000, clients=1), 1000, 1000, 1000, Recorded(1.0), 1)
+    assert (long.steps, long.events, long.stopped) == (1_000_000, 18_000, False)
+    assert long.end == 1_000_000.0  # a request's 1,000 steps of D = 1 s, back to back
+    monkeypatch.setattr(arrivals, "MAX_EVENTS", 40)
+    a = simulate(LLAMA8, "h100", 128, 256, rate=1000, requests=4, concurrency=1)
+    assert a.note == "stopped at the 40-event cap: 1 of 4 requests finished; the figures are theirs"
 
 
 def test_buckets_round_up_by_at_most_their_stated_share() -> None:
@@ -193,6 +204,12 @@ def test_buckets_round_up_by_at_most_their_stated_share() -> None:
     ]  # fmt: skip
     for c in range(1, 5000):
         assert c <= chunk_bucket(c) <= c * 17 / 16
+    # decodes: exact to 64, then 6 significant bits: less than 1/32 more
+    assert [decodes_bucket(d) for d in (1, 64, 65, 127, 128, 129, 500)] == [
+        1, 64, 66, 128, 128, 132, 504,
+    ]  # fmt: skip
+    for d in range(1, 5000):
+        assert d <= decodes_bucket(d) < d * 33 / 32
 
 
 def test_poisson_arrivals_are_seeded_and_ascending() -> None:
@@ -257,3 +274,131 @@ def test_serve_rate_html_escapes_what_comes_from_files() -> None:
     assert "<h1>a&lt;b&gt;&amp; on NVIDIA H100 SXM5 80GB: requests arriving over time</h1>" in page
     assert "<b>" not in page and "<td>TTFT, bound</td>" in page
     assert a._repr_html_() == render_arrivals(a, "html")
+
+
+def stepwise(load, isl, prompt, osl, step, max_running, budget=0, max_steps=10**9):
+    """The scheduler as the module docstring says it, one step at a time, every
+    running sequence visited each step: what `run` (stretches of decodes at once, sums
+    and a heap) must equal. Returns (arrival, first, finish, end, steps, tokens, the
+    longest queue, the step keys asked for)."""
+    closed = isinstance(load, ClosedLoop)
+    n = load.requests if closed else len(load)
+    each = lambda v: [v] * n if isinstance(v, int) else list(v)  # noqa: E731
+    isls, news, osls = each(isl), each(prompt), each(osl)
+    if closed:
+        sent = min(load.clients, n)
+        arrival = [0.0] * sent + [math.nan] * (n - sent)
+    else:
+        arrival, sent = list(load), n
+    first, finish, prefilled, made = [math.nan] * n, [math.nan] * n, [0] * n, [0] * n
+    waiting, running, keys = [], [], []
+    longest = max(isls) + max(osls)
+    now, arrived, done, steps, most, tokens = 0.0, 0, 0, 0, 0, 0
+    while done < n:
+        while arrived < sent and arrival[arrived] <= now:
+            waiting.append(arrived)
+            arrived += 1
+        if not running and not waiting:
+            now = arrival[arrived]
+            continue
+        if steps == max_steps:
+            break
+        most = max(most, len(waiting))
+        decoding = [r for r in running if prefilled[r] == news[r]]
+        left = budget - len(decoding) if budget else 10**18
+        takes = []
+        for r in running:
+            if prefilled[r] < news[r] and left > 0:
+                takes.append((r, min(news[r] - prefilled[r], left)))
+                left -= takes[-1][1]
+        while waiting and len(running) < max_running and left > 0:
+            r = waiting.pop(0)
+            running.append(r)
+            takes.append((r, min(news[r], left)))
+            left -= takes[-1][1]
+        chunk, d = sum(t for _, t in takes), len(decoding)
+        context = -(-sum(isls[r] + made[r] for r in decoding) // d) if d else max(isls)
+        length = -(-sum(t * isls[r] for r, t in takes) // chunk) if chunk else 0
+        key = (
+            decodes_bucket(d),
+            context_bucket(context, longest),
+            chunk_bucket(chunk) if chunk else 0,
+            context_bucket(length, max(isls)) if chunk else 0,
+        )
+        if budget and key[2] > budget:
+            key = (key[0], key[1], budget, key[3])
+        keys.append(key)
+        now += step(*key)
+        steps += 1
+        for r in decoding:
+            made[r] += 1
+        for r, t in takes:
+            prefilled[r] += t
+            if prefilled[r] == news[r]:
+                made[r], first[r] = 1, now
+        tokens += d + sum(1 for r, _ in takes if prefilled[r] == news[r])
+        still = []
+        for r in running:
+            if made[r] == osls[r]:
+                finish[r], done = now, done + 1
+                if closed and sent < n:
+                    arrival[sent], sent = now, sent + 1
+            else:
+                still.append(r)
+        running = still
+    return arrival, first, finish, now, steps, tokens, most, keys
+
+
+class Timed:
+    """A step time that depends on the step's shape (so a wrong shape shows), in
+    binary fractions of a second, recording the distinct shapes asked for."""
+
+    def __init__(self) -> None:
+        self.asked: set = set()
+
+    def __call__(self, decodes: int, context: int, chunk: int, isl: int) -> float:
+        self.asked.add((decodes, context, chunk, isl))
+        return 0.25 + decodes / 64 + context / 1024 + chunk / 256 + isl / 4096
+
+
+def same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(1, 14),
+    gaps=st.lists(st.sampled_from([0.0, 0.125, 0.5, 3.0, 40.0]), min_size=14, max_size=14),
+    isls=st.lists(st.integers(1, 40), min_size=14, max_size=14),
+    osls=st.lists(st.integers(1, 60), min_size=14, max_size=14),
+    hit=st.sampled_from([0, 0.5]),
+    running=st.integers(1, 5),
+    budget=st.sampled_from([0, 5, 9, 64]),
+    clients=st.sampled_from([0, 1, 3, 8]),
+    cap=st.sampled_from([10**9, 7, 50]),
+)
+def test_the_run_equals_the_scheduler_step_by_step(
+    n, gaps, isls, osls, hit, running, budget, clients, cap
+) -> None:
+    # over any arrivals (or a closed loop of clients), lengths a request, prefix hits,
+    # running limit, budget and step cap: `run`'s stretches, sums and heap give the
+    # same steps, tokens, queue and step shapes as the scheduler visiting every
+    # sequence each step, and the same times to the rounding of k × D against k
+    # additions of D
+    if budget:
+        running = min(running, budget)
+    isl, osl = isls[:n], osls[:n]
+    new = [i - math.floor(i * hit) for i in isl]
+    load = ClosedLoop(requests=n, clients=clients) if clients else (
+        [sum(gaps[: i + 1]) for i in range(n)])  # fmt: skip
+    fast, slow = Timed(), Timed()
+    trace = run(load, isl, new, osl, fast, running, budget, cap)
+    arrival, first, finish, end, steps, tokens, most, keys = stepwise(
+        load, isl, new, osl, slow, running, budget, cap
+    )
+    assert (trace.steps, trace.tokens, trace.max_waiting) == (steps, tokens, most)
+    assert fast.asked == slow.asked == set(keys) and trace.shapes == len(fast.asked)
+    assert trace.stopped == any(math.isnan(f) for f in finish)
+    for got, want in ((trace.arrival, arrival), (trace.first, first), (trace.finish, finish)):
+        assert all(same(a, b) for a, b in zip(got, want, strict=True))
+    assert same(trace.end, end)

@@ -579,3 +579,35 @@ def test_the_plugins_pages_are_laid_out_in_mkdocs_default_theme(browser, tmp_pat
     assert looks["sheet"]
     assert looks["pad"] >= 8 and looks["rule"] == "solid"  # cells apart, rows ruled
     assert looks["gap"] >= 16  # a heading apart from the table above it
+
+
+def test_the_serving_curve_chart_shows_tips_and_hides_series(browser, tmp_path: Path) -> None:
+    from modelcost.curve import BenchLoad, curves
+    from modelcost.graph import Parallel
+    from modelcost.render.curve_format import render_curves
+    from modelcost.serving import Engine
+
+    found = curves(MODELS / "llama3-8b.model", "h100", 256, 64, [1, 4], BenchLoad(prompts=20),
+                   [Parallel(), Parallel(tp=2)], Engine(2048))  # fmt: skip
+    path = tmp_path / "curve.html"
+    path.write_text(render_curves(found, "html"))
+    page, errors = open_page(browser, path)
+    tip = page.locator("#chart-tip")
+    assert tip.is_hidden()
+    # the front is drawn last, over the points it joins: a user's pointer meets its circle
+    point = page.locator('g.series-group[data-series="Pareto front"] circle').last
+    point.hover()
+    assert tip.is_visible()
+    said = tip.inner_text().splitlines()
+    assert said[0].startswith("tp ") and " at concurrency " in said[0]
+    assert said[3].startswith("TTFT mean ") and said[4].startswith("TPOT mean ")
+    page.mouse.move(5, 5)
+    assert tip.is_hidden()
+    line = page.locator('g.series-group[data-series="tp 1"]')
+    entry = page.locator('g.legend-item[data-series="tp 1"]')
+    entry.click()
+    assert line.is_hidden() and entry.get_attribute("aria-pressed") == "false"
+    assert page.locator('g.series-group[data-series="tp 2 (2 devices)"]').is_visible()
+    entry.press("Enter")
+    assert line.is_visible() and entry.get_attribute("aria-pressed") == "true"
+    assert errors == []

@@ -51,9 +51,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "network", "collectives_achieved", "measured", "calibration", "compile", "speculative",
         "executors", "grid",
     )),
-    ("analyses", ("diff", "sweeps", "serving", "arrivals", "disagg", "deployment", "training")),
+    ("analyses", ("diff", "sweeps", "serving", "arrivals", "curve", "disagg", "deployment",
+                  "training")),
     ("render", (
-        "render", "render.bars", "render.charts", "render.chart_modes", "render.diff_text",
+        "render", "render.bars", "render.charts", "render.chart_modes", "render.curve_format",
+        "render.diff_text",
         "render.disagg_format", "render.data_format",
         "render.diff_view", "render.env", "render.escape", "render.formats",
         "render.json_format", "render.notebook", "render.palette", "render.serving_format",

@@ -34,6 +34,9 @@ CHART_CSS = "\n".join((
 ))  # fmt: skip
 
 
+NL = "\n"  # a tip's line break (an attribute keeps it as &#10;)
+
+
 def svg_open(cls: str, width: int, height: int, label: str, attrs: str = "") -> str:
     """A chart's opening tag and its style sheet: `cls` its kind (`roofline`, ...),
     `label` its accessible name (user text escaped here), `attrs` more of ours."""
@@ -262,6 +265,7 @@ class Series(Record, frozen=True):
     points: tuple[tuple[float, float], ...]
     marked: tuple[bool, ...]
     joined: bool = True  # a line through the points, or the points alone
+    tips: tuple[str, ...] = ()  # each point's tooltip (an interactive chart's): its figures
 
 
 Domain = tuple[float, float, float, float]  # x from, x to, y from, y to (all > 0)
@@ -284,12 +288,16 @@ def line_svg(
     width: int = 760,
     height: int = 400,
     over: Domain | None = None,
+    interactive: bool = False,
 ) -> str:
     """A log-log line chart, one coloured line per series with a legend; `lines` are
     labelled horizontal lines (a capacity). Every point has a tooltip. `over`: the
     domain to draw (`domain` of several charts' series, so they share their axes);
     by default the series' own. Each series its own colour while there are no more
-    than PALETTE's (callers keep to that: render/sweep_view.py)."""
+    than PALETTE's (callers keep to that: render/sweep_view.py). `interactive`: each
+    series in a group and each legend entry a button of the same `data-series` (the
+    page's script hides a series when its entry is clicked), each point's tip (the
+    series' `tips`, else its coordinates) in `data-tip` for the page's tooltip."""
     left, right, top, bottom = 70, 200, 20, 50
     pw, ph = width - left - right, height - top - bottom
     xa, xb, ya, yb = over if over is not None else domain(series, lines)
@@ -336,23 +344,34 @@ def line_svg(
     palette = {s.label: PALETTE[i % len(PALETTE)] for i, s in enumerate(series)}
     for s in series:
         color = palette[s.label]
+        if interactive:
+            out.append(f'<g class="series-group" data-series="{escape(s.label)}">')
         pts = [(x, y) for x, y in s.points if x > 0 and y > 0]
         path = " ".join(f"{_r(X(x))},{_r(Y(y))}" for x, y in pts)
         if s.joined:
             out.append(f'<polyline points="{path}" fill="none" stroke="{color}" '
                        f'class="series" data-series="{escape(s.label)}"/>')  # fmt: skip
-        for (x, y), filled in zip(s.points, s.marked, strict=True):
+        tips = s.tips or ("",) * len(s.points)
+        for (x, y), filled, tip in zip(s.points, s.marked, tips, strict=True):
             if x <= 0 or y <= 0:
                 continue
             fill = color if filled else "white"
+            said = tip or f"{s.label}: {si(x)} {x_label}, {si(y)} {y_label}"
+            lines_said = "&#10;".join(escape(line) for line in said.split(NL))
+            data = f' data-tip="{lines_said}"' if interactive else ""
             out.append(f'<circle cx="{_r(X(x))}" cy="{_r(Y(y))}" r="3" fill="{fill}" '
-                       f'stroke="{color}" class="pt{" marked" if filled else ""}">'
-                       f"<title>{escape(s.label)}: {si(x)} {escape(x_label)}, {si(y)} "
-                       f"{escape(y_label)}</title></circle>")  # fmt: skip
+                       f'stroke="{color}" class="pt{" marked" if filled else ""}"{data}>'
+                       f"<title>{escape(said.replace(NL, '; '))}</title></circle>")  # fmt: skip
+        if interactive:
+            out.append("</g>")
     for i, s in enumerate(series):
         ky = top + 8 + 14 * i
-        out.append(f'<rect x="{left + pw + 8}" y="{ky - 8}" width="9" height="9" '
-                   f'fill="{palette[s.label]}"/><text x="{left + pw + 21}" y="{ky}" '
-                   f'class="legend">{escape(s.label)}</text>')  # fmt: skip
+        entry = (f'<rect x="{left + pw + 8}" y="{ky - 8}" width="9" height="9" '
+                 f'fill="{palette[s.label]}"/><text x="{left + pw + 21}" y="{ky}" '
+                 f'class="legend">{escape(s.label)}</text>')  # fmt: skip
+        if interactive:
+            entry = (f'<g class="legend-item" data-series="{escape(s.label)}" role="button" '
+                     f'tabindex="0" aria-pressed="true">{entry}</g>')  # fmt: skip
+        out.append(entry)
     out.append("</svg>")
     return "\n".join(out)

@@ -1,5 +1,5 @@
 """How domain objects show themselves in a notebook: a report, a sweep, a serving
-answer (aggregated, disaggregated or the two compared) or an arrival run as its HTML
+answer (aggregated, disaggregated or the two compared), an arrival run or a curve as its HTML
 (or Markdown) page. The domain never imports render: its `_repr_html_` asks
 hooks.shown, which the package's top points here."""
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..arrivals import Arrivals
+from ..curve import Curves
 from ..deployment import Deployment
 from ..disagg import Disaggregated, DisaggSearch
 from ..report import Report
@@ -18,6 +19,7 @@ from ..sweeps import Sweep
 
 def _renderers() -> tuple[tuple[type, Callable[[Any, str], str]], ...]:
     from . import render
+    from .curve_format import render_curves
     from .disagg_format import render_deployment, render_disagg, render_disagg_search
     from .serving_format import render_arrivals, render_mix, render_search, render_serving
     from .sweep_format import render_sweep
@@ -25,7 +27,7 @@ def _renderers() -> tuple[tuple[type, Callable[[Any, str], str]], ...]:
     return ((Report, render), (Sweep, render_sweep), (Serving, render_serving),
             (Search, render_search), (MixServing, render_mix), (Arrivals, render_arrivals),
             (Disaggregated, render_disagg), (DisaggSearch, render_disagg_search),
-            (Deployment, render_deployment))  # fmt: skip
+            (Deployment, render_deployment), (Curves, render_curves))  # fmt: skip
 
 
 def show(obj: object, fmt: str) -> str:

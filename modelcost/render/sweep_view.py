@@ -26,6 +26,7 @@ class TablePage(Record, frozen=True):
     # small multiples: (heading, ((caption, svg), ...)), drawn as a grid after `charts`
     facets: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     note: str = ""  # under the table heading (what of the rows the table shows)
+    interactive: bool = False  # its charts' tooltips and legend buttons (templates/_chart.js.j2)
 
 
 HEADERS = ("model", "hardware", "phase", "batch", "seq / context", "layout", "step",
