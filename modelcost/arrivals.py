@@ -441,6 +441,15 @@ class ScenarioSteps:
         return self.sc.seconds(t, self.bound)
 
 
+def one_batch(par: Parallel, hint: str) -> None:
+    """SpecError for pipeline stages: the simulation runs one batch at a time, where a
+    serving pipeline keeps a batch in flight a stage (serving.Scenario.pipelined_step)."""
+    if par.pp > 1:
+        raise SpecError(f"pipeline stages ({par.label}): the step-by-step simulation runs one "
+                        "batch at a time, not a batch in flight a stage", filename="modelcost",
+                        hint=hint)  # fmt: skip
+
+
 def schedule(engine: Engine) -> str:
     """How a run schedules: `in-flight batching, chunked prefill, 8,192 tokens a step`."""
     what = (f"chunked prefill, {engine.budget:,} tokens a step" if engine.budget
@@ -486,6 +495,7 @@ def simulate(
     holds no sequence, or a run whose step cap passes before any request finishes."""
     check_request(isl, osl, concurrency, None, None)
     _check(rate, requests, seed)
+    one_batch(parallel, "serve it without --rate (a pipeline's figures, static batches)")
     spec, hw = as_spec(spec), as_hardware(hw)
     mode = estimate_mode(estimate)
     # the memory's limit alone, as the engine keeps it: serve's, without a budget

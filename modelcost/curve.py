@@ -35,6 +35,7 @@ from .arrivals import (
     cap_note,
     flat,
     latencies,
+    one_batch,
     run,
 )
 from .compile import as_hardware, as_spec
@@ -210,11 +211,8 @@ def _layout_curve(
 ) -> tuple[Curve, bool]:
     """One layout's curve and whether it was timed by the kernels' estimate; SpecError
     when not one sequence fits or the model has no step of prompts beside decodes."""
-    if par.pp > 1:
-        raise SpecError(f"pipeline stages ({par.label}): the step-by-step simulation runs one "
-                        "batch at a time, not a batch in flight a stage", filename="modelcost",
-                        hint="a pipeline's figures: serve it at one concurrency without "
-                        "--prompts or --length-ratio")  # fmt: skip
+    one_batch(par, "a pipeline's figures: serve it at one concurrency without --prompts or "
+              "--length-ratio")  # fmt: skip
     memory = Scenario(spec, hw, par, isl, osl, replace(engine, budget=0))
     room: Room = fitting(memory)  # the longest request's room: every shorter one fits
     most = min(room.most, engine.budget) if engine.budget else room.most

@@ -241,6 +241,8 @@ def test_the_scenario_steps_are_serves_compiles_and_the_bound_is_below() -> None
         (["--requests", "5"], "--requests and --seed go with --rate"),
         (["--rate", "1", "--search"], "--rate simulates one request class: leave out --search"),
         (["--rate", "1", "--tpot", "5ms"], "leave out --tpot"),
+        # a serving pipeline keeps a batch in flight a stage; the simulation runs one
+        (["--rate", "1", "--pp", "2"], "pipeline stages (pp 2): the step-by-step simulation"),
         # the most that fit in what vLLM (the default engine) leaves the cache:
         # gpu_memory_utilization 0.9 of the device (specs/kernels/engines.json)
         (["--rate", "1", "--concurrency", "100000"], "--concurrency 100,000: at most 362"),
