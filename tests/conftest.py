@@ -48,3 +48,72 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
         if item.nodeid.startswith("tests/test_browser.py"):
             item.add_marker(pytest.mark.browser)
+
+
+# --- every parametrized case checks something --------------------------------------------
+# A parametrized case that passes without one check is a case that cannot fail (a loop
+# that never ran, asserts behind a `continue`). The checks counted: each assert that
+# passes (pytest's assertion-pass hook, `enable_assertion_pass_hook` in pyproject.toml)
+# and each `pytest.raises` (which fails the case itself when nothing is raised).
+CHECKS: dict[str, int] = {}
+_RUNNING: list[str] = []
+
+
+def pytest_assertion_pass(item):  # pluggy passes the arguments a hook names
+    CHECKS[item.nodeid] = CHECKS.get(item.nodeid, 0) + 1
+
+
+def _counted_raises(raises):
+    def counted(*args, **kwargs):
+        if _RUNNING:
+            CHECKS[_RUNNING[-1]] = CHECKS.get(_RUNNING[-1], 0) + 1
+        return raises(*args, **kwargs)
+
+    return counted
+
+
+def _code_names(code) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _code_names(const)
+    return names
+
+
+def _rewritten_without_the_hook(item) -> bool:
+    """Whether the case's function was rewritten from a bytecode cache written before the
+    assertion-pass hook was on (its asserts would count nothing): then it is not judged.
+    Deleting tests/__pycache__ once brings such a cache up to date."""
+    fn = getattr(item, "function", None)
+    names = _code_names(fn.__code__) if fn is not None and hasattr(fn, "__code__") else set()
+    return "_format_explanation" in names and "_call_assertion_pass" not in names
+
+
+def pytest_configure():
+    import pytest
+
+    if not getattr(pytest.raises, "_counted", False):
+        pytest.raises = _counted_raises(pytest.raises)
+        pytest.raises._counted = True
+
+
+def pytest_runtest_call(item):
+    _RUNNING[:] = [item.nodeid]
+
+
+def pytest_runtest_makereport(item, call):
+    if call.when != "call":
+        return None
+    _RUNNING.clear()
+    if (call.excinfo is None and hasattr(item, "callspec") and not CHECKS.get(item.nodeid)
+            and not _rewritten_without_the_hook(item)):  # fmt: skip
+        from _pytest.reports import TestReport
+
+        report = TestReport.from_item_and_call(item, call)
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid}: this parametrized case passed without one "
+            "check (no assert passed, no pytest.raises): it cannot fail"
+        )
+        return report
+    return None
