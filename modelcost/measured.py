@@ -5,7 +5,9 @@ precision, TFLOPS at 2·M·N·K or bytes/s over the unique bytes), attention ker
 (batch, query and key lengths, heads, head dim, causal, pass, time) and bandwidth
 kernels (bytes/s). Each point becomes the op the compiler would build, costed and
 timed like any other: its roofline time must not be beaten, and the estimate's error
-is measured against it.
+is measured against it. A point whose `built` names the figures it was taken into (a
+library rate, a part's achievable roof) is in-sample: the estimate gives it back by
+construction, so it pins that figure and says nothing of the estimate's accuracy.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ class Check(Record, frozen=True):
     roofline_s: float
     estimate_s: float
     reason: str
+    built: tuple[str, ...] = ()  # the model's figures taken from this point, if any
+
+    @property
+    def in_sample(self) -> bool:
+        """Whether the model was built from this point (then it is no validation)."""
+        return bool(self.built)
 
     @property
     def error(self) -> float:
@@ -88,7 +96,8 @@ def check(point: dict) -> Check:
         bw = sustained_bandwidth(hw)
         est = GIGABYTE / bw.bytes_s
         why, what = bw.source, str(point.get("benchmark"))
-    return Check(point["id"], kind, hw.name, what, measured, roofline, est, why)
+    return Check(point["id"], kind, hw.name, what, measured, roofline, est, why,
+                 tuple(point.get("built", ())))  # fmt: skip
 
 
 def load_points(path: str | Path) -> list[dict]:

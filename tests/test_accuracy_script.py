@@ -1,9 +1,8 @@
 """benchmarks/accuracy.py: how published points become scores, on a few points (fast).
 
 The figures themselves follow the estimate, which other work keeps changing, so no test
-pins them or checks that docs/accuracy.md is current (such a test would fail on every
-change to the estimate): the page states the commit it was generated at instead. What is
-pinned: each score is exactly the public API's figure for the point's mapping, the
+pins them here: tests/test_accuracy_gate.py holds them to no worse than docs/accuracy.md
+publishes, and the page states the commit it was generated at. What is pinned here: each score is exactly the public API's figure for the point's mapping, the
 published figure is the one the source states, the bound check's direction, and that
 every point of the data file is either mapped or skipped with a reason.
 """
@@ -211,5 +210,10 @@ def test_the_summary_has_a_row_for_every_end_to_end_point() -> None:
     by = {r[0]: r for r in rows}
     assert list(by) == [acc.KERNEL, acc.SINGLE, acc.MULTI, acc.E2E, "all"]
     # within ±25 %: the −20 % one of the two; median |error| of 20 % and 40 %: 30 %
-    assert by[acc.E2E][1:4] == [2, "1/2 (50%)", "30%"]
-    assert by["all"][1:4] == [3, "2/3 (67%)", "20%"]
+    assert by[acc.E2E][1:4] == [2, "1/2 (50%)", "30.0%"]
+    assert by["all"][1:4] == [3, "2/3 (67%)", "20.0%"]
+    # an in-sample point (a figure was taken from it) is left out of every figure and
+    # counted in the last column
+    ins = acc.Scored(2, acc.KERNEL, "h100", "x", "s", 1.0, 1.0, 0.5, True, "why", ("a rate",))
+    rows = acc.summary([pt(acc.KERNEL, 1.1), ins])
+    assert rows[0][:4] == [acc.KERNEL, 1, "1/1 (100%)", "10.0%"] and rows[0][-1] == 1
