@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from modelcost.compile import compile_report
 from modelcost.dtypes import DType
-from modelcost.estimate import K_FILL, LAUNCH_S, estimate, library, tile_waves
+from modelcost.estimate import LAUNCH_S, estimate, library, tile_waves
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
 from modelcost.measured import DTYPE, check, load_points
@@ -34,9 +34,9 @@ def test_tiles_and_waves_by_hand() -> None:
     e = estimate(op, op.flops(), op.bytes(), 0.0, MI355X)
     assert "289 tiles in 2 waves on 256 CUs; the last is 13% full" in e.reason
     # each wave is one tile per CU at 3,527/256 TFLOPS a CU, its K loop 128 longer for
-    # the pipeline's fill and drain; then the launch
-    per_wave = 2 * 256 * 256 * (8192 + K_FILL) * 256 / 3527e12
-    assert e.time_s == pytest.approx(2 * per_wave + LAUNCH_S, rel=1e-12)
+    # the pipeline's fill and drain (two 64-deep steps); then the 2 µs launch
+    per_wave = 2 * 256 * 256 * (8192 + 128) * 256 / 3527e12
+    assert e.time_s == pytest.approx(2 * per_wave + 2e-6, rel=1e-12)
 
 
 def test_published_kernels_against_the_estimate_and_the_roofline() -> None:
@@ -162,9 +162,9 @@ def test_a_narrow_prefill_projection_takes_smaller_tiles_and_splits_k() -> None:
     rate = per_tile_rate(k, MI355X)
     assert _timed(GemmOp(2048, 8192, 8192), MI355X)[1] == pytest.approx(192.94e-6, rel=1e-5)
     assert "AITER tuned_gemm (asm 256x256) sustains 1,425 TFLOPS at 2048×8192×8192" in why
-    per_tile = 2 * 128 * 128 * (4096 + K_FILL) * 256 / rate
+    per_tile = 2 * 128 * 128 * (4096 + 128) * 256 / rate  # the K loop's 128-deep fill
     reduce = 2 * 2 * 2048 * 1024 * 4 / 6.442e12  # fp32 partials written and read back
-    assert est == pytest.approx(per_tile + reduce + LAUNCH_S, rel=1e-12)
+    assert est == pytest.approx(per_tile + reduce + 2e-6, rel=1e-12)  # and the launch
     assert est / roof < 2.4
 
 
@@ -262,7 +262,7 @@ def test_the_sustained_bandwidth_is_the_parts_own_else_its_memory_siblings(
     op = UnaryOp(tensor=(250_000_000,), x=DType.fp32, out=DType.fp32)
     assert op.bytes() == 2_000_000_000
     e = estimate(op, op.flops(), op.bytes(), 0.0, load_hardware(part))
-    assert e.time_s == pytest.approx(op.bytes() / bandwidth + LAUNCH_S, rel=1e-12)
+    assert e.time_s == pytest.approx(op.bytes() / bandwidth + 2e-6, rel=1e-12)
 
 
 def test_a_part_with_no_published_bandwidth_and_no_sibling_reads_its_datasheet(tmp_path) -> None:
@@ -309,14 +309,14 @@ def test_stream_k_spreads_a_partial_last_wave_over_every_cu() -> None:
     # one full wave and 68 tiles streamed over all 132 CUs (68/132 of a K loop each),
     # plus every CU's fp32 partial tile written and read back: never the 2 whole waves
     # a tile-per-CU schedule takes
-    from modelcost.estimate import K_FILL, PARTIAL_BYTES, TileSet, plan
+    from modelcost.estimate import PARTIAL_BYTES, TileSet, plan
 
     hw = load_hardware("h100")
     rate = 989.4e12
     one = TileSet(tiles=((128, 128),), stream_k=True)
     p = plan((128 * 10,), 128 * 20, 4096, rate, hw, one)
-    per_tile = 2 * 128 * 128 * (4096 + K_FILL) * 132 / rate
-    streamed = 2 * 128 * 128 * (4096 * 68 / 132 + K_FILL) * 132 / rate
+    per_tile = 2 * 128 * 128 * (4096 + 128) * 132 / rate  # the K loop's 128-deep fill
+    streamed = 2 * 128 * 128 * (4096 * 68 / 132 + 128) * 132 / rate
     fixup = 2 * 132 * 128 * 128 * PARTIAL_BYTES / hw.bandwidth("achievable")
     assert p.time_s == pytest.approx(per_tile + streamed + fixup, rel=1e-12)
     plain = plan((128 * 10,), 128 * 20, 4096, rate, hw, TileSet(tiles=((128, 128),),
@@ -499,3 +499,31 @@ def test_a_flash_figure_is_reproduced_at_its_own_length(pass_, causal, tflops) -
     published = (4 if pass_ == "fwd" else 10) * 8 * 64 * 1024**2 * 128 * (0.5 if causal else 1)
     assert e.time_s == pytest.approx(published / (tflops * 1e12), rel=1e-9)
     assert "S=1024, 64/8 heads" in e.reason
+
+
+def test_flash_attention_away_from_its_figures_shape_by_hand_and_against_hipkittens() -> None:
+    # Out of sample: HipKittens' measurement of AITER's forward on MI355X (point 103:
+    # B=15, S=16384, 16/16 heads of 128, causal, 13.2213 ms), past the longest length AITER
+    # publishes (PR #1270: S=10240, B=8, 64/8 heads, causal, 1,313.7 TFLOPS). By hand:
+    # that figure's time, 4·B·H·S²·d / 2 FLOPs at 1,313.7 TFLOPS less the 2 µs launch, over
+    # its grid (8·64·⌈10240/128⌉ = 40,960 blocks of 128 rows: 160 whole waves on 256 CUs)
+    # and its useful key-loop share: 5,120.5 keys a query row, each block's loop 256 keys
+    # longer for its prologue and epilogue, and the causal diagonal's 64 keys computed whole
+    fig_flops = 4 * 8 * 64 * 10240**2 * 128 * 0.5
+    fig_time = fig_flops / 1313.7e12 - 2e-6
+    keys = 10241 / 2
+    fig_loop = keys / (keys + 256) * keys / (keys + 64)
+    ours = 4 * 8 * 64 * (10240 * 10241 // 2) * 128  # the model's causal pairs, S(S+1)/2
+    per_block = ours / (fig_time * fig_loop)
+    # the point: 15·16·128 = 30,720 blocks, 120 whole waves; 8,192.5 keys a query row
+    keys = 16385 / 2
+    loop = keys / (keys + 256) * keys / (keys + 64)
+    flops = 4 * 15 * 16 * (16384 * 16385 // 2) * 128
+    by_hand = flops / (per_block * loop) + 2e-6
+    point = next(p for p in load_points(DATA) if p["id"] == 103)
+    c = check(point)
+    assert not c.in_sample
+    assert c.estimate_s == pytest.approx(by_hand, rel=1e-12)
+    # against the measurement: 7.2 % fast
+    assert c.error == pytest.approx(by_hand / 13.2213e-3 - 1, rel=1e-12)
+    assert round(c.error, 4) == -0.0718
