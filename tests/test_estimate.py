@@ -527,3 +527,35 @@ def test_flash_attention_away_from_its_figures_shape_by_hand_and_against_hipkitt
     # against the measurement: 7.2 % fast
     assert c.error == pytest.approx(by_hand / 13.2213e-3 - 1, rel=1e-12)
     assert round(c.error, 4) == -0.0718
+
+
+def test_cublaslt_fp8_away_from_its_figures_shape_by_hand_and_against_azure() -> None:
+    # Out of sample: Azure's ND H100 v5 table measures cuBLASLt FP8 at several shapes; the
+    # estimate takes one of them (16384³, 1,377.3 TFLOPS: point 62, in-sample) and must
+    # come near the others through the tile and wave model alone. Each tile on one of the
+    # 132 SMs at 1,377.3/132 TFLOPS, its K loop 128 deeper for the pipeline's fill, then
+    # the 2 µs launch. This pins the figure's scale, the fill and the launch together.
+    rate = 1377.3e12
+    points = {p["id"]: p for p in load_points(DATA)}
+
+    def tile(tm: int, tn: int, k: float) -> float:
+        return 2 * tm * tn * (k + 128) * 132 / rate
+
+    # point 59, 2048³ (1,011.3 TFLOPS): 16 × 8 = 128 tiles of 128×256, one wave (too few
+    # to split K: 2 × 128 > 132 SMs)
+    by_hand = tile(128, 256, 2048) + 2e-6
+    c = check(points[59])
+    assert c.estimate_s == pytest.approx(by_hand, rel=1e-12)
+    assert round(c.error, 4) == -0.0777  # 15.67 µs against the published 16.99 µs
+    # point 61, 8192³ (1,290.1 TFLOPS): 64 × 64 = 4,096 tiles of 128×128 are 31 whole
+    # waves and 4 tiles streamed over the 132 SMs (4/132 of a K loop each, Stream-K), every
+    # SM's fp32 partial tile written and read back at the best published 3.18 TB/s
+    fixup = 2 * 132 * 128 * 128 * 4 / 3.18e12
+    by_hand = 31 * tile(128, 128, 8192) + tile(128, 128, 8192 * 4 / 132) + fixup + 2e-6
+    c = check(points[61])
+    assert c.estimate_s == pytest.approx(by_hand, rel=1e-12)
+    assert round(c.error, 4) == -0.0395  # 0.818 ms against the published 0.852 ms
+    # the 128×256 tiles' schedule (2,048 tiles: 15 waves and 68 streamed) is the slower
+    fixup_wide = 2 * 132 * 128 * 256 * 4 / 3.18e12
+    wide = 15 * tile(128, 256, 8192) + tile(128, 256, 8192 * 68 / 132) + fixup_wide
+    assert wide + 2e-6 > by_hand
