@@ -2,9 +2,10 @@
 
 The figures themselves follow the estimate, which other work keeps changing, so no test
 pins them here: tests/test_accuracy_gate.py holds them to no worse than docs/accuracy.md
-publishes, and the page states the commit it was generated at. What is pinned here: each score is exactly the public API's figure for the point's mapping, the
-published figure is the one the source states, the bound check's direction, and that
-every point of the data file is either mapped or skipped with a reason.
+publishes, and the page states the commit it was generated at. What is pinned here: each
+score is exactly the public API's figure for the point's mapping, the published figure
+is the one the source states, the bound check's direction, and that every point of the
+data file is either mapped or skipped with a reason.
 """
 
 import importlib.util
