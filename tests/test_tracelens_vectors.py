@@ -249,3 +249,18 @@ def test_elementwise_and_norm_events() -> None:
     e, c = 32 * 64 * 56 * 56, 64
     assert Normalization.flops_func(True, True, True, e, c) == 32_113_024
     assert Normalization.bytes_func(True, True, True, e, c, 2, 2) == 25_690_880
+
+
+def test_the_moe_flops_the_vectors_leave_out_by_hand() -> None:
+    # The reference vectors give FusedMoE's and UnfusedMoE_Up's bytes but not their FLOPs;
+    # TraceLens's formulas (its extensions, tracelens-perf-model.md §2.10), by hand.
+    # DeepSeek-V3's experts: 4,096 tokens, hidden 7,168, expert width 2,048, top 8, gated:
+    # the gate and up GEMMs 2·4096·7168·2048·8·2 = 1,924,145,348,608, the down GEMM half
+    # that, 962,072,674,304, and the weighted combine 4096·7168·(2·8 − 1) = 440,401,920
+    assert FusedMoE.flops_func(4096, 7168, 2048, 8, True) == 2_886_658_424_832
+    # ungated: one up GEMM, 962,072,674,304, beside the same down GEMM and combine
+    assert FusedMoE.flops_func(4096, 7168, 2048, 8, False) == 1_924_585_750_528
+    # gpt-oss-120b's (the bytes vector's shape): 512 tokens, 2,880 wide, top 4:
+    # 2·512·2880·2880·4 = 33,973,862,400 a GEMM, two of them gated
+    assert UnfusedMoE_Up.flops_func(512, 2880, 2880, 4, True) == 67_947_724_800
+    assert UnfusedMoE_Up.flops_func(512, 2880, 2880, 4, False) == 33_973_862_400
