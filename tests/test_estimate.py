@@ -30,6 +30,10 @@ def test_tiles_and_waves_by_hand() -> None:
     # 4096² fills exactly one wave; a batch of 3 of them, three
     assert tile_waves(4096, 4096, (256, 256), 256) == (256, 1)
     assert tile_waves(4096, 4096, (256, 256), 256, batch=3) == (768, 3)
+    # a tall tile over a ragged shape: ⌈1000/128⌉ · ⌈3000/256⌉ = 8 · 12 = 96 tiles, one
+    # wave on 132 SMs (rows cut by the tile's height, columns by its width)
+    assert tile_waves(1000, 3000, (128, 256), 132) == (96, 1)
+    assert tile_waves(3000, 1000, (128, 256), 132) == (96, 1)  # 24 · 4
     op = GemmOp(4352, 4352, 8192, a=DType.fp8_e4m3, b=DType.fp8_e4m3)
     e = estimate(op, op.flops(), op.bytes(), 0.0, MI355X)
     assert "289 tiles in 2 waves on 256 CUs; the last is 13% full" in e.reason
