@@ -17,7 +17,7 @@ from modelcost.estimate import LAUNCH_S, estimate, library, tile_waves
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
 from modelcost.measured import DTYPE, check, load_points
-from modelcost.perfmodel import GemmOp, SdpaOp
+from modelcost.perfmodel import GemmOp, GroupedGemmOp, SdpaOp
 
 DATA = Path(__file__).parent / "data" / "measured-kernels.json"
 MI355X = load_hardware("mi355x")  # 256 CUs; Gluon a8w8 sustains 3,527 TFLOPS (library.json)
@@ -563,3 +563,59 @@ def test_cublaslt_fp8_away_from_its_figures_shape_by_hand_and_against_azure() ->
     fixup_wide = 2 * 132 * 128 * 256 * 4 / 3.18e12
     wide = 15 * tile(128, 256, 8192) + tile(128, 256, 8192 * 68 / 132) + fixup_wide
     assert wide + 2e-6 > by_hand
+
+
+def _sm90_fp8_gemm_by_hand(M: int, N: int, K: int, batch: int = 1) -> float:
+    """A plain GEMM's time on H100 at cuBLASLt FP8's 1,377.3 TFLOPS by hand: the faster of
+    CUTLASS SM90's tiles (128×256, 256×128, 128×128; the wider first on a tie), each
+    either in whole waves of a tile per SM or, Stream-K, the full waves then the last
+    wave's tiles streamed over all 132 SMs plus every SM's fp32 partial tile written and
+    read back at 3.18 TB/s; every K loop 128 deeper for the pipeline's fill."""
+
+    def one(tm: int, tn: int, k: float) -> float:
+        return 2 * tm * tn * (k + 128) * 132 / 1377.3e12
+
+    best = math.inf
+    for tm, tn in ((128, 256), (256, 128), (128, 128)):
+        tiles = batch * -(-M // tm) * -(-N // tn)
+        full, rest = divmod(tiles, 132)
+        time = -(-tiles // 132) * one(tm, tn, K)
+        if rest and full:
+            fixup = 2 * 132 * tm * tn * 4 / 3.18e12
+            time = min(time, full * one(tm, tn, K) + one(tm, tn, K * rest / 132) + fixup)
+        best = min(best, time)
+    return best
+
+
+def test_a_gemms_backward_is_dgrad_and_wgrad_by_hand() -> None:
+    # Llama 3 70B's up projection at tp 4 in FP8 training, 8,192 tokens: X 8192×8192,
+    # W 8192×7168. Its backward runs as two ordinary GEMMs at the forward's published
+    # rate (cuBLAS has no backward figure): dX = dY·Wᵀ, 8,192 rows of 8,192 outputs, 7,168
+    # deep; dW = Xᵀ·dY, 7,168 × 8,192 outputs, 8,192 deep (the tokens); each its own
+    # launch, then the estimate's usual one
+    op = GemmOp(8192, 7168, 8192, a=DType.fp8_e4m3, b=DType.fp8_e4m3)
+    h100 = load_hardware("h100")
+    e = estimate(op, op.flops_bwd(), op.bytes_bwd(), 0.0, h100, "bwd")
+    dx = _sm90_fp8_gemm_by_hand(8192, 8192, 7168)
+    dw = _sm90_fp8_gemm_by_hand(7168, 8192, 8192)
+    assert e.time_s == pytest.approx(dx + dw + 2e-6 + 2e-6, rel=1e-12)
+    assert e.reason.startswith(f"dX {dx * 1e6:,.1f} µs (")
+    assert f"and dW {dw * 1e6:,.1f} µs (" in e.reason
+    # the forward by the same hand: 8,192 rows of 7,168 outputs, 8,192 deep
+    fwd = estimate(op, op.flops(), op.bytes(), 0.0, h100)
+    assert fwd.time_s == pytest.approx(_sm90_fp8_gemm_by_hand(8192, 7168, 8192) + 2e-6,
+                                       rel=1e-12)  # fmt: skip
+
+
+def test_a_grouped_gemms_backward_is_the_experts_dgrad_and_wgrad_by_hand() -> None:
+    # 8,192 routed rows through 8 experts of 7,168 → 2,048 in FP8, each expert at the mean
+    # load (imbalance 1: 1,024 rows each). dX: the experts' rows back through their
+    # weights, 1,024 × 7,168 outputs each, 2,048 deep (their tiles share the waves: 8 ×
+    # 8 × 28 of 128×256); dW: each expert's 7,168 × 2,048 weights, its 1,024 rows deep
+    op = GroupedGemmOp(8192, 7168, 2048, 8, x=DType.fp8_e4m3, w=DType.fp8_e4m3)
+    h100 = load_hardware("h100")
+    e = estimate(op, op.flops_bwd(), op.bytes_bwd(), 0.0, h100, "bwd", imbalance=1.0)
+    dx = _sm90_fp8_gemm_by_hand(1024, 7168, 2048, batch=8)
+    dw = _sm90_fp8_gemm_by_hand(7168, 2048, 1024, batch=8)
+    assert e.time_s == pytest.approx(dx + dw + 2e-6 + 2e-6, rel=1e-12)
+    assert "and 8 experts' dW, 1,024 rows deep each" in e.reason
