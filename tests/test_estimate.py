@@ -619,3 +619,27 @@ def test_a_grouped_gemms_backward_is_the_experts_dgrad_and_wgrad_by_hand() -> No
     dw = _sm90_fp8_gemm_by_hand(7168, 2048, 1024, batch=8)
     assert e.time_s == pytest.approx(dx + dw + 2e-6 + 2e-6, rel=1e-12)
     assert "and 8 experts' dW, 1,024 rows deep each" in e.reason
+
+
+def test_the_estimate_is_never_faster_than_the_roofline() -> None:
+    # the kernel model can come out below the roofline (here a 1-second roofline beside a
+    # 1024³ GEMM's microseconds): the estimate then takes the roofline, plus the launch
+    op = GemmOp(1024, 1024, 1024, a=DType.fp8_e4m3, b=DType.fp8_e4m3)
+    e = estimate(op, op.flops(), op.bytes(), 1.0, load_hardware("h100"))
+    assert e.time_s == 1.0 + 2e-6
+    assert e.reason.endswith("; no faster than its roofline; +2 µs launch")
+
+
+@pytest.mark.parametrize(
+    ("M", "G", "imbalance", "rows"),
+    [
+        (100, 1, 2.56, (100,)),  # one expert takes every row
+        (100, 2, 1.25, (63, 37)),  # the hottest ⌈1.25 · 50⌉, the other the rest
+        (1, 8, 1.5, (1,)),  # one row: one expert hit, one row
+        (10, 4, 2.0, (5, 2, 2, 1)),  # ⌈2 · 2.5⌉ = 5, then 5 rows over 3 as evenly as whole rows go
+    ],
+)
+def test_the_hottest_expert_takes_the_imbalance_the_rest_share_evenly(M, G, imbalance, rows):
+    from modelcost.estimate import _expert_rows
+
+    assert _expert_rows(M, G, imbalance) == rows

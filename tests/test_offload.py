@@ -114,3 +114,14 @@ def test_the_fitting_advice_names_the_offload_that_makes_it_fit() -> None:
     assert not r.totals.memory.fits
     warning = r.totals.memory.warning or ""
     assert "--offload 24 (step" in warning and "--offload 16" not in warning
+
+
+def test_the_device_holds_the_largest_sets_the_offload_leaves() -> None:
+    # Transformer Engine keeps at most layers − N layers' activations on the device
+    # (cpu_offloading.rst): with sets of 1, 5 and 3 and one layer offloaded, the two
+    # largest, 5 + 3 = 8, are resident; none offloaded, all 9; all three, none
+    from modelcost.memory import resident_bytes
+
+    assert resident_bytes([1, 5, 3], 1) == 8
+    assert resident_bytes([1, 5, 3], 0) == 9
+    assert resident_bytes([1, 5, 3], 3) == 0

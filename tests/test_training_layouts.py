@@ -431,3 +431,24 @@ def test_gradients_dtype_is_refused_where_no_phase_reads_it(tmp_path) -> None:
                 "prefill", "--grads", "param", cwd=tmp_path)  # fmt: skip
     assert r.returncode == 2
     assert "--grads param applies to train" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("weights", "grads", "want"),
+    [
+        # Megatron-LM: bf16 models accumulate and reduce gradients in fp32
+        (DType.bf16, "fp32", DType.fp32),
+        # grad_reduce_in_fp32 False (Megatron-Bridge's performance recipes): the params'
+        (DType.bf16, "param", DType.bf16),
+        (DType.fp32, "param", DType.fp32),
+        # an FP8 recipe trains bf16 parameters (Transformer Engine): bf16 under `param`
+        (DType.fp8_e4m3, "param", DType.bf16),
+        (DType.fp8_e4m3, "fp32", DType.fp32),
+        # an fp16 model keeps fp16 gradients either way (no fp32 accumulation for fp16)
+        (DType.fp16, "fp32", DType.fp16),
+    ],
+)
+def test_the_gradient_dtype_as_megatron_keeps_it(weights, grads, want) -> None:
+    from modelcost.memory import gradient_dtype
+
+    assert gradient_dtype(weights, grads) is want
