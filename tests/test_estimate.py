@@ -588,22 +588,22 @@ def _sm90_fp8_gemm_by_hand(M: int, N: int, K: int, batch: int = 1) -> float:
 
 
 def test_a_gemms_backward_is_dgrad_and_wgrad_by_hand() -> None:
-    # Llama 3 70B's up projection at tp 4 in FP8 training, 8,192 tokens: X 8192×8192,
+    # Llama 3 70B's up projection at tp 4 in FP8 training, 4,096 tokens: X 4096×8192,
     # W 8192×7168. Its backward runs as two ordinary GEMMs at the forward's published
-    # rate (cuBLAS has no backward figure): dX = dY·Wᵀ, 8,192 rows of 8,192 outputs, 7,168
-    # deep; dW = Xᵀ·dY, 7,168 × 8,192 outputs, 8,192 deep (the tokens); each its own
+    # rate (cuBLAS has no backward figure): dX = dY·Wᵀ, 4,096 rows of 8,192 outputs, 7,168
+    # deep; dW = Xᵀ·dY, 7,168 × 8,192 outputs, 4,096 deep (the tokens); each its own
     # launch, then the estimate's usual one
-    op = GemmOp(8192, 7168, 8192, a=DType.fp8_e4m3, b=DType.fp8_e4m3)
+    op = GemmOp(4096, 7168, 8192, a=DType.fp8_e4m3, b=DType.fp8_e4m3)
     h100 = load_hardware("h100")
     e = estimate(op, op.flops_bwd(), op.bytes_bwd(), 0.0, h100, "bwd")
-    dx = _sm90_fp8_gemm_by_hand(8192, 8192, 7168)
-    dw = _sm90_fp8_gemm_by_hand(7168, 8192, 8192)
+    dx = _sm90_fp8_gemm_by_hand(4096, 8192, 7168)
+    dw = _sm90_fp8_gemm_by_hand(7168, 8192, 4096)
     assert e.time_s == pytest.approx(dx + dw + 2e-6 + 2e-6, rel=1e-12)
     assert e.reason.startswith(f"dX {dx * 1e6:,.1f} µs (")
     assert f"and dW {dw * 1e6:,.1f} µs (" in e.reason
-    # the forward by the same hand: 8,192 rows of 7,168 outputs, 8,192 deep
+    # the forward by the same hand: 4,096 rows of 7,168 outputs, 8,192 deep
     fwd = estimate(op, op.flops(), op.bytes(), 0.0, h100)
-    assert fwd.time_s == pytest.approx(_sm90_fp8_gemm_by_hand(8192, 7168, 8192) + 2e-6,
+    assert fwd.time_s == pytest.approx(_sm90_fp8_gemm_by_hand(4096, 7168, 8192) + 2e-6,
                                        rel=1e-12)  # fmt: skip
 
 
