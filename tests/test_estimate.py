@@ -643,3 +643,27 @@ def test_the_hottest_expert_takes_the_imbalance_the_rest_share_evenly(M, G, imba
     from modelcost.estimate import _expert_rows
 
     assert _expert_rows(M, G, imbalance) == rows
+
+
+def test_a_gemm_just_above_a_published_bucket_is_no_faster_than_the_bucket_below() -> None:
+    # B200 FP8 GEMM figures come by token count (vLLM's SM100 CUTLASS tables: 1, 64, 256,
+    # 512, 1,024 and 16,384 rows). 65 and 100 rows take the 256-row bucket's configuration
+    # (its 128-row tiles and per-tile rate), which alone would run them faster than 64
+    # rows run in theirs; more rows never run faster, so they are held at the 64-row
+    # bucket's time, and the reason says so
+    b200 = load_hardware("b200")
+
+    def at(M: int) -> object:
+        op = GemmOp(M, 8192, 8192, a=DType.fp8_e4m3, b=DType.fp8_e4m3)
+        return estimate(op, op.flops(), op.bytes(), 0.0, b200)
+
+    t64 = at(64).time_s
+    for M in (65, 100):
+        e = at(M)
+        assert e.time_s == t64
+        assert e.reason.startswith("128×128 tiles, K split 2 ways")
+        assert "the published token count serving 256 or fewer" in e.reason
+        assert "; no faster than the 64-token bucket below; +2 µs launch" in e.reason
+    # at the bucket's own 256 rows its configuration is slower than 64 rows': no floor
+    e = at(256)
+    assert e.time_s > t64 and "bucket below" not in e.reason
