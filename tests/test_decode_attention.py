@@ -121,8 +121,16 @@ def test_mi300x_decode_at_aiters_published_gfx942_rate_pins_its_fit() -> None:
 
 def test_absorbed_mla_decode_at_flashmla_s_published_bandwidth() -> None:
     # DeepSeek-V3 absorbed MLA: one latent KV head of 512 + 64 rope; FlashMLA's 3,000 GB/s
-    # on H800 (the same 3.35 TB/s HBM3 as H100) is 0.8955 of the datasheet bandwidth
-    op = SdpaOp(64, 1, 128, 4096, 1, 576, 512, causal=False)
+    # on H800 (the same 3.35 TB/s HBM3 as H100) is 0.8955 of the datasheet bandwidth.
+    # The values are the latent's first 512 columns, so the cache is read once, 576 a
+    # position, as FlashMLA counts its bytes (tests/test_flash_mla.py: total_seqlens ·
+    # h_kv · d): 64 · 4,096 · 576 · 2 B of cache, Q 64 · 128 · 576 · 2 B, O 64 · 128 · 512 · 2 B
+    op = SdpaOp(64, 1, 128, 4096, 1, 576, 512, causal=False, v_in_k=True)
+    assert op.bytes() == 64 * 4096 * 576 * 2 + 64 * 128 * 576 * 2 + 64 * 128 * 512 * 2
+    assert op.bytes() == 319_815_680
+    # without the shared latent, the values' 512 columns would be read again: 1.89 × the cache
+    apart = SdpaOp(64, 1, 128, 4096, 1, 576, 512, causal=False)
+    assert apart.bytes() - op.bytes() == 64 * 4096 * 512 * 2
     blocks, splits, rows = decode_blocks(op, 132)
     # 64 × ⌈128 heads / 64 rows⌉ = 128 blocks < 0.8 × 264 slots; 2 splits fill 256 / 264
     assert (blocks, splits, rows) == (256, 2, 64)

@@ -59,7 +59,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.MLA, name: str) -> None:
             (q,),
         )
         sdpa = SdpaOp(s.B, s.S, H, s.n_kv, 1, r + rope, r, causal=False, act=a, kv=kv,
-                      flash_impl=flash)  # fmt: skip
+                      flash_impl=flash, v_in_k=True)  # fmt: skip
         att = e.add(f"{name}.sdpa", sdpa, (ql, c), out=s.T * H * r * bpe(a))
         att = lw.gemm_node(
             e,

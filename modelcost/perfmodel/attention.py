@@ -124,7 +124,7 @@ class SdpaOp(OpRecord, frozen=True):
 
     kind: ClassVar[str] = "SDPA"
     unit: ClassVar[Unit] = Unit.matrix
-    optional: ClassVar[tuple[str, ...]] = ("chunk",)
+    optional: ClassVar[tuple[str, ...]] = ("chunk", "v_in_k")
 
     B: int
     N_Q: int
@@ -139,6 +139,10 @@ class SdpaOp(OpRecord, frozen=True):
     act: DType = DType.bf16
     kv: DType = DType.bf16
     chunk: int = 0  # chunked attention: queries see their own chunk of keys; 0 = off
+    # the values are the keys' first d_h_v columns (absorbed MLA: one latent cache of
+    # d_h_qk a position), so the cache is read once, as FlashMLA counts its bytes
+    # (total_seqlens · h_kv · d, tests/test_flash_mla.py: V not counted apart)
+    v_in_k: bool = False
 
     @property
     def precision(self) -> str:
@@ -153,9 +157,10 @@ class SdpaOp(OpRecord, frozen=True):
         window += f", chunks of {self.chunk}" if self.chunk else ""
         causal = ", causal" if self.causal else ""
         math = "" if self.flash_impl else ", math"
+        shared = ", V in K" if self.v_in_k else ""
         return (
             f"B={self.B} q={self.N_Q}×{self.H_Q} kv={self.N_KV}×{self.H_KV} "
-            f"d={self.d_h_qk}/{self.d_h_v}{causal}{window}{math}"
+            f"d={self.d_h_qk}/{self.d_h_v}{causal}{window}{shared}{math}"
         )
 
     def flops(self) -> Number:
@@ -167,10 +172,11 @@ class SdpaOp(OpRecord, frozen=True):
         )  # fmt: skip
 
     def _tensors(self) -> tuple[int, int, int, int]:
-        """Elements of Q, K, V (the keys actually read) and O."""
+        """Elements of Q, K, V (the keys actually read; no V apart where it is in K) and O."""
         n_kv = keys_read(self.N_Q, self.N_KV, self.causal, self.window, self.chunk)
         shape = (self.B, self.N_Q, self.H_Q, n_kv, self.H_KV, self.d_h_qk, self.d_h_v)
-        return SDPA._elements(*shape)
+        q, k, v, o = SDPA._elements(*shape)
+        return q, k, 0 if self.v_in_k else v, o
 
     def bytes(self) -> Number:
         q, k, v, o = self._tensors()
