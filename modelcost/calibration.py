@@ -363,7 +363,10 @@ def _point(p: dict) -> Observation:
         _choice(p, "pass_", ("fwd", "bwd"))
         time_key, kind = "time_ms", "SDPA"
         _amount(p, time_key, 1e-3, " ms", most=MAX_TIME_S)
-    c = check({"id": 0, **p, **shape})  # the id only names the point
+    # the id only names the point; a catalog's in-sample mark (`built`) means nothing to a
+    # user's measurements, so it is not read
+    point = {k: v for k, v in p.items() if k != "built"}
+    c = check({"id": 0, **point, **shape})
     if p["kind"] == "attention":
         shape = {"B": shape["B"], "N_Q": shape["S_q"], "H_Q": shape["H_q"],
                  "N_KV": shape["S_kv"], "H_KV": shape["H_kv"], "causal": p["causal"]}  # fmt: skip

@@ -372,3 +372,13 @@ def test_from_points_refuses_a_bad_point_as_the_file_does() -> None:
         "<points>",
         "points.1.M: `M` must be a whole number from 1 to 1,099,511,627,776; it is 0",
     )
+
+
+def test_a_measured_points_catalog_mark_is_not_read() -> None:
+    # `built` marks a catalog point the model was taken from (tests/data/measured-kernels
+    # .json); in a user's measurements it means nothing, whatever its value: no traceback
+    from modelcost.calibration import _point
+
+    p = {"kind": "gemm", "hardware": "h100", "precision": "bf16", "M": 1024, "N": 1024,
+         "K": 1024, "tflops": 500}  # fmt: skip
+    assert _point({**p, "built": 5}) == _point(p)
