@@ -53,14 +53,23 @@ def pytest_collection_modifyitems(items):
 # --- every parametrized case checks something --------------------------------------------
 # A parametrized case that passes without one check is a case that cannot fail (a loop
 # that never ran, asserts behind a `continue`). The checks counted: each assert that
-# passes (pytest's assertion-pass hook, `enable_assertion_pass_hook` in pyproject.toml)
-# and each `pytest.raises` (which fails the case itself when nothing is raised).
+# passes and each `pytest.raises` (which fails the case itself when nothing is raised).
+#
+# How a passing assert is counted: with `enable_assertion_pass_hook` (pyproject.toml)
+# pytest's rewritten assert asks `_check_if_assertion_pass_impl()` whether anything
+# wants to hear of it, and only on a yes builds the explanation (reprs of both sides,
+# and pytest_assertrepr_compare's diff: with CI set in the environment a full pformat
+# and ndiff, minutes for one zoo compile's equal reports). Our answer counts the assert
+# and says no, so a passing assert costs one call. It is pytest's private name: when it
+# is gone, pytest_configure stops the run rather than count nothing.
 CHECKS: dict[str, int] = {}
 _RUNNING: list[str] = []
 
 
-def pytest_assertion_pass(item):  # pluggy passes the arguments a hook names
-    CHECKS[item.nodeid] = CHECKS.get(item.nodeid, 0) + 1
+def _count_passing_assert() -> bool:
+    if _RUNNING:
+        CHECKS[_RUNNING[-1]] = CHECKS.get(_RUNNING[-1], 0) + 1
+    return False  # nobody listens: the passing assert builds no explanation
 
 
 def _counted_raises(raises):
@@ -91,7 +100,14 @@ def _rewritten_without_the_hook(item) -> bool:
 
 def pytest_configure():
     import pytest
+    from _pytest.assertion import rewrite
 
+    if not hasattr(rewrite, "_check_if_assertion_pass_impl"):
+        raise pytest.UsageError(
+            "tests/conftest.py counts passing asserts through pytest's "
+            "_check_if_assertion_pass_impl, which this pytest has not: see the comment there"
+        )
+    rewrite._check_if_assertion_pass_impl = _count_passing_assert
     if not getattr(pytest.raises, "_counted", False):
         pytest.raises = _counted_raises(pytest.raises)
         pytest.raises._counted = True
