@@ -185,6 +185,28 @@ def achieved(
     return t, why
 
 
+def ctas(op: CollectiveOp, hw: Hardware) -> tuple[int, str] | None:
+    """(SMs NCCL holds while `op` runs, what the figure is) on `hw`: one CTA a channel,
+    each on an SM of its own, as many channels as the algorithm its time is priced on
+    runs (the ring's inside one scale-up domain, NVLink SHARP's for an all-reduce it
+    takes, the ring's across domains); None where the part's family publishes no
+    channel count (specs/kernels/collectives.json `ctas`) or nothing is sent."""
+    found = family(hw.name)
+    if found is None or "ctas" not in found[1] or op.group <= 1:
+        return None
+    fam = found[1]
+    figures = fam["ctas"]
+    inner, outer = split(op, hw)
+    if outer > 1:
+        n, what = figures["scale_out"], "the ring's channels across scale-up domains"
+    elif _busbw(op, inner, outer, fam)[1].startswith("NVLS"):
+        n, what = figures["nvls"], "NVLink SHARP's channels"
+    else:
+        n, what = figures["scale_up"], "the ring's channels in one scale-up domain"
+    where = _whose(hw, fam)
+    return n, f"NCCL holds {n} of the {hw.compute_units} SMs while it runs ({what}{where})"
+
+
 def _smallest_measured(
     op: CollectiveOp, hw: Hardware, fam: dict[str, Any]
 ) -> tuple[float, str] | None:

@@ -40,6 +40,7 @@ from .record import replace
 from .report import Totals
 from .roofline import (
     Column,
+    NodeEstimate,
     NodeTime,
     Sums,
     activation_bytes,
@@ -237,7 +238,7 @@ def _totals(
             par = shape.par
             at = _at(kernels, i)
             step = step_time(at.busy, at.once, at.comm, par.pp, par.microbatches, par.overlap,
-                             par.vpp, at.beside)[0]  # fmt: skip
+                             par.vpp, at.beside, at.held)[0]  # fmt: skip
             tot = with_estimate_step(tot, step)
         out.append((shape, tot))
     return out
@@ -259,15 +260,14 @@ def _estimated_sums(
     estimated once, each changing one at each length, added in node order."""
     engine = collectives_engine(checked, how.engine)
 
-    def seconds(times: list[NodeTime]) -> list[float]:
-        found = estimate_nodes(times, hw, how.calibration, engine, how.moe_imbalance)
-        return [e.total_s for e in found]
+    def found(times: list[NodeTime]) -> list[NodeEstimate]:
+        return estimate_nodes(times, hw, how.calibration, engine, how.moe_imbalance)
 
-    once = dict(zip(fixed, seconds(list(fixed.values())), strict=True))
+    once = dict(zip(fixed, found(list(fixed.values())), strict=True))
     columns = [
-        column(fixed[k], once[k])
+        column(fixed[k], once[k].total_s, once[k].held_s)
         if k in fixed
-        else _lanes_column(changing[k], seconds(changing[k]))
+        else _lanes_column(changing[k], found(changing[k]))
         for k in range(len(checked.nodes))
     ]
     return step_sums(columns)
@@ -294,10 +294,11 @@ def _each(value: Any) -> Any:
     return value if isinstance(value, Lanes) else repeat(value)
 
 
-def _lanes_column(times: list[NodeTime], seconds: list[float] | None = None) -> Column:
-    """A changing node's column: its figures at each length (its time `seconds` at
-    each, default the roofline's)."""
-    cols = [column(t, None if seconds is None else seconds[i]) for i, t in enumerate(times)]
+def _lanes_column(times: list[NodeTime], found: list[NodeEstimate] | None = None) -> Column:
+    """A changing node's column: its figures at each length (its estimate `found` at
+    each, default the roofline's time)."""
+    cols = [column(t) if found is None else column(t, found[i].total_s, found[i].held_s)
+            for i, t in enumerate(times)]  # fmt: skip
     first = cols[0]
     return Column(
         Lanes(c.seconds for c in cols),
@@ -308,4 +309,5 @@ def _lanes_column(times: list[NodeTime], seconds: list[float] | None = None) -> 
         first.step,
         first.network,
         first.beside,
+        Lanes(c.held for c in cols),
     )

@@ -21,7 +21,7 @@ from .costing import DEFAULT_COSTING, Costing
 from .dtypes import DTYPES
 from .engines import DEFAULT_ENGINE
 from .errors import SpecError
-from .graph import RECEIVED, ModelFacts, OpGraph, Parallel, Shape
+from .graph import RECEIVED, ModelFacts, Node, OpGraph, Parallel, Shape
 from .hardware import Hardware
 from .kernels import serve
 from .memo import per_object
@@ -36,7 +36,7 @@ from .perfmodel import (
     Unit,
     bpe,
 )
-from .record import Record, asdict
+from .record import Record, asdict, replace
 from .report import (
     Bound,
     HardwareInfo,
@@ -224,10 +224,12 @@ class Column(NamedTuple):
     step: bool  # once per step (optimizer, gradient sync)
     network: bool  # a collective
     beside: bool  # a collective Megatron-Core runs beside compute (graph.Node.beside)
+    held: Any = 0.0  # the compute time its SMs take while it runs (NodeEstimate.held_s)
 
 
-def column(t: NodeTime, seconds: Any = None) -> Column:
-    """A node's column, its time `seconds` (default: the roofline's)."""
+def column(t: NodeTime, seconds: Any = None, held: Any = 0.0) -> Column:
+    """A node's column, its time `seconds` (default: the roofline's) and the compute
+    time `held` its SMs take (the estimate's; the roofline's is none)."""
     cn = t.costed
     return Column(
         t.total_s if seconds is None else seconds,
@@ -238,6 +240,7 @@ def column(t: NodeTime, seconds: Any = None) -> Column:
         cn.node.step,
         cn.node.op.unit in LINKS,  # a collective's, or a host copy's
         cn.node.beside,  # set on collectives only (kinds/emit.py, lower.py)
+        held,
     )
 
 
@@ -252,6 +255,7 @@ class Sums(NamedTuple):
     model_flops: Any  # without a recomputed forward: work, not model progress (MFU)
     bytes: Any
     compute_bound: Any
+    held: Any = 0.0  # the compute time collectives' SMs take while they run
 
 
 def step_sums(columns: Sequence[Column]) -> Sums:
@@ -265,7 +269,8 @@ def step_sums(columns: Sequence[Column]) -> Sums:
                                  if c.recomputed_flops is not None)  # fmt: skip
     nbytes = add_up(c.bytes for c in columns)
     compute_bound = add_up(c.compute_bound_s for c in columns)
-    return Sums(busy, once, comm, beside, flops, model_flops, nbytes, compute_bound)
+    held = add_up(c.held for c in columns)
+    return Sums(busy, once, comm, beside, flops, model_flops, nbytes, compute_bound, held)
 
 
 def totals(
@@ -351,22 +356,17 @@ def assemble(
     )
 
 
-def _compose(times: list[NodeTime], seconds: list[float], par) -> tuple[float, float, tuple]:
-    """(busy, collective time, step_time(...)) of nodes taking `seconds` each (all
-    copies): every op's time one after another, the once-per-step part (optimizer,
-    gradient sync) and the collectives', composed into the step."""
-    sums = step_sums([column(t, x) for t, x in zip(times, seconds, strict=True)])
-    busy, comm = sums.busy, sums.comm
-    return busy, comm, step_time(busy, sums.once, comm, par.pp, par.microbatches, par.overlap,
-                                 par.vpp, sums.beside)  # fmt: skip
-
-
 def _with_estimate(
     tot: Totals, graph: OpGraph, times: list[NodeTime], estimates: list[NodeEstimate]
 ) -> Totals:
     """The totals with the step as the kernels run it: the same composition as the
-    roofline's step (overlap, bubble), from the estimated times."""
-    step = _compose(times, [e.total_s for e in estimates], graph.shape.par)[2][0]
+    roofline's step (overlap, bubble), from the estimated times, the compute beside a
+    collective slowed by the SMs it holds."""
+    par = graph.shape.par
+    sums = step_sums([column(t, e.total_s, e.held_s)
+                      for t, e in zip(times, estimates, strict=True)])  # fmt: skip
+    step = step_time(sums.busy, sums.once, sums.comm, par.pp, par.microbatches, par.overlap,
+                     par.vpp, sums.beside, sums.held)[0]  # fmt: skip
     return with_estimate_step(tot, step)
 
 
@@ -479,6 +479,9 @@ class NodeEstimate(Record, frozen=True):
     forward: Estimate
     backward: Estimate | None
     total_s: float  # count × (forward + backward)
+    # the compute time the SMs it holds take from compute beside it (all copies): a
+    # data-parallel sync's NCCL channels (`held`)
+    held_s: float = 0.0
 
 
 def estimate_nodes(
@@ -505,8 +508,32 @@ def estimate_nodes(
         if t.back is not None and b is not None:
             bwd = estimate(op, b.flops, b.bytes, t.back[2], hw, "bwd", engine, imbalance)
         both = fwd.time_s + (bwd.time_s if bwd is not None else 0.0)
-        out.append(NodeEstimate(fwd, bwd, cn.node.count * both))
+        share, fwd = held_share(cn.node, fwd, hw)
+        total = cn.node.count * both
+        out.append(NodeEstimate(fwd, bwd, total, total * share))
     return out
+
+
+def held_share(node: Node, fwd: Estimate, hw: Hardware) -> tuple[float, Estimate]:
+    """(the share of the SMs `node` holds while it runs, its forward estimate saying
+    so): a training step's data-parallel sync (gradients, the updated weights), which
+    Megatron-Core runs through NCCL beside compute, holds NCCL's channels, one SM each
+    (collectives_achieved.ctas); the compute beside it runs on the rest. Nothing else
+    is counted: tensor-parallel overlap's ring exchange moves its data by copy engine
+    (Transformer Engine's userbuffers, use_ce), and no channel count is sourced for the
+    pipeline's and ring attention's sends, nor for RCCL."""
+    from .collectives_achieved import ctas
+
+    op = node.op
+    if not (node.step and isinstance(op, CollectiveOp)):
+        return 0.0, fwd
+    found = ctas(op, hw)
+    if found is None:
+        return 0.0, fwd
+    n, said = found
+    share = n / hw.compute_units
+    said = f"{said}: the compute beside it does {share:.0%} less work while it runs"
+    return share, replace(fwd, reason=f"{fwd.reason}; {said}")
 
 
 class _OpFacts(Record, frozen=True):
@@ -691,6 +718,7 @@ def step_time(
     overlap: str,
     vpp: int = 1,
     beside: float = 0.0,
+    held: float = 0.0,
 ) -> tuple[float, float, float]:
     """(step, exposed collective time, pipeline bubble) of one device.
 
@@ -704,15 +732,22 @@ def step_time(
     virtual stages (interleaved 1F1B) a stage idles pp − 1 chunk times, each 1/vpp of a
     microbatch time: (pp − 1)/(vpp · m) of the ideal time (Narayanan et al. 2021,
     §2.2.2).
+
+    `held` is the compute time the hidden collectives' SMs take while they run (the
+    estimate's, `NodeEstimate.held_s`): compute on the SMs a collective leaves does its
+    share less work in the window, made up after it; counted for the part of them
+    hidden, which is all of it when compute outlasts them.
     """
     other = busy - comm
     if overlap == "none":
-        exposed = comm
+        exposed, hidden = comm, 0.0
     elif overlap == "megatron":
         exposed = comm - beside + max(0.0, beside - other)
+        hidden = min(beside, other) / beside if beside else 0.0
     else:
         exposed = max(0.0, comm - other)
-    spent = other + exposed
+        hidden = (comm - exposed) / comm if comm else 0.0
+    spent = other + exposed + held * hidden
     flowing = (busy - once) * (spent / busy) if busy else 0.0  # all microbatches' work
     bubble = flowing * (pp - 1) / (vpp * microbatches)
     return spent + bubble, exposed, bubble

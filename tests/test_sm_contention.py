@@ -1,0 +1,77 @@
+"""The compute beside a data-parallel sync runs on the SMs NCCL leaves it
+(collectives_achieved.ctas, roofline.held_share, step_time's `held`): NCCL's channel
+counts by hand from their sources, the step's composition in closed form, and one
+training report taken apart."""
+
+import pytest
+
+from conftest import MODELS
+from modelcost import compile_report, load_spec
+from modelcost.collectives_achieved import ctas
+from modelcost.costing import costing
+from modelcost.graph import Parallel, Workload
+from modelcost.hardware import load_hardware
+from modelcost.perfmodel import CollectiveOp
+from modelcost.roofline import step_time
+
+H100, H200, B200, MI300X = (load_hardware(n) for n in ("h100", "h200", "b200", "mi300x"))
+
+
+def test_nccl_channels_on_h100_by_the_algorithm_its_time_is_priced_on() -> None:
+    # specs/kernels/collectives.json nvlink4 `ctas` (NCCL v2.21.5 search.cc/connect.cc;
+    # an 8xH100 log's "24 coll channels, ... 16 nvls channels"; NVIDIA/nccl#689's 16 SMs
+    # with 8 NICs): one CTA, one SM, a channel
+    ring = CollectiveOp("reduce_scatter", 2**28, 8)  # 8 ranks behind one NVSwitch
+    assert ctas(ring, H100) == (24, "NCCL holds 24 of the 132 SMs while it runs (the "
+                                    "ring's channels in one scale-up domain)")  # fmt: skip
+    nvls = CollectiveOp("all_reduce", 2**28, 8)  # priced as NVLink SHARP's all-reduce
+    assert ctas(nvls, H100)[0] == 16
+    across = CollectiveOp("all_gather", 2**28, 8, stride=8)  # one rank a node, 8 nodes
+    assert ctas(across, H100)[0] == 16
+    assert "(the ring's channels across scale-up domains)" in ctas(across, H100)[1]
+    # H200 takes its family's figure, and says so
+    assert ctas(ring, H200) == (24, "NCCL holds 24 of the 132 SMs while it runs (the "
+                                    "ring's channels in one scale-up domain, h100's "
+                                    "figure)")  # fmt: skip
+    # no sourced channel count for Blackwell's NCCL or for RCCL; nothing sent, nothing held
+    assert ctas(ring, B200) is None and ctas(ring, MI300X) is None
+    assert ctas(CollectiveOp("reduce_scatter", 2**28, 1), H100) is None
+
+
+def test_held_compute_is_added_for_the_part_of_the_sync_hidden() -> None:
+    # 10 s busy of which 2 s collectives beside compute: 8 s of compute outlasts them,
+    # so all 2 s are hidden and the 0.5 s of compute their SMs took is added: 8.5 s
+    assert step_time(10.0, 0.0, 2.0, 1, 1, "megatron", 1, 2.0, 0.5) == (8.5, 0.0, 0.0)
+    # 4 s beside 1 s of compute: 3 s exposed, a quarter of them hidden, 0.4 · 1/4 added
+    step, exposed, _ = step_time(5.0, 0.0, 4.0, 1, 1, "megatron", 1, 4.0, 0.4)
+    assert (step, exposed) == (pytest.approx(1.0 + 3.0 + 0.1, rel=1e-15), 3.0)
+    # nothing overlapped: no compute beside them, nothing taken
+    assert step_time(10.0, 0.0, 2.0, 1, 1, "none", 1, 2.0, 0.5) == (10.0, 2.0, 0.0)
+    # overlap full hides every collective as far as compute lasts: 2 s of 8 here, the
+    # other 6 exposed, and a quarter of the 0.8 s taken is added
+    step, exposed, _ = step_time(10.0, 0.0, 8.0, 1, 1, "full", 1, 0.0, 0.8)
+    assert (step, exposed) == (pytest.approx(2.0 + 6.0 + 0.8 * 2 / 8, rel=1e-15), 6.0)
+    # the roofline passes none: the bound is unchanged
+    assert step_time(10.0, 0.0, 2.0, 1, 1, "megatron", 1, 2.0) == (8.0, 0.0, 0.0)
+
+
+def test_a_training_step_with_its_sync_beside_compute() -> None:
+    # Llama 3 8B on 8 H100, dp 8 with the distributed optimizer (ZeRO 1), one stage, the
+    # sync beside compute as Megatron-Core runs it: the gradient reduce-scatter and the
+    # weights' all-gather are the step's only collectives, both hidden behind compute,
+    # so the estimated step is the compute's time plus 24/132 of theirs
+    spec = load_spec(MODELS / "llama3-8b.model")
+    par = Parallel(dp=8, zero=1, overlap="megatron", microbatches=4)
+    r = compile_report(spec, H100, Workload("train", 32, 4096, parallel=par),
+                       how=costing(estimate="kernels"))  # fmt: skip
+    syncs = [o for o in r.ops if o.kind == "Collective"]
+    assert [o.name for o in syncs] == ["grads.reduce_scatter", "grads.params.all_gather"]
+    compute = sum(o.total_estimate_s for o in r.ops if o.kind != "Collective")
+    synced = sum(o.total_estimate_s for o in syncs)
+    assert synced < compute  # compute outlasts them: all hidden
+    assert r.totals.estimate_s == pytest.approx(compute + synced * 24 / 132, rel=1e-12)
+    assert all(o.estimate_reason.endswith(
+        "; NCCL holds 24 of the 132 SMs while it runs (the ring's channels in one scale-up "
+        "domain): the compute beside it does 18% less work while it runs") for o in syncs)  # fmt: skip
+    # the bound keeps them free: its step is the compute alone (nothing exposed)
+    assert r.totals.comm_exposed_s == 0.0
