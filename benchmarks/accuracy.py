@@ -30,6 +30,7 @@ until the page is regenerated with it (`regressions`).
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -38,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from math import log10
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tabulate import tabulate
 
@@ -84,6 +85,8 @@ class Scored:
     is_time: bool  # lower is faster (kernel times, latencies)
     reason: str
     built: tuple[str, ...] = ()  # the model's figures taken from this point: in-sample
+    # a serving point's (vendor, model family, precision, engine): the page's clusters
+    cluster: tuple[str, ...] = ()
 
     @property
     def in_sample(self) -> bool:
@@ -146,15 +149,20 @@ def _serve_figure(s: object, metric: str) -> tuple[float, float]:
 ENGINE_NAMES = {"vllm": "vllm", "tensorrt-llm": "trtllm", "sglang": "sglang"}
 
 
-def score_e2e(p: dict, tmp: Path) -> Scored:
-    """An end-to-end point through `modelcost.serve`, as its mapping says."""
-    m = p["modelcost"]
+def _serve(m: dict, tmp: Path, concurrency: int | None) -> Any:
+    """`modelcost.serve` as a serving point's mapping says, at `concurrency`."""
     par = Parallel(tp=m["tp"], dp=m["dp"], ep=m["ep"])
     # the engine the point ran on (its mapping says; serve's default where it does not)
     engine = modelcost.Engine(name=ENGINE_NAMES.get(m.get("engine"), DEFAULT_ENGINE))
-    s = modelcost.serve(_spec(m, tmp), m["hardware"], m["isl"], m["osl"], par,
-                        concurrency=m["concurrency"], engine=engine,
-                        estimate="kernels")  # fmt: skip
+    return modelcost.serve(_spec(m, tmp), m["hardware"], m["isl"], m["osl"], par,
+                           concurrency=concurrency, engine=engine,
+                           estimate="kernels")  # fmt: skip
+
+
+def score_e2e(p: dict, tmp: Path) -> Scored:
+    """An end-to-end point through `modelcost.serve`, as its mapping says."""
+    m = p["modelcost"]
+    s = _serve(m, tmp, m["concurrency"])
     est, bound = _serve_figure(s, m["metric"])
     batch = f"batch {m['concurrency']}" if m["concurrency"] else ""
     what = " ".join(x for x in (p["model_or_shape"]["model"], m["recipe"] or "bf16", s.layout,
@@ -163,7 +171,23 @@ def score_e2e(p: dict, tmp: Path) -> Scored:
               f"{m['note']}")  # fmt: skip
     group = SINGLE if s.devices == 1 else MULTI
     return Scored(p["id"], group, m["hardware"], what, UNITS[m["metric"]], m["measured"], est,
-                  bound, m["metric"] in TIMES, reason, tuple(m.get("built", ())))  # fmt: skip
+                  bound, m["metric"] in TIMES, reason, tuple(m.get("built", ())),
+                  cluster_of(m))  # fmt: skip
+
+
+def cluster_of(m: dict) -> tuple[str, str, str, str]:
+    """A serving point's (vendor, model family, precision, engine), from its mapping:
+    the part's maker, dense or MoE (the spec's active parameters fewer than its total),
+    the recipe the weights run in, the engine it ran on."""
+    vendor = "AMD" if m["hardware"].startswith("mi") else "NVIDIA"
+    n = modelcost.count_params(modelcost.load_spec(MODELS / f"{m['spec']}.model"))
+    family = "MoE" if n.active < n.total else "dense"
+    return vendor, family, m["recipe"] or "bf16", ENGINE_TITLES[m["engine"]]
+
+
+# the clusters the page breaks the serving points down by, in `Scored.cluster`'s order
+DIMENSIONS = ("vendor", "model", "precision", "engine")
+ENGINE_TITLES = {"vllm": "vLLM", "tensorrt-llm": "TensorRT-LLM", "sglang": "SGLang"}
 
 
 def score_training(p: dict, tmp: Path) -> Scored:
@@ -251,9 +275,18 @@ def figures(scored: list[Scored]) -> dict[str, Figures]:
     for group in (*GROUPS, E2E, "all"):
         errors = [c.error for c in scored if c.group in MEMBERS[group] and not c.in_sample]
         if errors:
-            median = round(statistics.median(abs(e) for e in errors), 3)
-            out[group] = Figures(len(errors), within(errors), median)
+            out[group] = _figures(errors)
     return out
+
+
+def _figures(errors: list[float]) -> Figures:
+    """The figures of some estimate errors (at least one)."""
+    return Figures(len(errors), within(errors), round(statistics.median(map(abs, errors)), 3))
+
+
+def _shown(f: Figures) -> list[object]:
+    """A figures' points, share within ±25 % and median |error| as the tables print them."""
+    return [f.points, f"{f.within}/{f.points} ({f.within / f.points:.0%})", f"{f.median:.1%}"]
 
 
 def summary(scored: list[Scored]) -> list[list[object]]:
@@ -266,13 +299,32 @@ def summary(scored: list[Scored]) -> list[list[object]]:
         every = [c for c in scored if c.group in MEMBERS[group]]
         cs = [c for c in every if not c.in_sample]
         bnd = [c.bound_error for c in cs]
-        rows.append([group, f.points, f"{f.within}/{f.points} ({f.within / f.points:.0%})",
-                     f"{f.median:.1%}",
+        rows.append([group, *_shown(f),
                      f"{within(bnd)}/{f.points} ({within(bnd) / f.points:.0%})",
                      f"{statistics.median(abs(e) for e in bnd):.0%}",
                      sum(c.beaten_by > 1e-9 for c in every),
                      len(every) - len(cs)])  # fmt: skip
     return rows
+
+
+def by_cluster(scored: list[Scored]) -> dict[str, list[list[object]]]:
+    """The out-of-sample serving points by each dimension (`DIMENSIONS`): a row a
+    value, in its first point's order, with the summary's figures."""
+    serving = [c for c in scored if c.cluster and not c.in_sample]
+    out: dict[str, list[list[object]]] = {}
+    for i, dim in enumerate(DIMENSIONS):
+        values = list(dict.fromkeys(c.cluster[i] for c in serving))
+        rows = []
+        for v in values:
+            cs = [c for c in serving if c.cluster[i] == v]
+            rows.append([v, *_shown(_figures([c.error for c in cs])),
+                         sum(c.beaten_by > 1e-9 for c in cs)])  # fmt: skip
+        out[dim] = rows
+    return out
+
+
+CLUSTER_HEADERS = ["points", "estimate within ±25 %", "estimate median |error|",
+                   "bound beaten"]  # fmt: skip
 
 
 SUMMARY_HEADERS = ["group", "points (out of sample)", "estimate within ±25 %",
@@ -417,6 +469,151 @@ def chart_svg(scored: list[Scored]) -> str:
     return "\n".join(out) + "\n"
 
 
+# --- curves against published ones --------------------------------------------------------
+
+# what makes published serving points one curve: all of their mapping but the concurrency
+SERIES_KEY = ("spec", "recipe", "kv_dtype", "hardware", "engine", "tp", "dp", "ep", "isl",
+              "osl", "metric")  # fmt: skip
+
+
+def series(points: Iterable[dict]) -> list[tuple[dict, ...]]:
+    """Published serving points of one configuration at two or more concurrencies (a
+    curve each), in concurrency order; the curves in their first point's order. A
+    point at the engine's own load (no concurrency) or skipped is on none."""
+    groups: dict[tuple, list[dict]] = {}
+    for p in points:
+        m = p.get("modelcost", {})
+        if "metric" in m and "train" not in m and "skip" not in m and m.get("concurrency"):
+            groups.setdefault(tuple(m[k] for k in SERIES_KEY), []).append(p)
+    out = []
+    for ps in groups.values():
+        if len({p["modelcost"]["concurrency"] for p in ps}) > 1:
+            out.append(tuple(sorted(ps, key=lambda p: (p["modelcost"]["concurrency"], p["id"]))))
+    return out
+
+
+class Curve(NamedTuple):
+    """A published series beside the estimate and the bound: the measured (concurrency,
+    figure, id)s, and the predicted (concurrency, estimate, bound) at each measured
+    concurrency and every power of two between."""
+
+    title: str
+    unit: str
+    is_time: bool
+    sources: tuple[str, ...]
+    measured: tuple[tuple[int, float, int], ...]
+    predicted: tuple[tuple[int, float, float], ...]
+
+    @property
+    def name(self) -> str:
+        """Its chart's file name, after its first point."""
+        return f"accuracy-curve-{self.measured[0][2]}.svg"
+
+
+def curve(ps: tuple[dict, ...], tmp: Path) -> Curve:
+    """One series' curve: `serve` at each concurrency, as each point's score calls it."""
+    m = ps[0]["modelcost"]
+    measured = tuple((p["modelcost"]["concurrency"], p["modelcost"]["measured"], p["id"])
+                     for p in ps)  # fmt: skip
+    lo, hi = measured[0][0], measured[-1][0]
+    powers = {2**k for k in range(hi.bit_length()) if lo < 2**k < hi}
+    predicted = tuple((c, *_serve_figure(_serve(m, tmp, c), m["metric"]))
+                      for c in sorted(powers | {c for c, _, _ in measured}))  # fmt: skip
+    engine = ENGINE_TITLES[m["engine"]]
+    title = (f"{ps[0]['model_or_shape']['model']} {m['recipe'] or 'bf16'} on "
+             f"{m['hardware']} tp {m['tp']}, {engine}, {m['isl']}/{m['osl']}: "
+             f"{'latency, s' if m['metric'] in TIMES else UNITS[m['metric']]}")  # fmt: skip
+    sources = tuple(dict.fromkeys(p["source"] for p in ps))
+    return Curve(title, UNITS[m["metric"]], m["metric"] in TIMES, sources, measured, predicted)
+
+
+def curves(points: Iterable[dict]) -> list[Curve]:
+    with tempfile.TemporaryDirectory() as d:
+        return [curve(ps, Path(d)) for ps in series(points)]
+
+
+CW, CH, CL, CR, CT, CB = 620, 340, 70, 170, 30, 46
+
+
+def curve_svg(cv: Curve) -> str:
+    """The published points (circles) against the estimate (solid) and the bound
+    (dashed) across concurrency (log2 on x, linear from 0 on y)."""
+    cs = [c for c, _, _ in cv.predicted]
+    top = max(v for row in cv.predicted for v in row[1:]) * 1.08
+    top = max(top, max(v for _, v, _ in cv.measured) * 1.08)
+    pw, ph = CW - CL - CR, CH - CT - CB
+    k0, k1 = log10(cs[0]), log10(cs[-1])
+
+    def x(c: float) -> float:
+        return CL + (log10(c) - k0) / (k1 - k0) * pw
+
+    def y(v: float) -> float:
+        return CT + ph - v / top * ph
+
+    est, bnd, pts = PALETTE[0], PALETTE[2], PALETTE[1]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{CW}" height="{CH}" '
+           f'viewBox="0 0 {CW} {CH}" role="img" aria-label="{xml(cv.title)}" '
+           'font-family="Helvetica, Arial, sans-serif" font-size="11">',
+           f'<text x="{CL}" y="18" fill="#1d2330">{xml(cv.title)}</text>',
+           f'<rect x="{CL}" y="{CT}" width="{pw}" height="{ph}" fill="#fff" '
+           'stroke="#d8dce4"/>']  # fmt: skip
+    for c in cs:
+        out.append(f'<line x1="{x(c):.1f}" y1="{CT + ph}" x2="{x(c):.1f}" y2="{CT + ph + 4}" '
+                   f'stroke="#5b6475"/><text x="{x(c):.1f}" y="{CT + ph + 16}" '
+                   f'text-anchor="middle" fill="#5b6475">{c}</text>')  # fmt: skip
+    for v in _ticks(top):
+        out.append(f'<line x1="{CL - 4}" y1="{y(v):.1f}" x2="{CL}" y2="{y(v):.1f}" '
+                   f'stroke="#5b6475"/><text x="{CL - 6}" y="{y(v) + 4:.1f}" '
+                   f'text-anchor="end" fill="#5b6475">{v:,.3g}</text>')  # fmt: skip
+    out.append(f'<text x="{CL + pw / 2:.0f}" y="{CH - 10}" text-anchor="middle" '
+               'fill="#1d2330">concurrency (requests in flight)</text>')  # fmt: skip
+    for j, colour, dash in ((1, est, ""), (2, bnd, ' stroke-dasharray="5 4"')):
+        line = " ".join(f"{x(row[0]):.1f},{y(row[j]):.1f}" for row in cv.predicted)
+        out.append(f'<polyline points="{line}" fill="none" stroke="{colour}" '
+                   f'stroke-width="2"{dash}/>')  # fmt: skip
+    for c, v, pid in cv.measured:
+        out.append(
+            f'<circle cx="{x(c):.1f}" cy="{y(v):.1f}" r="4.5" fill="{pts}">'
+            f"<title>{pid}: measured {_fig(v, cv.unit)} at {c}</title></circle>"
+        )
+    for i, (label, colour) in enumerate((("measured (published)", pts),
+                                         ("estimate", est), ("bound", bnd))):  # fmt: skip
+        ly = CT + 14 + 18 * i
+        out.append(f'<rect x="{CW - CR + 12}" y="{ly - 8}" width="12" height="8" '
+                   f'fill="{colour}"/><text x="{CW - CR + 30}" y="{ly}" '
+                   f'fill="#1d2330">{label}</text>')  # fmt: skip
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _ticks(top: float) -> list[float]:
+    """0 and the multiples of a round step (1, 2 or 5 × 10ⁿ) up to `top`, four or so."""
+    step = 10 ** math.floor(math.log10(top / 4))
+    for m in (1, 2, 5, 10):
+        if top / (m * step) <= 5:
+            step *= m
+            break
+    return [i * step for i in range(int(top // step) + 1)]
+
+
+def curve_section(cvs: list[Curve]) -> list[str]:
+    """The page's curves: each chart, its points and sources."""
+    lines = ["## Curves against published ones", "",
+             "Each published series (one configuration measured at several concurrencies) "
+             "beside the estimate and the bound at each measured concurrency and every "
+             "power of two between (`serve --concurrency`, as each point is scored).",
+             ""]  # fmt: skip
+    for cv in cvs:
+        rows = [[c, _fig(e, cv.unit), _fig(b, cv.unit),
+                 next((_fig(v, cv.unit) for cc, v, _ in cv.measured if cc == c), ""),
+                 next((f"{e / v - 1:+.0%}" for cc, v, _ in cv.measured if cc == c), "")]
+                for c, e, b in cv.predicted]  # fmt: skip
+        lines += [f"### {md(cv.title)}", "", f"![{md(cv.title)}]({cv.name})", "",
+                  _md(rows, ["concurrency", "estimate", "bound", "measured", "error"]), "",
+                  "Sources: " + "; ".join(md(s) for s in cv.sources) + ".", ""]  # fmt: skip
+    return lines
+
+
 # --- the page ----------------------------------------------------------------------------
 
 
@@ -437,7 +634,18 @@ def _md(rows: list[list[object]], headers: list[str]) -> str:
     return tabulate(esc, headers=[md(h) for h in headers], tablefmt="github", disable_numparse=True)
 
 
-def page(scored: list[Scored], skipped: list[Skipped], commit: str) -> str:
+def cluster_section(scored: list[Scored]) -> list[str]:
+    lines = ["## Serving by cluster", "",
+             "The out-of-sample serving points (one GPU and multi-GPU together) by the "
+             "part's vendor, the model's family (MoE: fewer active parameters than total), "
+             "the weights' precision and the engine the run used.", ""]  # fmt: skip
+    for dim, rows in by_cluster(scored).items():
+        lines += [_md(rows, [dim, *CLUSTER_HEADERS]), ""]
+    return lines
+
+
+def page(scored: list[Scored], skipped: list[Skipped], commit: str,
+         cvs: list[Curve] | None = None) -> str:  # fmt: skip
     lines = [
         "# Accuracy",
         "",
@@ -467,6 +675,8 @@ def page(scored: list[Scored], skipped: list[Skipped], commit: str) -> str:
                   ""]  # fmt: skip
     lines += ["## Summary", "", _md(summary(scored), SUMMARY_HEADERS), "",
               "![predicted against measured, log-log](accuracy.svg)", "",
+              *cluster_section(scored),
+              *curve_section(cvs or []),
               f"## The {WORST} worst points (by the estimate's |error|)", "",
               _md(point_rows(worst(scored)), POINT_HEADERS), "",
               "## In-sample points (not counted above)", "",
@@ -493,12 +703,17 @@ def _write(path: Path, text: str) -> None:
 
 def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("-")]
-    scored, skipped = score(load(Path(args[0]) if args else DATA))
+    points = load(Path(args[0]) if args else DATA)
+    scored, skipped = score(points)
     print(bound_line(scored))
     for c in beaten(scored):
         print(f"  point {c.id} ({c.hardware}, {c.what}): past its bound by {c.beaten_by:.1%}")
     print()
     print(tabulate(summary(scored), headers=SUMMARY_HEADERS, disable_numparse=True))
+    for dim, rows in by_cluster(scored).items():
+        print()
+        print(tabulate(rows, headers=[f"serving by {dim}", *CLUSTER_HEADERS],
+                       disable_numparse=True))  # fmt: skip
     print(f"\nworst {WORST} by the estimate's |error|:")
     print(tabulate(point_rows(worst(scored)), headers=POINT_HEADERS, disable_numparse=True))
     print(f"\nskipped: {len(skipped)} points (not expressible, or excluded; -v says why)")
@@ -507,10 +722,17 @@ def main(argv: list[str]) -> int:
         print(tabulate([[s.id, s.kind, s.hardware, s.why] for s in skipped],
                        headers=["id", "kind", "part", "why"]))  # fmt: skip
     if "--write" in argv:
-        svg, md = chart_svg(scored), page(scored, skipped, _commit())
+        cvs = curves(points)
+        svg, text = chart_svg(scored), page(scored, skipped, _commit(), cvs)
         _write(CHART, svg)
-        _write(DOC, md)
-        print(f"\nwrote {DOC.relative_to(ROOT)} and {CHART.relative_to(ROOT)}")
+        _write(DOC, text)
+        names = {cv.name for cv in cvs}
+        for cv in cvs:
+            _write(DOC.parent / cv.name, curve_svg(cv))
+        for old in DOC.parent.glob("accuracy-curve-*.svg"):  # a series no longer published
+            if old.name not in names:
+                old.unlink()
+        print(f"\nwrote {DOC.relative_to(ROOT)}, {CHART.relative_to(ROOT)} and {len(cvs)} curves")
     return 0
 
 

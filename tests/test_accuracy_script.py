@@ -198,7 +198,8 @@ def test_write_regenerates_the_page_and_chart_whole(tmp_path, monkeypatch, capsy
         [BY_ID[i] for i in FEW])[0])  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["accuracy.md", "accuracy.svg",
                                                            "few.json"]  # fmt: skip
-    assert "wrote accuracy.md and accuracy.svg" in capsys.readouterr().out
+    # the few points make no curve (point 244's series needs 245 too): none written
+    assert "wrote accuracy.md, accuracy.svg and 0 curves" in capsys.readouterr().out
 
 
 def test_the_summary_has_a_row_for_every_end_to_end_point() -> None:
@@ -218,3 +219,63 @@ def test_the_summary_has_a_row_for_every_end_to_end_point() -> None:
     ins = acc.Scored(2, acc.KERNEL, "h100", "x", "s", 1.0, 1.0, 0.5, True, "why", ("a rate",))
     rows = acc.summary([pt(acc.KERNEL, 1.1), ins])
     assert rows[0][:4] == [acc.KERNEL, 1, "1/1 (100%)", "10.0%"] and rows[0][-1] == 1
+
+
+def test_serving_points_by_cluster() -> None:
+    # invented: two NVIDIA dense fp8 vLLM points 10 % and 30 % fast, one AMD MoE bf16
+    # TensorRT-LLM point 20 % slow (time metrics: estimate / measured − 1), an in-sample
+    # serving point and a training point, both left out
+    def pt(estimate: float, cluster: tuple[str, ...], built: tuple[str, ...] = ()) -> object:
+        return acc.Scored(1, acc.MULTI, "h100", "x", "s", 1.0, estimate, 0.5, True, "why",
+                          built, cluster)  # fmt: skip
+
+    nv, amd = ("NVIDIA", "dense", "fp8", "vLLM"), ("AMD", "MoE", "bf16", "TensorRT-LLM")
+    training = acc.Scored(2, acc.TRAINING, "h100", "t", "MFU", 0.4, 0.5, 0.6, False, "why")
+    scored = [pt(0.9, nv), pt(0.7, nv), pt(1.2, amd), pt(1.0, amd, ("a rate",)), training]
+    by = acc.by_cluster(scored)
+    assert list(by) == ["vendor", "model", "precision", "engine"]
+    # NVIDIA: 1 of 2 within ±25 %, median of 10 % and 30 %: 20 %; AMD: its one point
+    assert by["vendor"] == [["NVIDIA", 2, "1/2 (50%)", "20.0%", 0], ["AMD", 1, "1/1 (100%)",
+                                                                      "20.0%", 0]]  # fmt: skip
+    assert [r[0] for r in by["engine"]] == ["vLLM", "TensorRT-LLM"]
+
+
+def test_a_serving_points_cluster_is_read_off_its_mapping() -> None:
+    # 176: Llama 3.1 8B FP8 on one H200 with TensorRT-LLM; 226: Llama 3.1 70B FP8 on 8
+    # MI300X with vLLM; 203: DeepSeek-R1 (fewer active parameters than total) in block FP8
+    assert acc.cluster_of(BY_ID[176]["modelcost"]) == ("NVIDIA", "dense", "fp8", "TensorRT-LLM")
+    assert acc.cluster_of(BY_ID[226]["modelcost"]) == ("AMD", "dense", "fp8", "vLLM")
+    assert acc.cluster_of(BY_ID[203]["modelcost"]) == ("NVIDIA", "MoE", "fp8_block",
+                                                       "TensorRT-LLM")  # fmt: skip
+
+
+def test_published_series_are_the_points_alike_but_for_their_concurrency() -> None:
+    # the data's curves: Azure's 70B on 8 H100 at 16 and 64 and on 8 H200 at 16 and 32;
+    # AMD's 70B FP8 latency on 8 MI300X at 1 and 2; Oracle's 405B at 1, 4, 64 and 256
+    assert [[p["id"] for p in ps] for ps in acc.series(DATA["points"])] == [
+        [212, 214], [217, 218], [244, 245], [247, 248, 250, 251]]  # fmt: skip
+
+
+def test_a_curve_is_serve_at_each_concurrency_as_its_points_are_scored(tmp_path) -> None:
+    ps = acc.series(DATA["points"])[1]  # TensorRT-LLM 70B on 8 H200 at 16 and 32
+    cv = acc.curve(ps, tmp_path)
+    assert [c for c, _, _ in cv.predicted] == [16, 32] and cv.name == "accuracy-curve-217.svg"
+    scored, _ = acc.score(ps)
+    assert [(c, e) for c, e, _ in cv.predicted] == [(16, scored[0].estimate),
+                                                    (32, scored[1].estimate)]  # fmt: skip
+    assert [(c, v) for c, v, _ in cv.measured] == [(16, 647.78), (32, 861.77)]
+    # between the measured concurrencies, every power of two: Oracle's 1 … 256
+    oracle = acc.curve(acc.series(DATA["points"])[3], tmp_path)
+    assert [c for c, _, _ in oracle.predicted] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+
+
+def test_a_curve_chart_is_deterministic_and_escapes_its_title() -> None:
+    cv = acc.Curve("<b>&'\"", "s", True, ("a source",), ((1, 2.0, 7), (4, 3.0, 8)),
+                   ((1, 1.8, 1.0), (2, 2.1, 1.1), (4, 2.9, 1.2)))  # fmt: skip
+    svg = acc.curve_svg(cv)
+    assert svg == acc.curve_svg(cv) and svg.startswith("<svg ") and svg.endswith("</svg>\n")
+    assert "<b>" not in svg and "&lt;b&gt;&amp;" in svg
+    assert svg.count("<circle ") == 2 and svg.count("<polyline ") == 2
+    # y ticks at a round step from 0: the top is 3.0 × 1.08 = 3.24, a step of 1
+    assert [acc._ticks(3.24), acc._ticks(19.2), acc._ticks(1.08)] == [
+        [0, 1, 2, 3], [0, 5, 10, 15], [0.0, 0.5, 1.0]]  # fmt: skip
