@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "perfmodel.collectives", "perfmodel.conv", "perfmodel.deltanet",
         "perfmodel.elementwise", "perfmodel.gemm", "perfmodel.misc", "perfmodel.moe",
         "perfmodel.norm", "perfmodel.offload", "perfmodel.optimizer", "perfmodel.quant",
+        "perfmodel.ring",
         "perfmodel.ssm",
     )),
     ("IR and lowering", (

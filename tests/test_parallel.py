@@ -399,6 +399,40 @@ def test_context_parallelism_splits_tokens_and_rings_keys() -> None:
     assert four.totals.memory.kv_cache * 4 == one.totals.memory.kv_cache  # its own chunk
 
 
+def test_ring_attentions_bookkeeping_as_transformer_engine_runs_it() -> None:
+    # Transformer Engine's p2p ring (AttnFuncWithCPAndKVP2P @e7c550c5), bf16, on the rank
+    # that does the most: Llama 3 8B at cp 4, seq 8192, batch 2 in training: each rank
+    # holds T = 2 × 2,048 tokens, q = o = T·32·128 and k and v T·2·8·128 elements
+    r = report(LLAMA8, "train", batch=2, seq=8192, cp=4)
+    (merge,) = [o for o in r.ops if o.name == "layers.0.attn.ring_merge"]
+    T = 2 * 2048
+    q = o = T * 32 * 128
+    kv = T * 2 * 8 * 128
+    assert merge.kind == "RingMerge" and merge.shape == {"q": q, "o": o, "kv": kv, "steps": 4}
+    # forward: k, v concatenated into the send buffer (read, write), O initialised from
+    # the first step (read, write) and corrected by the other 3 (read two, write one),
+    # 2 bytes an element; a multiply, then a multiply and an add an element
+    assert merge.bytes == (2 * kv + 2 * o + 3 * 3 * o) * 2
+    assert merge.flops == o + 2 * 3 * o
+    # backward: k, v copied into the ring's buffer; dq set and added to 3 times; dk, dv
+    # set and added to over half the chunk 3 times; an add an element
+    assert merge.backward.bytes == (2 * kv + (2 * q + 9 * q) + (2 * kv + 9 * kv // 2)) * 2
+    assert merge.backward.flops == 3 * (q + kv // 2)
+    # a side node off the attention: no output of its own, and it keeps nothing for
+    # the backward (the corrections write the O flash attention keeps)
+    graph = lower(LLAMA8, Workload("train", 2, 8192, parallel=Parallel(cp=4)))
+    (node,) = [n for n in graph.nodes if n.name == "layers.0.attn.ring_merge"]
+    assert node.inputs == ("layers.0.attn.sdpa",) and node.out_bytes == 0
+    assert not node.op.backward_reads_inputs()
+    assert not [n for n in graph.nodes if "layers.0.attn.ring_merge" in n.inputs]
+    # one rank (no ring), and prefill's forward only: no node, or no backward
+    assert not [o for o in report(LLAMA8, "train", batch=2, seq=8192).ops
+                if o.kind == "RingMerge"]  # fmt: skip
+    pre = report(LLAMA8, seq=8192, cp=4)
+    (merge,) = [o for o in pre.ops if o.kind == "RingMerge"]
+    assert merge.bytes == (2 * kv // 2 + 2 * o // 2 + 9 * o // 2) * 2 and merge.backward is None
+
+
 def test_context_parallelism_refuses_decode_and_ssms() -> None:
     with pytest.raises(SpecError, match="decode has one per sequence"):
         lower(LLAMA8, Workload("decode", parallel=Parallel(cp=2)))

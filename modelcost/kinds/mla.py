@@ -74,6 +74,8 @@ def lower(lw: Lowerer, e: Emit, op: ir.MLA, name: str) -> None:
         sdpa = SdpaOp(s.B, s.S, H, n_keys, H, nope + rope, vd, causal=op.causal, act=a, kv=a,
                       flash_impl=flash)  # fmt: skip
         att = e.add(f"{name}.sdpa", sdpa, (q, kvb), out=s.T * H * vd * bpe(a))
+        # the ring's keys: each head's nope and rope parts (the rope key broadcast)
+        lw.ring_merge(e, name, H * (nope + rope), H * vd, H * (nope + rope + vd), a, att)
     o = lw.gemm_node(e, f"{name}.o_proj", gemm(s.T, op.dim, H * vd, False, d), (att,))
     e.stream = lw.exit(e, name, op.dim, a, o)
 

@@ -44,6 +44,7 @@ from .norm import Normalization, NormOp, RMSNorm
 from .offload import OffloadOp
 from .optimizer import AdamStepOp
 from .quant import DequantizeOp, QuantizeOp
+from .ring import RingMergeOp
 from .ssm import CausalConv1d, CausalConv1dOp, MambaSSD, MambaSsdOp, MambaStepOp
 
 __all__ = [
@@ -88,6 +89,7 @@ __all__ = [
     "RMSNorm",
     "Reduce",
     "ReduceOp",
+    "RingMergeOp",
     "RopeOp",
     "SdpaOp",
     "Softmax",

@@ -28,6 +28,7 @@ KIND_COLORS: dict[str, str] = {
     "Collective": "#fabfd2",
     "Optimizer": "#a0cbe8",
     "Offload": "#9467bd",
+    "RingMerge": "#17becf",
 }
 OTHER = "#c7c7c7"  # a kind outside the vocabulary (never expected)
 # layer groups: greys from dark to light, by share of the time
