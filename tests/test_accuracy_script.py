@@ -139,8 +139,10 @@ def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
     # the reference set's 198, the Llama 3 paper's three training points (1001-1003) and
     # five Megatron-Bridge 25.11 runs held back from the model (1004-1008), its 25.09
     # token-drop run of the same MoE layout (1009), three more Megatron-Bridge runs
-    # (1010-1012: MXFP8, and the 25.09 FSDP one) and two of AMD's on MI325X (1013-1014)
-    assert len(DATA["points"]) == len(BY_ID) == 212
+    # (1010-1012: MXFP8, and the 25.09 FSDP one), two of AMD's on MI325X (1013-1014),
+    # AMD's MLPerf Training v5.1 Llama 3.1 8B on MI355X and MI350X (1015-1016) and four
+    # Megatron-Bridge Qwen3-30B-A3B runs on 8 B200 or GB200 (1017-1020)
+    assert len(DATA["points"]) == len(BY_ID) == 218
     for p in DATA["points"]:
         assert set(p) >= SOURCE_FIELDS, p["id"]
         m = p.get("modelcost")
