@@ -4,8 +4,8 @@ counts by hand from their sources, the step's composition in closed form, and on
 training report taken apart."""
 
 import pytest
-
 from conftest import MODELS
+
 from modelcost import compile_report, load_spec
 from modelcost.collectives_achieved import ctas
 from modelcost.costing import costing
@@ -70,8 +70,10 @@ def test_a_training_step_with_its_sync_beside_compute() -> None:
     synced = sum(o.total_estimate_s for o in syncs)
     assert synced < compute  # compute outlasts them: all hidden
     assert r.totals.estimate_s == pytest.approx(compute + synced * 24 / 132, rel=1e-12)
-    assert all(o.estimate_reason.endswith(
-        "; NCCL holds 24 of the 132 SMs while it runs (the ring's channels in one scale-up "
-        "domain): the compute beside it does 18% less work while it runs") for o in syncs)  # fmt: skip
+    said = (
+        "; NCCL holds 24 of the 132 SMs while it runs (the ring's channels in one "
+        "scale-up domain): the compute beside it does 18% less work while it runs"
+    )
+    assert all(o.estimate_reason.endswith(said) for o in syncs)
     # the bound keeps them free: its step is the compute alone (nothing exposed)
     assert r.totals.comm_exposed_s == 0.0
