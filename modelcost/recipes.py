@@ -145,6 +145,22 @@ RECIPES: dict[str, Recipe] = {
             Scales("block", DType.fp32, 1, 128),
             source="DeepSeek-V3 technical report, section 3.3 (fine-grained quantization)",
         ),
+        # training's block scaling, as Transformer Engine runs DeepSeek-V3's granularity
+        Recipe(
+            "fp8_bs",
+            "FP8 training, block scaling (1×128 activations and gradients, 128×128 weights)",
+            DType.fp8_e4m3,
+            Scales("block", DType.fp32, 128, 128),
+            DType.fp8_e4m3,
+            Scales("block", DType.fp32, 1, 128),
+            columnwise=True,
+            source="Transformer Engine Float8BlockScaling (Megatron-Bridge FP8 blockwise, "
+            "fp8_recipe 'blockwise'): fp32 scales per 1×128 tile of activations and "
+            "gradients, per 128×128 block of weights, as the DeepSeek-V3 report (section "
+            "3.3) sets them; the 1×128 tiles run along K, so each tensor is quantized "
+            "row-wise and column-wise (its columnwise usage), the block's amax taken as it "
+            "goes (one pass); every GEMM with the split accumulator",
+        ),
         Recipe(
             "w8a16",
             "INT8 weights, per-channel scales, BF16 math",

@@ -154,7 +154,7 @@ def test_every_point_keeps_its_source_and_maps_or_says_why() -> None:
             assert m["metric"] in ("mfu", "tokens_per_s_device"), p["id"]
             assert m["measured"] in p["measured"].values(), p["id"]
             # BF16, or one of training's FP8 recipes (the inference one not among them)
-            assert m["train"]["recipe"] in (None, "fp8_cs", "fp8_ds", "mxfp8"), p["id"]
+            assert m["train"]["recipe"] in (None, "fp8_cs", "fp8_ds", "mxfp8", "fp8_bs"), p["id"]
             assert m["train"].get("overlap", "none") in ("none", "megatron"), p["id"]
             assert m["train"].get("grads", "fp32") in ("fp32", "param"), p["id"]
             assert m["train"].get("offload", 0) in (0, 40), p["id"]  # the GB200 70B recipe's

@@ -132,6 +132,14 @@ def test_training_casts_read_for_their_amax_or_write_two_copies_as_the_recipe_ru
     mx = cast("mxfp8")
     assert mx.bytes == elements * (2 + 2 * (1 + 1 / 32))
     assert mx.flops == elements * 3 * 2
+    # block scaling (Transformer Engine Float8BlockScaling, DeepSeek-V3's 1×128 tiles):
+    # an fp32 scale per 128 along K, so row-wise and column-wise copies as MXFP8 makes
+    # them, each 1 + 4/128 bytes an element, the tile's amax taken as it goes
+    bs = cast("fp8_bs")
+    assert bs.bytes == elements * (2 + 2 * (1 + 4 / 128))
+    assert bs.flops == elements * 3 * 2
+    # the inference recipe of the same granularity casts once
+    assert cast("fp8_block").bytes == elements * (2 + 1 + 4 / 128)
     # inference under the same recipes casts once, as the engines do
     infer = compile_report(recipe("fp8_cs"), "h100", Workload(Phase.prefill, 1, 2048))
     assert op(infer, "layers.0.attn.q_proj.quantize").bytes == elements * (2 + 1)
