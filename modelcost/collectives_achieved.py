@@ -143,11 +143,18 @@ def _measured(op: CollectiveOp, hw: Hardware, fam: dict[str, Any]) -> tuple[floa
     return us * 1e-6, f"NCCL/RCCL all-reduce at {_b(size)} × {op.group} as measured: {how}{where}"
 
 
+def _nvls(op: CollectiveOp, inner: int, outer: int, fam: dict[str, Any]) -> bool:
+    """Whether NCCL runs `op` as NVLink SHARP's all-reduce: over the family's NVLS group,
+    inside one scale-up domain (its default for all-reduce where the switch has it)."""
+    nvls = fam["busbw"].get("all_reduce_nvls")
+    return op.collective == "all_reduce" and outer == 1 and bool(nvls) and inner == nvls["ranks"]
+
+
 def _busbw(op: CollectiveOp, inner: int, outer: int, fam: dict[str, Any]) -> tuple[float, str]:
     """(achieved busbw inside the scale-up domain, what it is), or (0, why none)."""
     figures = fam["busbw"]
-    nvls = figures.get("all_reduce_nvls")
-    if op.collective == "all_reduce" and outer == 1 and nvls and inner == nvls["ranks"]:
+    if _nvls(op, inner, outer, fam):
+        nvls = figures["all_reduce_nvls"]
         return nvls["gbps"] * 1e9, f"NVLS all-reduce at {nvls['gbps']} GB/s busbw"
     ring = figures.get("ring")
     if ring and op.collective in ring["kinds"]:
@@ -199,7 +206,7 @@ def ctas(op: CollectiveOp, hw: Hardware) -> tuple[int, str] | None:
     inner, outer = split(op, hw)
     if outer > 1:
         n, what = figures["scale_out"], "the ring's channels across scale-up domains"
-    elif _busbw(op, inner, outer, fam)[1].startswith("NVLS"):
+    elif _nvls(op, inner, outer, fam):
         n, what = figures["nvls"], "NVLink SHARP's channels"
     else:
         n, what = figures["scale_up"], "the ring's channels in one scale-up domain"

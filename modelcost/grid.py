@@ -48,12 +48,12 @@ from .roofline import (
     collectives_engine,
     column,
     estimate_nodes,
+    estimate_step,
     matrix_peak,
     memory_parts,
     node_time,
     op_times,
     step_sums,
-    step_time,
     with_estimate_step,
 )
 from .symbolic import Watch, instantiator, length, skewed, watching
@@ -235,11 +235,7 @@ def _totals(
             acts = activation_bytes(point)
         tot = assemble(_at(sums, i), shape, memory_parts(facts, acts), main_peak, hw)
         if kernels is not None:
-            par = shape.par
-            at = _at(kernels, i)
-            step = step_time(at.busy, at.once, at.comm, par.pp, par.microbatches, par.overlap,
-                             par.vpp, at.beside, at.held)[0]  # fmt: skip
-            tot = with_estimate_step(tot, step)
+            tot = with_estimate_step(tot, estimate_step(_at(kernels, i), shape.par))
         out.append((shape, tot))
     return out
 

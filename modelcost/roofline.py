@@ -362,12 +362,16 @@ def _with_estimate(
     """The totals with the step as the kernels run it: the same composition as the
     roofline's step (overlap, bubble), from the estimated times, the compute beside a
     collective slowed by the SMs it holds."""
-    par = graph.shape.par
     sums = step_sums([column(t, e.total_s, e.held_s)
                       for t, e in zip(times, estimates, strict=True)])  # fmt: skip
-    step = step_time(sums.busy, sums.once, sums.comm, par.pp, par.microbatches, par.overlap,
+    return with_estimate_step(tot, estimate_step(sums, graph.shape.par))
+
+
+def estimate_step(sums: Sums, par: Parallel) -> float:
+    """The step as the kernels run it, from the estimate's sums: the roofline's
+    composition (overlap, bubble) with the compute the collectives' SMs take."""
+    return step_time(sums.busy, sums.once, sums.comm, par.pp, par.microbatches, par.overlap,
                      par.vpp, sums.beside, sums.held)[0]  # fmt: skip
-    return with_estimate_step(tot, step)
 
 
 def with_estimate_step(tot: Totals, step: float) -> Totals:
@@ -522,7 +526,7 @@ def held_share(node: Node, fwd: Estimate, hw: Hardware) -> tuple[float, Estimate
     is counted: tensor-parallel overlap's ring exchange moves its data by copy engine
     (Transformer Engine's userbuffers, use_ce), and no channel count is sourced for the
     pipeline's and ring attention's sends, nor for RCCL."""
-    from .collectives_achieved import ctas
+    from .collectives_achieved import ctas  # the estimate's own: loaded when it runs
 
     op = node.op
     if not (node.step and isinstance(op, CollectiveOp)):
@@ -532,7 +536,7 @@ def held_share(node: Node, fwd: Estimate, hw: Hardware) -> tuple[float, Estimate
         return 0.0, fwd
     n, said = found
     share = n / hw.compute_units
-    said = f"{said}: the compute beside it does {share:.0%} less work while it runs"
+    said = f"{said}: compute overlapping it does {share:.0%} less work meanwhile"
     return share, replace(fwd, reason=f"{fwd.reason}; {said}")
 
 
@@ -733,21 +737,24 @@ def step_time(
     microbatch time: (pp − 1)/(vpp · m) of the ideal time (Narayanan et al. 2021,
     §2.2.2).
 
-    `held` is the compute time the hidden collectives' SMs take while they run (the
+    `held` is the compute time the overlapped collectives' SMs take while they run (the
     estimate's, `NodeEstimate.held_s`): compute on the SMs a collective leaves does its
-    share less work in the window, made up after it; counted for the part of them
-    hidden, which is all of it when compute outlasts them.
+    share less work while they overlap, for the part of them hidden (all of it when
+    compute outlasts them). That work is made up after them, past their end, unless
+    they outlast the compute: then it runs inside their exposed tail, and only what
+    does not fit there lengthens the step.
     """
     other = busy - comm
     if overlap == "none":
-        exposed, hidden = comm, 0.0
+        exposed, hidden, tail = comm, 0.0, 0.0
     elif overlap == "megatron":
-        exposed = comm - beside + max(0.0, beside - other)
+        tail = max(0.0, beside - other)  # the overlapped collectives past the compute
+        exposed = comm - beside + tail
         hidden = min(beside, other) / beside if beside else 0.0
     else:
-        exposed = max(0.0, comm - other)
+        exposed = tail = max(0.0, comm - other)
         hidden = (comm - exposed) / comm if comm else 0.0
-    spent = other + exposed + held * hidden
+    spent = other + exposed + max(0.0, held * hidden - tail)
     flowing = (busy - once) * (spent / busy) if busy else 0.0  # all microbatches' work
     bubble = flowing * (pp - 1) / (vpp * microbatches)
     return spent + bubble, exposed, bubble
