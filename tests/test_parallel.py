@@ -408,16 +408,19 @@ def test_ring_attentions_bookkeeping_as_transformer_engine_runs_it() -> None:
     T = 2 * 2048
     q = o = T * 32 * 128
     kv = T * 2 * 8 * 128
-    assert merge.kind == "RingMerge" and merge.shape == {"q": q, "o": o, "kv": kv, "steps": 4}
+    assert merge.kind == "RingMerge"
+    assert merge.shape == {"q": q, "o": o, "kv": kv, "steps": 4, "causal": True}
     # forward: k, v concatenated into the send buffer (read, write), O initialised from
     # the first step (read, write) and corrected by the other 3 (read two, write one),
     # 2 bytes an element; a multiply, then a multiply and an add an element
     assert merge.bytes == (2 * kv + 2 * o + 3 * 3 * o) * 2
     assert merge.flops == o + 2 * 3 * o
     # backward: k, v copied into the ring's buffer; dq set and added to 3 times; dk, dv
-    # set and added to over half the chunk 3 times; an add an element
-    assert merge.backward.bytes == (2 * kv + (2 * q + 9 * q) + (2 * kv + 9 * kv // 2)) * 2
-    assert merge.backward.flops == 3 * (q + kv // 2)
+    # set over half the chunk, added to over half twice and whole at the diagonal; an
+    # add an element
+    dkv = kv + 2 * 3 * kv // 2 + 3 * kv
+    assert merge.backward.bytes == (2 * kv + (2 * q + 9 * q) + dkv) * 2
+    assert merge.backward.flops == 3 * q + 2 * kv // 2 + kv
     # a side node off the attention: no output of its own, and it keeps nothing for
     # the backward (the corrections write the O flash attention keeps)
     graph = lower(LLAMA8, Workload("train", 2, 8192, parallel=Parallel(cp=4)))
@@ -431,6 +434,20 @@ def test_ring_attentions_bookkeeping_as_transformer_engine_runs_it() -> None:
     pre = report(LLAMA8, seq=8192, cp=4)
     (merge,) = [o for o in pre.ops if o.kind == "RingMerge"]
     assert merge.bytes == (2 * kv // 2 + 2 * o // 2 + 9 * o // 2) * 2 and merge.backward is None
+
+
+def test_mla_rings_each_heads_key_and_value() -> None:
+    # DeepSeek-V3 (MLA: 128 heads, nope 128, rope 64, v 128) prefilling 4,096 tokens at
+    # tp 8, cp 2: 16 heads a rank, 2,048 tokens a rank. Megatron-Core builds each head's
+    # key with the rope part broadcast to it, and Transformer Engine's ring sends the
+    # keys and values as they are: 16 · (128 + 64 + 128) = 5,120 elements a token
+    spec = load_spec(MODELS / "deepseek-v3.model")
+    g = lower(spec, Workload("prefill", 1, 4096, parallel=Parallel(tp=8, cp=2)))
+    ring = next(n.op for n in g.nodes if n.name == "layers.0.attn.kv_ring")
+    assert (ring.collective, ring.elements, ring.group) == ("all_gather", 4096 * 5120, 2)
+    merge = next(n.op for n in g.nodes if n.name == "layers.0.attn.ring_merge")
+    assert (merge.q, merge.o, merge.kv, merge.steps, merge.causal) == (
+        2048 * 16 * 192, 2048 * 16 * 128, 2048 * 5120, 2, True)  # fmt: skip
 
 
 def test_context_parallelism_refuses_decode_and_ssms() -> None:

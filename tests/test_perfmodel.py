@@ -289,15 +289,17 @@ CASES = [
     Case("offload-1-layer", OffloadOp(4_560_000_000, 1), fwd=(0, 4_560_000_000),
          bwd=(0, 4_560_000_000)),
     Case("offload-40-layers", OffloadOp(123, 40), fwd=(0, 123), bwd=(0, 123)),
-    # ring attention's bookkeeping, 2 steps (cp 2), q = o = 100, kv = 40, bf16: forward
-    # kv concatenated (2·40), O set (2·100) and corrected once (3·100), a multiply then a
-    # multiply and an add an element; backward kv copied (2·40), dq set and added to
-    # (2·100 + 3·100), dk/dv set and added to over half (2·40 + 3·40/2), an add an element
+    # ring attention's bookkeeping, 2 steps (cp 2), causal, q = o = 100, kv = 40, bf16:
+    # forward kv concatenated (2·40), O set (2·100) and corrected once (3·100), a multiply
+    # then a multiply and an add an element; backward kv copied (2·40), dq set and added
+    # to (2·100 + 3·100, 100 adds), dk/dv set over half (2·20) and added to whole at the
+    # diagonal (3·40, 40 adds)
     Case("ring-merge-2-steps", RingMergeOp(100, 100, 40, 2),
-         fwd=(100 + 200, (80 + 200 + 300) * 2), bwd=(100 + 20, (80 + 500 + 80 + 60) * 2)),
-    # 1 step (nothing received): the concatenation and O's initialisation, the copies
-    Case("ring-merge-1-step", RingMergeOp(10, 6, 4, 1, DType.fp32),
-         fwd=(6, (8 + 12) * 4), bwd=(0, (8 + 20 + 8) * 4)),
+         fwd=(100 + 200, (80 + 200 + 300) * 2), bwd=(100 + 40, (80 + 500 + 40 + 120) * 2)),
+    # 3 steps without a mask, fp32: each later step corrects O (3·6) and adds to dq
+    # (3·10) and to the whole dk/dv (3·4)
+    Case("ring-merge-3-steps-no-mask", RingMergeOp(10, 6, 4, 3, False, DType.fp32),
+         fwd=(6 + 2 * 2 * 6, (8 + 12 + 36) * 4), bwd=(2 * 10 + 2 * 4, (8 + 80 + 32) * 4)),
     # quantize 4096 bf16 → mxfp4: absmax, scale, convert (3 per element);
     # bytes 4096·(2 + 0.5 + 1/32)
     Case("quant-mxfp4", QuantizeOp(4096, bf16, mxfp4),

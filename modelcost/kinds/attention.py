@@ -84,7 +84,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.Attention, name: str) -> None:
         flash_impl=op.kernel is ir.AttentionKernel.flash,
     )
     att = e.add(f"{name}.sdpa", sdpa, (q, k, v), out=s.B * s.S * H * hd * bpe(a))
-    lw.ring_merge(e, name, H * hd, H * hd, 2 * KV * hd, a, att)
+    lw.ring_merge(e, name, H * hd, H * hd, 2 * KV * hd, op.causal, a, att)
     parts = (att, *_chunk_attention(lw, e, name, op, H, KV, (q, k, v), qa))
     if op.gate:  # sigmoid(gate) ∘ attention output (Qwen3-Next)
         gated = (s.T, H * hd)

@@ -175,16 +175,19 @@ class Lowerer:
         return self.collective(e, f"{name}.kv_ring", "all_gather", elements, a, x, "cp",
                                beside=True)  # fmt: skip
 
-    def ring_merge(self, e: Emit, name: str, q: int, o: int, kv: int, a: DType, x: str) -> None:
+    def ring_merge(
+        self, e: Emit, name: str, q: int, o: int, kv: int, causal: bool, a: DType, x: str
+    ) -> None:
         """The elementwise work around ring attention's steps, as Transformer Engine's
         p2p context parallelism runs it (RingMergeOp): per token `q` query, `o` output
         and `kv` key-and-value elements of this rank's chunk. A side node off the
-        attention `x`, which its output stays (the corrections write the kept O)."""
-        if self.par.cp == 1 or self.s.decode:
+        attention `x`, which its output stays (the corrections write the kept O).
+        Context parallelism refuses decode, so a ring runs over prompts only."""
+        if self.par.cp == 1:
             return
         t = self.s.B * self.s.S
-        rec = RingMergeOp(t * q, t * o, t * kv, self.par.cp, a)
-        e.add(f"{name}.ring_merge", rec, (x,))
+        e.add(f"{name}.ring_merge", RingMergeOp(t * q, t * o, t * kv, self.par.cp, causal, a),
+              (x,))  # fmt: skip
 
     def enter(self, e: Emit, name: str, dim: int, a: DType, beside: bool = True) -> str:
         """The layer's input on every tp rank: gathered from 1/tp of the tokens under

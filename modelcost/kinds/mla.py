@@ -69,13 +69,15 @@ def lower(lw: Lowerer, e: Emit, op: ir.MLA, name: str) -> None:
         )
     else:
         kvb = lw.gemm_node(e, f"{name}.kv_b_proj", gemm(s.T, H * (nope + vd), r, False, d), (c,))
-        kvb = lw.ring(e, name, H * (nope + vd) + rope, a, kvb)
+        # the ring sends each head's key (the rope part broadcast to it, as Megatron-Core
+        # builds the keys) and value: Transformer Engine's torch.cat of k and v
+        ring = H * (nope + rope + vd)
+        kvb = lw.ring(e, name, ring, a, kvb)
         n_keys = keys(lw, op)
         sdpa = SdpaOp(s.B, s.S, H, n_keys, H, nope + rope, vd, causal=op.causal, act=a, kv=a,
                       flash_impl=flash)  # fmt: skip
         att = e.add(f"{name}.sdpa", sdpa, (q, kvb), out=s.T * H * vd * bpe(a))
-        # the ring's keys: each head's nope and rope parts (the rope key broadcast)
-        lw.ring_merge(e, name, H * (nope + rope), H * vd, H * (nope + rope + vd), a, att)
+        lw.ring_merge(e, name, H * (nope + rope), H * vd, ring, op.causal, a, att)
     o = lw.gemm_node(e, f"{name}.o_proj", gemm(s.T, op.dim, H * vd, False, d), (att,))
     e.stream = lw.exit(e, name, op.dim, a, o)
 
