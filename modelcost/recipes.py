@@ -84,6 +84,16 @@ _FP8 = Recipe(
     "weight and activation scales",
 )
 
+_FP8_BLOCK = Recipe(
+    "fp8_block",
+    "FP8 W8A8, 128×128 weight blocks and 1×128 activation blocks",
+    DType.fp8_e4m3,
+    Scales("block", DType.fp32, 128, 128),
+    DType.fp8_e4m3,
+    Scales("block", DType.fp32, 1, 128),
+    source="DeepSeek-V3 technical report, section 3.3 (fine-grained quantization)",
+)
+
 RECIPES: dict[str, Recipe] = {
     r.name: r
     for r in (
@@ -136,23 +146,12 @@ RECIPES: dict[str, Recipe] = {
             attention=True,
             source="FlashAttention-3 FP8 (Shah et al. 2024) over an FP8 KV cache",
         ),
-        Recipe(
-            "fp8_block",
-            "FP8 W8A8, 128×128 weight blocks and 1×128 activation blocks",
-            DType.fp8_e4m3,
-            Scales("block", DType.fp32, 128, 128),
-            DType.fp8_e4m3,
-            Scales("block", DType.fp32, 1, 128),
-            source="DeepSeek-V3 technical report, section 3.3 (fine-grained quantization)",
-        ),
+        _FP8_BLOCK,
         # training's block scaling, as Transformer Engine runs DeepSeek-V3's granularity
-        Recipe(
-            "fp8_bs",
-            "FP8 training, block scaling (1×128 activations and gradients, 128×128 weights)",
-            DType.fp8_e4m3,
-            Scales("block", DType.fp32, 128, 128),
-            DType.fp8_e4m3,
-            Scales("block", DType.fp32, 1, 128),
+        replace(
+            _FP8_BLOCK,
+            name="fp8_bs",
+            title="FP8 training, block scaling (1×128 activations and gradients, 128×128 weights)",
             columnwise=True,
             source="Transformer Engine Float8BlockScaling (Megatron-Bridge FP8 blockwise, "
             "fp8_recipe 'blockwise'): fp32 scales per 1×128 tile of activations and "

@@ -61,7 +61,8 @@ def pytest_collection_modifyitems(items):
 # and pytest_assertrepr_compare's diff: with CI set in the environment a full pformat
 # and ndiff, minutes for one zoo compile's equal reports). Our answer counts the assert
 # and says no, so a passing assert costs one call. It is pytest's private name: when it
-# is gone, pytest_configure stops the run rather than count nothing.
+# is gone, pytest_configure stops the run rather than count nothing. Only the case's
+# own call is counted (_RUNNING): an assert in a fixture's setup is not the case's check.
 CHECKS: dict[str, int] = {}
 _RUNNING: list[str] = []
 
