@@ -37,6 +37,7 @@ import sys
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from math import log10
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -45,7 +46,7 @@ from tabulate import tabulate
 
 import modelcost
 from modelcost.costing import costing
-from modelcost.engines import DEFAULT_ENGINE
+from modelcost.engines import DEFAULT_ENGINE, engine_label
 from modelcost.graph import Parallel
 from modelcost.measured import check, load_points
 from modelcost.render.charts import PALETTE
@@ -177,17 +178,25 @@ def score_e2e(p: dict, tmp: Path) -> Scored:
 
 def cluster_of(m: dict) -> tuple[str, str, str, str]:
     """A serving point's (vendor, model family, precision, engine), from its mapping:
-    the part's maker, dense or MoE (the spec's active parameters fewer than its total),
-    the recipe the weights run in, the engine it ran on."""
-    vendor = "AMD" if m["hardware"].startswith("mi") else "NVIDIA"
-    n = modelcost.count_params(modelcost.load_spec(MODELS / f"{m['spec']}.model"))
-    family = "MoE" if n.active < n.total else "dense"
-    return vendor, family, m["recipe"] or "bf16", ENGINE_TITLES[m["engine"]]
+    the part's maker (its hardware file's), dense or MoE (the spec's active parameters
+    fewer than its total), the recipe the weights run in, the engine it ran on."""
+    vendor = modelcost.load_hardware(m["hardware"]).vendor
+    return vendor, _family(m["spec"]), m["recipe"] or "bf16", _engine_title(m["engine"])
+
+
+@cache
+def _family(spec: str) -> str:
+    n = modelcost.count_params(modelcost.load_spec(MODELS / f"{spec}.model"))
+    return "MoE" if n.active < n.total else "dense"
+
+
+def _engine_title(name: str) -> str:
+    """An engine as the data's mappings name it, by modelcost's engine model's label."""
+    return engine_label(ENGINE_NAMES[name])
 
 
 # the clusters the page breaks the serving points down by, in `Scored.cluster`'s order
 DIMENSIONS = ("vendor", "model", "precision", "engine")
-ENGINE_TITLES = {"vllm": "vLLM", "tensorrt-llm": "TensorRT-LLM", "sglang": "SGLang"}
 
 
 def score_training(p: dict, tmp: Path) -> Scored:
@@ -499,7 +508,6 @@ class Curve(NamedTuple):
 
     title: str
     unit: str
-    is_time: bool
     sources: tuple[str, ...]
     measured: tuple[tuple[int, float, int], ...]
     predicted: tuple[tuple[int, float, float], ...]
@@ -519,12 +527,12 @@ def curve(ps: tuple[dict, ...], tmp: Path) -> Curve:
     powers = {2**k for k in range(hi.bit_length()) if lo < 2**k < hi}
     predicted = tuple((c, *_serve_figure(_serve(m, tmp, c), m["metric"]))
                       for c in sorted(powers | {c for c, _, _ in measured}))  # fmt: skip
-    engine = ENGINE_TITLES[m["engine"]]
+    engine = _engine_title(m["engine"])
     title = (f"{ps[0]['model_or_shape']['model']} {m['recipe'] or 'bf16'} on "
              f"{m['hardware']} tp {m['tp']}, {engine}, {m['isl']}/{m['osl']}: "
              f"{'latency, s' if m['metric'] in TIMES else UNITS[m['metric']]}")  # fmt: skip
     sources = tuple(dict.fromkeys(p["source"] for p in ps))
-    return Curve(title, UNITS[m["metric"]], m["metric"] in TIMES, sources, measured, predicted)
+    return Curve(title, UNITS[m["metric"]], sources, measured, predicted)
 
 
 def curves(points: Iterable[dict]) -> list[Curve]:
@@ -574,7 +582,7 @@ def curve_svg(cv: Curve) -> str:
     for c, v, pid in cv.measured:
         out.append(
             f'<circle cx="{x(c):.1f}" cy="{y(v):.1f}" r="4.5" fill="{pts}">'
-            f"<title>{pid}: measured {_fig(v, cv.unit)} at {c}</title></circle>"
+            f"<title>{pid}: measured {xml(_fig(v, cv.unit))} at {c}</title></circle>"
         )
     for i, (label, colour) in enumerate((("measured (published)", pts),
                                          ("estimate", est), ("bound", bnd))):  # fmt: skip
@@ -593,11 +601,13 @@ def _ticks(top: float) -> list[float]:
         if top / (m * step) <= 5:
             step *= m
             break
-    return [i * step for i in range(int(top // step) + 1)]
+    return [i * step for i in range(int(round(top / step, 9)) + 1)]
 
 
 def curve_section(cvs: list[Curve]) -> list[str]:
-    """The page's curves: each chart, its points and sources."""
+    """The page's curves: each chart, its points and sources (nothing without one)."""
+    if not cvs:
+        return []
     lines = ["## Curves against published ones", "",
              "Each published series (one configuration measured at several concurrencies) "
              "beside the estimate and the bound at each measured concurrency and every "
