@@ -67,7 +67,7 @@ def _show(obj: object, fmt: str) -> str:
 
 
 def _import_config(text: str, filename: str) -> str:
-    from .importer import import_config
+    from .importers import import_config
 
     return import_config(text, filename)
 

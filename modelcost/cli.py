@@ -770,7 +770,7 @@ def _serve_arrivals(args: argparse.Namespace, spec, hw, engine, layout, estimate
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .importer import import_config
+    from .importers import import_config
 
     try:  # what import_config returns compiles (it checks), or it is an error in the config
         text = import_config(read_text(args.config), str(args.config), args.name)

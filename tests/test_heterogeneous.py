@@ -12,7 +12,8 @@ from heterogeneous_spec import distinct_layers
 from modelcost import SpecError, count_params, parse_spec
 from modelcost.compile import compile_report
 from modelcost.graph import Phase, Workload
-from modelcost.importer import import_config, nas_intermediate_size
+from modelcost.importers import import_config
+from modelcost.importers.nemotron_nas import nas_intermediate_size
 from modelcost.lower import MAX_NODES, lower
 from modelcost.render import render
 from modelcost.resolve import MAX_OPS

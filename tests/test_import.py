@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import MODELS, run_cli
+from conftest import MODELS, ROOT, run_cli
 
 from modelcost import SpecError, count_params, load_spec, parse_spec
 from modelcost.graph import Phase, Workload
-from modelcost.importer import import_config
+from modelcost.importers import import_config
 from modelcost.lower import lower
 from modelcost.spec import walk
 
@@ -339,3 +339,16 @@ def test_tower_values_the_importer_cannot_write_are_refused_not_tracebacks() -> 
     ):  # fmt: skip
         with pytest.raises(SpecError, match=message):
             import_config(json.dumps(config, indent=2), "m.json")
+
+
+def test_the_contributing_guides_worked_example_is_the_module_and_imports_as_it_says() -> None:
+    # docs/contributing.md shows modelcost/importers/qwen2.py whole, and a Qwen2-0.5B
+    # config that imports to the model card's 494,032,768 parameters (the guide derives
+    # them by hand: embedding 136,134,656 tied, 24 layers of 14,912,384, a norm of 896)
+    guide = (ROOT / "docs" / "contributing.md").read_text()
+    example = guide[guide.index("## Worked example: Qwen2") :]
+    code = example.split("```python\n", 1)[1].split("```", 1)[0]
+    assert code == (ROOT / "modelcost" / "importers" / "qwen2.py").read_text()
+    config = example.split("```json\n", 1)[1].split("```", 1)[0]
+    spec = parse_spec(import_config(config, "qwen2-0.5b.json"), "<qwen2-0.5b>")
+    assert count_params(spec).total == 136_134_656 + 24 * 14_912_384 + 896 == 494_032_768

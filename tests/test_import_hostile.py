@@ -15,7 +15,10 @@ from test_import import GEMMA3_27B, LLAMA4_SCOUT
 
 from modelcost import SpecError, parse_spec
 from modelcost.bounds import MAX_NESTING, MAX_NUMBER_CHARS
-from modelcost.importer import BY_TYPE, MAX_LAYERS, MAX_PATTERN, _period, import_config
+from modelcost.importers import import_config
+from modelcost.importers.checks import MAX_LAYERS
+from modelcost.importers.family import MAX_PATTERN, _period
+from modelcost.importers.registry import BY_TYPE
 
 CONFIGS = Path(__file__).parent / "data" / "hf-configs"
 LLAMA = json.loads((CONFIGS / "llama3-8b.json").read_text())
