@@ -132,8 +132,8 @@ def _options(p: argparse.ArgumentParser) -> list[str]:
 def commands() -> str:
     """Every command with its usage and options, as `modelcost COMMAND --help` says."""
     out = [GENERATED, "# Commands", "",
-           "Every command and option, read from the argument parser (`modelcost/cli.py`): "
-           "what `modelcost COMMAND --help` prints.", ""]  # fmt: skip
+           "Every command and option, read from the argument parser (`modelcost/cli/`, a "
+           "module a command): what `modelcost COMMAND --help` prints.", ""]  # fmt: skip
     top = build_parser()
     subs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     for name in COMMANDS:

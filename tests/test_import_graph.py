@@ -65,7 +65,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "render.text", "render.units", "render.view",
     )),
     ("front ends", (
-        "", "__main__", "cli", "options", "site", "mkdocs_plugin", "mkdocs_cache",
+        "", "__main__", "cli", "options",
+        "cli.calibrate", "cli.check", "cli.common", "cli.compile", "cli.diff", "cli.fmt",
+        "cli.hw", "cli.importing", "cli.params", "cli.schema", "cli.serve", "cli.serve_modes",
+        "cli.site", "cli.sweep", "cli.train", "cli.zoo",
+        "site", "mkdocs_plugin", "mkdocs_cache",
         "mkdocs_fences", "regen_tables", "progress", "reference",
         "importers", "importers.bert", "importers.checks", "importers.deepseek",
         "importers.family", "importers.gemma", "importers.gemma2", "importers.gemma3",

@@ -27,7 +27,8 @@ def test_wheel_contains_the_data_folders(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "modelcost/_data/grammar/modelspec.lark" in names
     assert "modelcost/_data/specs/models/llama3-70b.model" in names
-    assert "modelcost/cli.py" in names
+    assert "modelcost/cli/__init__.py" in names and "modelcost/cli/serve.py" in names
+    assert "modelcost/importers/qwen2.py" in names
     assert "modelcost/_tables.marshal" in names  # prebuilt parser tables
     assert "modelcost/_data/templates/report.html.j2" in names
     assert "modelcost/_data/specs/hardware/mi355x.hw" in names
