@@ -114,9 +114,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
-    """`serve`'s arguments."""
-    from ..speculative import DEFAULT_DRAFT_TOKENS
+    """`serve`'s arguments, in the order `--help` lists them: the requests and targets,
+    the search, arrivals, speculative decoding, disaggregated pools, then the layout,
+    the estimate and the output."""
+    _requests(p)
+    _search(p)
+    _arrivals(p)
+    _speculative(p)
+    _pools(p)
+    add_options(p, SITE_LAYOUT)
+    add_options(p, ESTIMATE + MOE, defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
+    p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
 
+
+def _requests(p: argparse.ArgumentParser) -> None:
+    """The model, the target, the requests and what they must meet."""
     p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--model", help="which model, when a file defines several")
     p.add_argument("--hw", required=True, help="a shipped target or a .hw file")
@@ -153,6 +166,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    help="the share of memory the engine's rule gives (vLLM: of the device; "
                    "TensorRT-LLM: of what weights and activations leave; SGLang: of the "
                    "device for weights and KV cache); default: the engine's own")  # fmt: skip
+
+
+def _search(p: argparse.ArgumentParser) -> None:
+    """--search and what it optimises."""
     p.add_argument("--search", action="store_true", help="try tp = 1, 2, 4, … (for MoE "
                    "models also the experts over tp × dp; pipelines where tp fills the "
                    "scale-up domain) and choose by --objective among the layouts meeting "
@@ -163,6 +180,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    "targets: the most output tokens/s per device (NVIDIA AIConfigurator's "
                    "objective), the fewest devices, or the lowest TPOT (default "
                    f"{DEFAULT_OBJECTIVE})")  # fmt: skip
+
+
+def _arrivals(p: argparse.ArgumentParser) -> None:
+    """Requests arriving at a rate, simulated step by step."""
     p.add_argument("--rate", type=rate, metavar="R", help="requests arriving per second "
                    f"(Poisson, {RATES[0]:g} to {RATES[1]:g}): TTFT, TPOT and latency "
                    "percentiles of in-flight batching, simulated step by step (at most "
@@ -174,6 +195,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed, metavar="S", help="with --rate: the arrivals' "
                    "random seed; with a curve's --length-ratio: the lengths' (default "
                    "0)")  # fmt: skip
+
+
+def _speculative(p: argparse.ArgumentParser) -> None:
+    """Speculative decoding's draft and its settings."""
+    from ..speculative import DEFAULT_DRAFT_TOKENS
+
     p.add_argument("--speculative", action="store_true", help="speculative decoding: a "
                    "draft proposes tokens, one decode step of the target verifies them "
                    "(static batches); the draft is the model's own multi-token-prediction "
@@ -192,6 +219,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "the chance each proposed token is accepted, in (0, 1] (default: the "
         "published acceptance length at K, specs/kernels/speculative.json)",
     )
+
+
+def _pools(p: argparse.ArgumentParser) -> None:
+    """Disaggregated pools, a search's device budget and its workers."""
     p.add_argument("--disagg", nargs="?", const="", metavar="P:D", help="prefill and "
                    "decode on separate pools, each [COUNTx]LAYOUT with the layout's axes "
                    "(tp, dp, ep, etp, pp) written together: `2xtp4:1xtp8` is two prefill "
@@ -205,7 +236,3 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    help="with --search: worker processes serving a rank count's "
                    "layouts at once (default 1)")  # fmt: skip
     _executor_options(p, "searched layouts")
-    add_options(p, SITE_LAYOUT)
-    add_options(p, ESTIMATE + MOE, defaults={"estimate": DEFAULT_SERVE_ESTIMATE})
-    p.add_argument("--format", choices=("text", "md", "json", "csv", "html"), default="text")
-    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (- too)")
