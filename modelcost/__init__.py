@@ -37,7 +37,7 @@ _LAZY = {
     "simulate": ("arrivals", "simulate"),
     "serve_disagg": ("disagg", "serve_disagg"),
     "search_disagg": ("disagg", "search_disagg"),
-    "parse_pools": ("disagg", "parse_pools"),
+    "parse_pools": ("pools", "parse_pools"),
     "search_deployment": ("deployment", "search_deployment"),
     "search_training": ("training", "search_training"),
 }

@@ -14,10 +14,11 @@ from conftest import MODELS, ROOT, run_cli
 
 from modelcost import load_spec
 from modelcost.compile import compile_report
-from modelcost.disagg import Pool, Pools, serve_disagg
+from modelcost.disagg import serve_disagg
 from modelcost.errors import SpecError
 from modelcost.graph import ONE_DEVICE, Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
+from modelcost.pools import Pool, Pools
 from modelcost.serving import Engine, Scenario, serve
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")

@@ -8,10 +8,11 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import load_spec
-from modelcost.disagg import Pool, Pools, parse_pools, search_disagg, serve_disagg
+from modelcost.disagg import search_disagg, serve_disagg
 from modelcost.errors import SpecError
 from modelcost.graph import Parallel
 from modelcost.hardware import load_hardware
+from modelcost.pools import Pool, Pools, parse_pools
 from modelcost.serving import serve
 
 LLAMA70_FP8 = load_spec(MODELS / "llama3-70b-fp8.model")  # kv_dtype fp8_e4m3

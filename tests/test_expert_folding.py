@@ -211,7 +211,8 @@ def test_serve_takes_the_moe_imbalance() -> None:
     # DeepSeek-V3 attention-DP 8 + EP 8 on 8 H200, 64 sequences a replica: the
     # estimate's TPOT reads the hottest expert rank's load (the default 2.56,
     # specs/kernels/library.json `moe`), the bound keeps the mean (docs/conventions.md)
-    from modelcost.disagg import Pool, Pools, serve_disagg
+    from modelcost.disagg import serve_disagg
+    from modelcost.pools import Pool, Pools
     from modelcost.serving import serve
 
     par = Parallel(dp=8, ep=8)

@@ -99,7 +99,8 @@ def runs(r1):
     (128 sequences a rank), and LMSYS's prefill (2,000- and 4,096-token prompts) and
     decode pools on H100 nodes."""
     from modelcost import Engine, Parallel, serve
-    from modelcost.disagg import parse_pools, serve_disagg
+    from modelcost.disagg import serve_disagg
+    from modelcost.pools import parse_pools
 
     dep8 = serve(r1, "h200", 1024, 2048, Parallel(dp=8, ep=8), concurrency=128,
                  engine=Engine(name="trtllm"))  # fmt: skip

@@ -38,8 +38,9 @@ def _serve_disagg(args: argparse.Namespace, spec, hw, engine, layout, estimate,
     (deployment.py); (targets met, why not, the answer). SpecError for flags that do
     not go with it."""
     from ..deployment import search_deployment
-    from ..disagg import parse_pools, search_disagg, serve_disagg
+    from ..disagg import search_disagg, serve_disagg
     from ..graph import Parallel
+    from ..pools import parse_pools
     from ..render.disagg_format import render_deployment, render_disagg, render_disagg_search
 
     what = "--disagg" if args.disagg is not None else "--search --devices"
