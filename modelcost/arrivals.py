@@ -59,7 +59,8 @@ from .graph import ONE_DEVICE, Parallel
 from .hardware import Hardware
 from .hooks import shown
 from .record import Record, replace
-from .serving import STATIC, Engine, Scenario, check_request, fitting
+from .scenario import Scenario, fitting
+from .serving_records import STATIC, Engine, check_request
 from .settings import (
     DEFAULT_REQUESTS,
     DEFAULT_SERVE_ESTIMATE,

@@ -45,18 +45,9 @@ from .graph import ONE_DEVICE, Parallel
 from .hardware import Hardware
 from .hooks import shown
 from .record import replace
-from .serving import (
-    MAX_SEARCH_TP,
-    STATIC,
-    Engine,
-    Room,
-    Scenario,
-    check_request,
-    fitting,
-    has_experts,
-    pareto_front,
-    search_layouts,
-)
+from .scenario import Scenario, fitting
+from .serving_records import MAX_SEARCH_TP, STATIC, Engine, Room, check_request
+from .serving_search import has_experts, pareto_front, search_layouts
 from .settings import (
     DEFAULT_PROMPTS,
     DEFAULT_SERVE_ESTIMATE,

@@ -26,16 +26,8 @@ from .frozen import Frozen
 from .hardware import Hardware
 from .hooks import shown
 from .record import replace
-from .serving import (
-    STATIC,
-    Engine,
-    FrontPoint,
-    Search,
-    Serving,
-    choice_key,
-    pareto_front,
-    search,
-)
+from .serving_records import STATIC, Engine, Serving
+from .serving_search import FrontPoint, Search, choice_key, pareto_front, search
 from .settings import DEFAULT_OBJECTIVE, DEFAULT_SERVE_ESTIMATE, EstimateMode, Objective
 from .tabular import Tabular
 

@@ -4,7 +4,7 @@ cache to a pool of decode instances, and the serving figures of the two together
 A request is prefilled on one instance of the prefill pool (xP instances of one
 layout), its KV cache moves to an instance of the decode pool (yD instances of another
 layout) and is decoded there (DistServe, Mooncake, Dynamo, TensorRT-LLM's disaggregated
-serving). Every step time is serving.py's (`Scenario`: the same compiles, the same
+serving). Every step time is scenario.py's (`Scenario`: the same compiles, the same
 engine profile, the same bound and estimate):
 
 - prefill pool: steps of the engine's prefill tokens a step (whole prompts, as `serve`
@@ -49,20 +49,10 @@ from .hardware import Hardware
 from .hooks import shown
 from .pools import Pool, Pools
 from .resources import kernel_table
-from .serving import (
-    STATIC,
-    Binds,
-    Bound,
-    Engine,
-    Room,
-    Scenario,
-    check_request,
-    choice_key,
-    fitting,
-    has_experts,
-    largest_meeting,
-    search_layouts,
-)
+from .scenario import Scenario, fitting
+from .serving import largest_meeting
+from .serving_records import STATIC, Binds, Bound, Engine, Room, check_request
+from .serving_search import choice_key, has_experts, search_layouts
 from .settings import (
     DEFAULT_OBJECTIVE,
     DEFAULT_SERVE_ESTIMATE,

@@ -431,7 +431,7 @@ def served_stage(
 ) -> StageStep:
     """A decode step of the report's pipeline stage split into its own work and its
     receive, without a training step's fill and drain: what a serving engine's
-    pipeline (one batch in flight per stage) composes into a TPOT (serving.py
+    pipeline (one batch in flight per stage) composes into a TPOT (scenario.py
     `Scenario.pipelined_step`)."""
     par = costed.graph.shape.par
 

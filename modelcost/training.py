@@ -32,7 +32,7 @@ from .graph import Grads, Overlap, Parallel, Phase, Workload
 from .hardware import Hardware
 from .record import replace
 from .report import Totals
-from .serving import has_experts
+from .serving_search import has_experts
 from .settings import DEFAULT_SERVE_ESTIMATE, TRAIN_MICRO_BATCHES, EstimateMode
 from .stages import layer_count, splits
 from .tabular import Tabular

@@ -29,7 +29,7 @@ from modelcost.arrivals import (
 )
 from modelcost.errors import SpecError
 from modelcost.render.serving_format import render_arrivals
-from modelcost.serving import Engine
+from modelcost.serving_records import Engine
 
 LLAMA8 = MODELS / "llama3-8b.model"
 

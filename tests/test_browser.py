@@ -213,7 +213,7 @@ def test_a_large_sweep_page_stays_readable(browser, tmp_path: Path, n: int) -> N
 
 def test_serving_search_page_charts_each_layouts_curve(browser, tmp_path: Path) -> None:
     from modelcost.render.serving_format import render_search
-    from modelcost.serving import search
+    from modelcost.serving_search import search
 
     spec = load_spec(MODELS / "llama3.1-405b-fp8.model")
     found = search(spec, load_hardware("h200"), 2048, 256, tpot=0.050)
@@ -585,7 +585,7 @@ def test_the_serving_curve_chart_shows_tips_and_hides_series(browser, tmp_path: 
     from modelcost.curve import BenchLoad, curves
     from modelcost.graph import Parallel
     from modelcost.render.curve_format import render_curves
-    from modelcost.serving import Engine
+    from modelcost.serving_records import Engine
 
     found = curves(MODELS / "llama3-8b.model", "h100", 256, 64, [1, 4], BenchLoad(prompts=20),
                    [Parallel(), Parallel(tp=2)], Engine(2048))  # fmt: skip

@@ -15,7 +15,9 @@ from modelcost.curve import BenchLoad, bench_lengths, curves
 from modelcost.errors import SpecError
 from modelcost.graph import Parallel
 from modelcost.render.curve_format import render_curves
-from modelcost.serving import Engine, Scenario, pareto_front
+from modelcost.scenario import Scenario
+from modelcost.serving_records import Engine
+from modelcost.serving_search import pareto_front
 
 LLAMA8 = MODELS / "llama3-8b.model"
 

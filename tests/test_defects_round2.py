@@ -14,7 +14,9 @@ from modelcost import load_spec
 from modelcost.compile import compile_report
 from modelcost.graph import ONE_DEVICE, Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.serving import Engine, Scenario, serve
+from modelcost.scenario import Scenario
+from modelcost.serving import serve
+from modelcost.serving_records import Engine
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
 H200 = load_hardware("h200")

@@ -14,7 +14,7 @@ import modelcost as mc
 from modelcost.compile import compile_report
 from modelcost.engines import ENGINES, Memory
 from modelcost.graph import Parallel, Phase, Workload
-from modelcost.serving import Engine
+from modelcost.serving_records import Engine
 
 LLAMA8 = mc.load_spec(MODELS / "llama3-8b.model")
 LLAMA70 = mc.load_spec(MODELS / "llama3-70b.model")

@@ -14,6 +14,7 @@ from modelcost.cli import build_parser
 from modelcost.compile import compile_report
 from modelcost.costing import Costing
 from modelcost.graph import Parallel, Phase, Workload
+from modelcost.serving_mix import load_mix
 from modelcost.settings import DEFAULT_ESTIMATE, DEFAULT_SERVE_ESTIMATE
 
 LLAMA8 = mc.load_spec(MODELS / "llama3-8b.model")
@@ -115,7 +116,7 @@ def test_search_and_mix_take_the_estimate(tmp_path) -> None:
     assert {s.estimate for s in found.tried} == {"roofline"}
     mix = tmp_path / "mix.txt"
     mix.write_text("128 128 1\n1024 128 1\n")
-    m = mc.serve_mix(LLAMA8, H100, mc.serving.load_mix(mix))
+    m = mc.serve_mix(LLAMA8, H100, load_mix(mix))
     assert m.estimate == "kernels" and m.output_tokens_per_s <= m.bound_output_tokens_per_s
     r = run_cli("serve", SPEC, "--hw", "h100", "--mix", str(mix), "--estimate", "roofline",
                 "--format", "json")  # fmt: skip

@@ -19,7 +19,7 @@ from modelcost.hardware import load_hardware
 from modelcost.record import Record, replace
 from modelcost.resolve import load_spec
 from modelcost.roofline import add_up
-from modelcost.serving import has_experts
+from modelcost.serving_search import has_experts
 from modelcost.sweeps import SweepRow, plan, run
 from modelcost.symbolic import (
     SymFloat,

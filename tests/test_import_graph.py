@@ -52,7 +52,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "network", "collectives_achieved", "measured", "calibration", "compile", "speculative",
         "executors", "grid",
     )),
-    ("analyses", ("diff", "sweeps", "serving", "arrivals", "curve", "pools", "disagg", "deployment",
+    ("analyses", ("diff", "sweeps", "serving_records", "scenario", "serving", "serving_search",
+                  "serving_mix", "arrivals", "curve", "pools", "disagg", "deployment",
                   "training")),
     ("render", (
         "render", "render.bars", "render.charts", "render.chart_modes", "render.curve_format",

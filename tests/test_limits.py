@@ -18,7 +18,7 @@ from modelcost.errors import SpecError
 from modelcost.graph import Parallel, Phase
 from modelcost.hardware import load_hardware
 from modelcost.options import counts
-from modelcost.serving import RequestClass, load_mix, serve_mix
+from modelcost.serving_mix import RequestClass, load_mix, serve_mix
 from modelcost.settings import MAX_MIX_CLASSES, MAX_POINTS, SHARES
 from modelcost.sweeps import LAYOUT_AXES, grid_size, sweep
 

@@ -17,7 +17,8 @@ from modelcost.compile import compile_report
 from modelcost.graph import Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
 from modelcost.render.serving_format import render_search
-from modelcost.serving import pareto_front, search, serve
+from modelcost.serving import serve
+from modelcost.serving_search import pareto_front, search
 
 LLAMA70 = load_spec(MODELS / "llama3-70b.model")
 H200 = load_hardware("h200")

@@ -12,7 +12,10 @@ from modelcost import load_spec
 from modelcost.compile import compile_report
 from modelcost.graph import Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.serving import STATIC, Scenario, search, serve
+from modelcost.scenario import Scenario
+from modelcost.serving import serve
+from modelcost.serving_records import STATIC
+from modelcost.serving_search import search
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
 H200 = load_hardware("h200")

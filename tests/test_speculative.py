@@ -13,7 +13,8 @@ from modelcost.costing import DEFAULT_COSTING
 from modelcost.errors import SpecError
 from modelcost.graph import Parallel, Phase, Workload
 from modelcost.hardware import load_hardware
-from modelcost.serving import Engine, serve
+from modelcost.serving import serve
+from modelcost.serving_records import Engine
 from modelcost.speculative import (
     Speculation,
     draft_spec,
@@ -492,7 +493,8 @@ def test_the_mtp_estimates_are_regression_pins(r1_nvfp4) -> None:
 
 
 def test_search_and_mixes_serve_each_layout_speculatively() -> None:
-    from modelcost.serving import RequestClass, search, serve_mix
+    from modelcost.serving_mix import RequestClass, serve_mix
+    from modelcost.serving_search import search
 
     spec = Speculation(2, 0.5, LLAMA8)  # E = 1 + 0.5 + 0.25 = 1.75
     found = search(LLAMA8, H200, 128, 128, estimate="roofline", speculation=spec)

@@ -57,7 +57,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..hardware import load_hardware
     from ..render.serving_format import render_mix, render_search, render_serving
     from ..resolve import load_spec
-    from ..serving import Engine, load_mix, search, serve, serve_mix
+    from ..serving import serve
+    from ..serving_mix import load_mix, serve_mix
+    from ..serving_records import Engine
+    from ..serving_search import search
 
     try:
         spec, hw = load_spec(args.spec, args.model), load_hardware(args.hw)

@@ -8,7 +8,8 @@ from tabulate import tabulate
 
 from ..deployment import Deployment, DeploymentPoint, pools_label
 from ..disagg import Disaggregated, DisaggSearch, PoolFigures
-from ..serving import Serving, group_reasons
+from ..serving_records import Serving
+from ..serving_search import group_reasons
 from .data_format import as_data
 from .escape import clean, md, terminal
 from .serving_format import BASIS, OBJECTIVE_SAID, rows_table

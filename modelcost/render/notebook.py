@@ -13,7 +13,9 @@ from ..curve import Curves
 from ..deployment import Deployment
 from ..disagg import Disaggregated, DisaggSearch
 from ..report import Report
-from ..serving import MixServing, Search, Serving
+from ..serving_mix import MixServing
+from ..serving_records import Serving
+from ..serving_search import Search
 from ..sweeps import Sweep
 
 

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-from ..serving import MixServing, Search, Serving
+from ..serving_mix import MixServing
+from ..serving_records import Serving
+from ..serving_search import Search
 
 if TYPE_CHECKING:
     from ..arrivals import Arrivals, Latencies
