@@ -16,9 +16,10 @@ import json
 from pathlib import Path
 
 from .dtypes import DType
-from .estimate import estimate, sustained_bandwidth
+from .estimate import estimate
 from .files import read_text
 from .hardware import Hardware, load_hardware
+from .kernel_rates import sustained_bandwidth
 from .perfmodel import GemmOp, OpRecord, SdpaOp
 from .record import Record
 from .roofs import roof

@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from modelcost import parse_spec
 from modelcost import spec as ir
 from modelcost.compile import compile_report
-from modelcost.estimate import LAUNCH_S, estimate, matrix_rate, plan, tiles_for
+from modelcost.estimate import estimate
 from modelcost.fmt import format_source
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
+from modelcost.kernel_rates import LAUNCH_S, matrix_rate, plan, tiles_for
 from modelcost.perfmodel import SdpaOp
 from modelcost.perfmodel.attention import math_kernels
 

@@ -9,19 +9,13 @@ from conftest import MODELS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from modelcost.attention_rates import decode_blocks, decode_kernels, engine_prefill, split_kv
 from modelcost.compile import compile_report
 from modelcost.dtypes import DType
-from modelcost.estimate import (
-    LAUNCH_S,
-    decode_blocks,
-    decode_kernels,
-    engine_prefill,
-    estimate,
-    library,
-    split_kv,
-)
+from modelcost.estimate import estimate
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
+from modelcost.kernel_rates import LAUNCH_S, library
 from modelcost.perfmodel import SdpaOp
 from modelcost.resources import specs_dir
 from modelcost.roofline import roof

@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 
 from modelcost.compile import compile_report
 from modelcost.dtypes import DType
-from modelcost.estimate import LAUNCH_S, estimate, library, tile_waves
+from modelcost.estimate import estimate
+from modelcost.gemm_plan import tile_waves
 from modelcost.graph import Phase, Workload
 from modelcost.hardware import load_hardware
+from modelcost.kernel_rates import LAUNCH_S, library
 from modelcost.measured import DTYPE, check, load_points
 from modelcost.perfmodel import GemmOp, GroupedGemmOp, SdpaOp
 
@@ -160,7 +162,7 @@ def test_a_narrow_prefill_projection_takes_smaller_tiles_and_splits_k() -> None:
     )
     # the rate: AITER's tuned time at the published shape nearest in M (2048×8192×8192 in
     # 192.94 µs, llama70B_bf16_tuned_gemm.csv) per tile, that shape's waves taken out
-    from modelcost.estimate import library, per_tile_rate
+    from modelcost.kernel_rates import library, per_tile_rate
 
     k = next(x for x in library() if x.id == "aiter-tgemm-bf16-mi355x-m2048")
     rate = per_tile_rate(k, MI355X)
@@ -176,7 +178,7 @@ def test_a_narrow_prefill_projection_takes_smaller_tiles_and_splits_k() -> None:
 @given(st.integers(1, 16384), st.integers(1, 16384), st.integers(1, 16384))
 def test_the_chosen_plan_is_never_slower_than_any_single_tile_of_its_set(M, N, K) -> None:
     # the rule: the fewest waves × tile time over the set; each tile alone is a set of one
-    from modelcost.estimate import TileSet, plan, tile_sets
+    from modelcost.kernel_rates import TileSet, plan, tile_sets
 
     ts = tile_sets()["hipblaslt"]
     best = plan((M,), N, K, 1590.8e12, MI355X, ts)
@@ -207,7 +209,7 @@ def test_a_part_without_a_figure_borrows_its_siblings_efficiency(part, sibling) 
 
 
 def test_a_parts_own_figure_comes_before_its_siblings_and_fills_what_it_lacks() -> None:
-    from modelcost.estimate import matrix_rate
+    from modelcost.kernel_rates import matrix_rate
 
     # MI325X fp8: its own hipBLASLt 1,519 TFLOPS (AMD ROCm blog, Measuring Max-Achievable
     # FLOPs Part 2, the table) before the MI300X's kernel efficiency, and not its roof
@@ -255,7 +257,7 @@ def test_a_parts_own_figure_comes_before_its_siblings_and_fills_what_it_lacks() 
 def test_the_sustained_bandwidth_is_the_parts_own_else_its_memory_siblings(
     part, bandwidth, note
 ) -> None:
-    from modelcost.estimate import sustained_bandwidth
+    from modelcost.kernel_rates import sustained_bandwidth
 
     bw = sustained_bandwidth(load_hardware(part))
     assert bw.bytes_s == pytest.approx(bandwidth, rel=1e-12)
@@ -270,7 +272,7 @@ def test_the_sustained_bandwidth_is_the_parts_own_else_its_memory_siblings(
 
 
 def test_a_part_with_no_published_bandwidth_and_no_sibling_reads_its_datasheet(tmp_path) -> None:
-    from modelcost.estimate import sustained_bandwidth
+    from modelcost.kernel_rates import sustained_bandwidth
 
     text = (Path(__file__).parent.parent / "specs/hardware/mi355x.hw").read_text()
     text = text.replace("hardware mi355x", "hardware mine").replace(
@@ -283,7 +285,8 @@ def test_a_part_with_no_published_bandwidth_and_no_sibling_reads_its_datasheet(t
 
 
 def test_moe_rows_are_skewed_by_the_routing_imbalance_and_padded_per_expert() -> None:
-    from modelcost.estimate import _expert_rows, moe_imbalance
+    from modelcost.gemm_plan import _expert_rows
+    from modelcost.kernel_rates import moe_imbalance
 
     imbalance, source = moe_imbalance()
     assert imbalance == 2.56 and "TensorRT-LLM" in source  # DeepSeek-R1 without EPLB
@@ -313,7 +316,7 @@ def test_stream_k_spreads_a_partial_last_wave_over_every_cu() -> None:
     # one full wave and 68 tiles streamed over all 132 CUs (68/132 of a K loop each),
     # plus every CU's fp32 partial tile written and read back: never the 2 whole waves
     # a tile-per-CU schedule takes
-    from modelcost.estimate import PARTIAL_BYTES, TileSet, plan
+    from modelcost.kernel_rates import PARTIAL_BYTES, TileSet, plan
 
     hw = load_hardware("h100")
     rate = 989.4e12
@@ -350,7 +353,7 @@ def test_a_shaped_figure_is_reproduced_at_its_own_shape(shape: tuple, tflops: fl
 
 
 def test_a_gemm_takes_the_figure_published_for_its_bucket_of_tokens() -> None:
-    from modelcost.estimate import library, matrix_rate, per_tile_rate
+    from modelcost.kernel_rates import library, matrix_rate, per_tile_rate
 
     b200, gb200 = load_hardware("b200"), load_hardware("gb200")
 
@@ -413,7 +416,8 @@ def test_every_figure_published_by_shape_is_reproduced_there() -> None:
     # count / TFLOPS for attention), and so does the estimate, unless a smaller bucket's
     # configuration from another source is slower on these weights (a GEMM of more rows
     # never runs faster): then the estimate is that, said so, never below the figure
-    from modelcost.estimate import library, per_tile_rate, plan, published_flops, tiles_for
+    from modelcost.attention_rates import published_flops
+    from modelcost.kernel_rates import library, per_tile_rate, plan, tiles_for
     from modelcost.perfmodel import SdpaOp
 
     shaped = [k for k in library() if k.shape is not None]
@@ -447,7 +451,7 @@ def test_every_figure_published_by_shape_is_reproduced_there() -> None:
 
 
 def test_mi300x_fp8_gemms_at_aiters_tuned_times_from_16_tokens_up() -> None:
-    from modelcost.estimate import matrix_rate
+    from modelcost.kernel_rates import matrix_rate
 
     # ROCm/aiter PR #1092's tuned a8w8 table (cu_num 304: MI300X), N=7168, K=8192:
     # M=1024 in 152.5955 µs, M=256 in 59.3987 µs (2·M·N·K / time: 788.1 and 506.2
@@ -469,7 +473,7 @@ def test_mi300x_fp8_gemms_at_aiters_tuned_times_from_16_tokens_up() -> None:
 
 
 def test_one_figure_a_token_count_the_parts_own_then_the_faster(monkeypatch) -> None:
-    from modelcost import estimate as e
+    from modelcost import kernel_rates as e
 
     def k(id_: str, part: str, tflops: float, m: int) -> e.LibraryKernel:
         return e.LibraryKernel(id=id_, kind="gemm", part=part, precision="fp4", library=id_,
@@ -640,7 +644,7 @@ def test_the_estimate_is_never_faster_than_the_roofline() -> None:
     ],
 )
 def test_the_hottest_expert_takes_the_imbalance_the_rest_share_evenly(M, G, imbalance, rows):
-    from modelcost.estimate import _expert_rows
+    from modelcost.gemm_plan import _expert_rows
 
     assert _expert_rows(M, G, imbalance) == rows
 

@@ -12,9 +12,10 @@ from conftest import MODELS, run_cli
 from modelcost import SpecError, load_spec
 from modelcost.compile import compile_report, compile_totals
 from modelcost.costing import Costing
-from modelcost.estimate import estimate, moe_imbalance
+from modelcost.estimate import estimate
 from modelcost.graph import Parallel, Workload
 from modelcost.hardware import load_hardware
+from modelcost.kernel_rates import moe_imbalance
 from modelcost.lower import lower
 from modelcost.network import bound, link
 from modelcost.params import device_params

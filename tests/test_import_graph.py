@@ -48,7 +48,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "kinds.registry", "params", "memory", "validate", "stages", "lower",
     )),
     ("cost, roofline, estimate, engine", (
-        "cost", "costing", "roofs", "roofline", "report", "kernels", "estimate", "engines",
+        "cost", "costing", "roofs", "roofline", "report", "kernels", "kernel_rates", "gemm_plan",
+        "attention_rates", "estimate", "engines",
         "network", "collectives_achieved", "measured", "calibration", "compile", "speculative",
         "executors", "grid",
     )),
