@@ -86,9 +86,9 @@ _NOT_WORKLOAD = ("a", "b", "func", "command", "format", "output", "fail_above", 
 
 def _refuse_given(args: argparse.Namespace, why: str) -> None:
     """Refuse a workload, layout or costing option given where no side is compiled."""
-    from . import build_parser  # the package's parser, loaded before this module
-
-    defaults = vars(build_parser("diff").parse_args(["diff", args.a, args.b]))
+    own = argparse.ArgumentParser(prog="modelcost diff")
+    arguments(own)  # diff's own arguments, at their defaults
+    defaults = vars(own.parse_args([args.a, args.b]))
     given = [k for k, v in vars(args).items() if k not in _NOT_WORKLOAD and defaults[k] != v]
     if given:
         flags = ", ".join(f"--{k.replace('_', '-')}" for k in given)
