@@ -7,7 +7,7 @@ verbatim, each end-to-end point with how it maps to `modelcost.serve` and each t
 point to `modelcost.compile_report` (or why it cannot be expressed); kernel points map
 by id to tests/data/measured-kernels.json, costed as benchmarks/estimate_error.py costs
 them. Every point is scored through the public API
-(`modelcost.measured.check`, `modelcost.serve`), so the figures follow the estimate as
+(`modelcost.estimate.measured.check`, `modelcost.serve`), so the figures follow the estimate as
 it changes.
 
 For each point: the published figure, the kernel-aware estimate and the roofline (the
@@ -45,10 +45,10 @@ from typing import Any, NamedTuple
 from tabulate import tabulate
 
 import modelcost
-from modelcost.costing import costing
-from modelcost.engines import DEFAULT_ENGINE, engine_label
-from modelcost.graph import Parallel
-from modelcost.measured import check, load_points
+from modelcost.estimate.costing import costing
+from modelcost.estimate.engines import DEFAULT_ENGINE, engine_label
+from modelcost.estimate.measured import check, load_points
+from modelcost.ir.graph import Parallel
 from modelcost.render.charts import PALETTE
 from modelcost.render.escape import md, xml
 

@@ -6,7 +6,7 @@
 `--grid` measures sweeps at scale instead (issue 24): the points/s of the 225,280-point
 grid (Llama 3 70B decode on 5 targets × 4 layouts × 11 batches × 1,024 contexts) in one
 process, streamed as `modelcost sweep --format csv` streams it, and on a tenth of its
-contexts the shared lowering (modelcost/grid.py) against each point compiled on its own,
+contexts the shared lowering (modelcost/analyses/grid.py) against each point compiled on its own,
 taking turns; then the wall time and peak resident memory of a 1,000,000-point streamed
 sweep through the CLI (written to /dev/null).
 
@@ -39,12 +39,12 @@ from pathlib import Path
 from tabulate import tabulate
 
 from modelcost import load_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.resources import specs_dir
-from modelcost.spec import PatchEmbed, PositionEmbedding, walk
-from modelcost.validate import for_phase
+from modelcost.base.resources import specs_dir
+from modelcost.ir.graph import Phase, Workload
+from modelcost.language.spec import PatchEmbed, PositionEmbedding, walk
+from modelcost.lowering.validate import for_phase
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the inputs the tests check (tests/hostile.py's way)
@@ -167,7 +167,7 @@ def _interleaved(commands: dict[str, list[str]], n: int) -> dict[str, float]:
 
 def _layouts(repeat: int) -> str:
     """A parallel layout against one device, side by side: DeepSeek-V3 decode."""
-    from modelcost.graph import Parallel
+    from modelcost.ir.graph import Parallel
 
     spec = load_spec(specs_dir() / "models" / "deepseek-v3.model")
     one = Workload(Phase.decode, 64)
@@ -191,8 +191,8 @@ def _grid() -> str:
     wall time and peak resident memory through the CLI."""
     import resource
 
+    from modelcost.analyses.sweeps import SweepRow, _one, plan, run
     from modelcost.render.sweep_stream import writer
-    from modelcost.sweeps import SweepRow, _one, plan, run
 
     spec = specs_dir() / "models" / "llama3-70b.model"
     contexts = list(range(128, 128 * 1025, 128))  # 1,024 contexts, 128 to 131,072
@@ -247,7 +247,7 @@ def _grid() -> str:
 def _sweep_rate() -> str:
     """Llama 3 70B decode points per second in process, one process and two, and with
     the kernels' estimate in one (interleaved, so a noisy machine moves them alike)."""
-    from modelcost.sweeps import sweep
+    from modelcost.analyses.sweeps import sweep
 
     spec = load_spec(specs_dir() / "models" / "llama3-70b.model")
     hw = load_hardware("h200")
@@ -266,7 +266,7 @@ def _sweep_rate() -> str:
 def _scale() -> str:
     """1,000 distinct layers: load, prefill, decode and JSON in process; then the time
     per layer of the same at 250 to 2,000 layers (bounds lifted for 2,000)."""
-    import modelcost.lower as lower
+    import modelcost.lowering.lower as lower
     from modelcost import parse_spec
     from modelcost.render import render
 

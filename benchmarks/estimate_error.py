@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from modelcost.measured import check, load_points
+from modelcost.estimate.measured import check, load_points
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,38 +8,38 @@ an `Engine`'s scheduling and a `Speculation`: speculative decoding), `simulate`
 (requests arriving over time), `search_training` (the training layouts of N devices).
 """
 
-from . import hooks
-from .errors import SpecError
-from .version import __version__ as __version__
+from .base import hooks
+from .base.errors import SpecError
+from .base.version import __version__ as __version__
 
 # Everything else is imported on first use (`modelcost --help` needs neither pydantic nor
 # lark).
 _LAZY = {
-    "ParamCount": ("params", "ParamCount"),
-    "count_params": ("compile", "count_params"),
-    "load_spec": ("resolve", "load_spec"),
-    "load_specs": ("resolve", "load_specs"),
-    "parse_spec": ("resolve", "parse_spec"),
-    "Spec": ("spec", "Spec"),
-    "compile_report": ("compile", "compile_report"),
-    "load_hardware": ("hardware", "load_hardware"),
-    "Workload": ("graph", "Workload"),
-    "Phase": ("graph", "Phase"),
-    "Report": ("report", "Report"),
-    "Parallel": ("graph", "Parallel"),
-    "sweep": ("sweeps", "sweep"),
-    "Sweep": ("sweeps", "Sweep"),
-    "serve": ("serving", "serve"),
-    "search": ("serving_search", "search"),
-    "serve_mix": ("serving_mix", "serve_mix"),
-    "Engine": ("serving_records", "Engine"),
-    "Speculation": ("speculative", "Speculation"),
-    "simulate": ("arrivals", "simulate"),
-    "serve_disagg": ("disagg", "serve_disagg"),
-    "search_disagg": ("disagg", "search_disagg"),
-    "parse_pools": ("pools", "parse_pools"),
-    "search_deployment": ("deployment", "search_deployment"),
-    "search_training": ("training", "search_training"),
+    "ParamCount": ("lowering.params", "ParamCount"),
+    "count_params": ("roofline.compile", "count_params"),
+    "load_spec": ("language.resolve", "load_spec"),
+    "load_specs": ("language.resolve", "load_specs"),
+    "parse_spec": ("language.resolve", "parse_spec"),
+    "Spec": ("language.spec", "Spec"),
+    "compile_report": ("roofline.compile", "compile_report"),
+    "load_hardware": ("targets.hardware", "load_hardware"),
+    "Workload": ("ir.graph", "Workload"),
+    "Phase": ("ir.graph", "Phase"),
+    "Report": ("ir.report", "Report"),
+    "Parallel": ("ir.graph", "Parallel"),
+    "sweep": ("analyses.sweeps", "sweep"),
+    "Sweep": ("analyses.sweeps", "Sweep"),
+    "serve": ("analyses.serving", "serve"),
+    "search": ("analyses.serving_search", "search"),
+    "serve_mix": ("analyses.serving_mix", "serve_mix"),
+    "Engine": ("analyses.serving_records", "Engine"),
+    "Speculation": ("analyses.speculative", "Speculation"),
+    "simulate": ("analyses.arrivals", "simulate"),
+    "serve_disagg": ("analyses.disagg", "serve_disagg"),
+    "search_disagg": ("analyses.disagg", "search_disagg"),
+    "parse_pools": ("analyses.pools", "parse_pools"),
+    "search_deployment": ("analyses.deployment", "search_deployment"),
+    "search_training": ("analyses.training", "search_training"),
 }
 
 

@@ -75,7 +75,7 @@ def test_the_gate_fails_on_a_worse_share_or_median_only(was, now, worse) -> None
 _SCALED = textwrap.dedent(
     """
     import importlib.util, sys
-    import modelcost.kernel_rates as e
+    import modelcost.estimate.kernel_rates as e
     table = e.kernel_table
     def scaled(name):
         t = table(name)

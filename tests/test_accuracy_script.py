@@ -17,8 +17,8 @@ import pytest
 from conftest import MODELS, ROOT
 
 import modelcost
-from modelcost.graph import Parallel
-from modelcost.measured import check
+from modelcost.estimate.measured import check
+from modelcost.ir.graph import Parallel
 
 _SPEC = importlib.util.spec_from_file_location("accuracy", ROOT / "benchmarks" / "accuracy.py")
 assert _SPEC is not None and _SPEC.loader is not None

@@ -1,4 +1,4 @@
-"""Requests arriving over time (`serve --rate`, modelcost/arrivals.py): the scheduler
+"""Requests arriving over time (`serve --rate`, modelcost/analyses/arrivals.py): the scheduler
 against traces worked by hand, the M/D/1 queue's closed form, percentiles by hand, the
 caps, and the command line.
 
@@ -14,8 +14,8 @@ from conftest import MODELS, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelcost import arrivals
-from modelcost.arrivals import (
+from modelcost.analyses import arrivals
+from modelcost.analyses.arrivals import (
     ClosedLoop,
     Stats,
     chunk_bucket,
@@ -27,9 +27,9 @@ from modelcost.arrivals import (
     run,
     simulate,
 )
-from modelcost.errors import SpecError
+from modelcost.analyses.serving_records import Engine
+from modelcost.base.errors import SpecError
 from modelcost.render.serving_format import render_arrivals
-from modelcost.serving_records import Engine
 
 LLAMA8 = MODELS / "llama3-8b.model"
 

@@ -12,15 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelcost import parse_spec
-from modelcost import spec as ir
-from modelcost.compile import compile_report
-from modelcost.estimate import estimate
-from modelcost.fmt import format_source
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.kernel_rates import LAUNCH_S, matrix_rate, plan, tiles_for
+from modelcost.estimate.estimate import estimate
+from modelcost.estimate.kernel_rates import LAUNCH_S, matrix_rate, plan, tiles_for
+from modelcost.ir.graph import Phase, Workload
+from modelcost.language import spec as ir
+from modelcost.language.fmt import format_source
 from modelcost.perfmodel import SdpaOp
 from modelcost.perfmodel.attention import math_kernels
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 SPEC = FIXTURES / "valid" / "attention-kernels.model"
 H100 = load_hardware("h100")
@@ -100,7 +100,7 @@ def test_the_schema_describes_the_kernel_on_each_attention() -> None:
 
 
 def test_the_layer_reference_names_the_kernel() -> None:
-    # the generated reference (python -m modelcost.reference) lists `kernel` with its
+    # the generated reference (python -m modelcost.cli.reference) lists `kernel` with its
     # default under each attention kind
     page = (MODELS.parent.parent / "docs" / "reference" / "language.md").read_text()
     for kind in ("attention", "cross_attention", "mla"):

@@ -15,12 +15,12 @@ import pytest
 from conftest import MODELS
 
 from modelcost import load_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware
+from modelcost.ir.graph import Phase, Workload
+from modelcost.lowering.validate import for_phase
+from modelcost.publish.site import build_site
 from modelcost.render.formats import render_html
-from modelcost.site import build_site
-from modelcost.validate import for_phase
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = [
@@ -122,8 +122,8 @@ def test_site_index_renders_and_sorts(browser, tmp_path: Path) -> None:
 
 
 def test_sweep_charts_render_with_their_series_and_axes(browser, tmp_path: Path) -> None:
+    from modelcost.analyses.sweeps import sweep
     from modelcost.render.sweep_format import render_sweep
-    from modelcost.sweeps import sweep
 
     spec = load_spec(MODELS / "llama3-70b.model")
     s = sweep([spec], [load_hardware("h200")], [Phase.decode], [1, 4, 16, 64],
@@ -162,7 +162,7 @@ def test_sweep_charts_render_with_their_series_and_axes(browser, tmp_path: Path)
 def _synthetic(n: int):
     """A sweep of `n` made-up decode rows over 5 targets × 4 layouts × 11 batches and as
     many contexts as it takes (the page's scale, not its numbers, is under test)."""
-    from modelcost.sweeps import Sweep, SweepRow
+    from modelcost.analyses.sweeps import Sweep, SweepRow
 
     rows, batches = [], [2**k for k in range(11)]
     contexts = max(1, n // 220)
@@ -212,8 +212,8 @@ def test_a_large_sweep_page_stays_readable(browser, tmp_path: Path, n: int) -> N
 
 
 def test_serving_search_page_charts_each_layouts_curve(browser, tmp_path: Path) -> None:
+    from modelcost.analyses.serving_search import search
     from modelcost.render.serving_format import render_search
-    from modelcost.serving_search import search
 
     spec = load_spec(MODELS / "llama3.1-405b-fp8.model")
     found = search(spec, load_hardware("h200"), 2048, 256, tpot=0.050)
@@ -257,7 +257,7 @@ FIT = """() => {
 
 @pytest.mark.parametrize("width", [1400, 800])
 def test_no_table_is_clipped_and_charts_carry_their_labels(browser, tmp_path: Path, width) -> None:
-    from modelcost.diff import diff
+    from modelcost.analyses.diff import diff
     from modelcost.render.formats import render_diff
 
     hw = load_hardware("mi355x")
@@ -370,7 +370,7 @@ BOXES = """() => {
 
 def _written(tmp_path: Path) -> list[tuple[Path, list[Path]]]:
     """Each HTML page with the SVG files its Markdown twin writes, in the page's order."""
-    from modelcost.diff import diff
+    from modelcost.analyses.diff import diff
     from modelcost.render.formats import diff_markdown_files, markdown_files, render_diff
 
     hw = load_hardware("h200")  # its roof label is the one that ran off: matrix bf16 989 TFLOP/s
@@ -582,10 +582,10 @@ def test_the_plugins_pages_are_laid_out_in_mkdocs_default_theme(browser, tmp_pat
 
 
 def test_the_serving_curve_chart_shows_tips_and_hides_series(browser, tmp_path: Path) -> None:
-    from modelcost.curve import BenchLoad, curves
-    from modelcost.graph import Parallel
+    from modelcost.analyses.curve import BenchLoad, curves
+    from modelcost.analyses.serving_records import Engine
+    from modelcost.ir.graph import Parallel
     from modelcost.render.curve_format import render_curves
-    from modelcost.serving_records import Engine
 
     found = curves(MODELS / "llama3-8b.model", "h100", 256, 64, [1, 4], BenchLoad(prompts=20),
                    [Parallel(), Parallel(tp=2)], Engine(2048))  # fmt: skip

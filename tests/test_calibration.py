@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelcost import SpecError
-from modelcost.calibration import (
+from modelcost.estimate.calibration import (
     MAX_FACTOR,
     MIN_FACTOR,
     Calibration,
@@ -23,11 +23,11 @@ from modelcost.calibration import (
     load_calibration,
     read_points,
 )
-from modelcost.compile import compile_report
-from modelcost.estimate import estimate
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware
+from modelcost.estimate.estimate import estimate
+from modelcost.ir.graph import Phase, Workload
 from modelcost.perfmodel import GemmOp
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 DATA = Path(__file__).parent / "data"
 H100 = load_hardware("h100")
@@ -377,7 +377,7 @@ def test_from_points_refuses_a_bad_point_as_the_file_does() -> None:
 def test_a_measured_points_catalog_mark_is_not_read() -> None:
     # `built` marks a catalog point the model was taken from (tests/data/measured-kernels
     # .json); in a user's measurements it means nothing, whatever its value: no traceback
-    from modelcost.calibration import _point
+    from modelcost.estimate.calibration import _point
 
     p = {"kind": "gemm", "hardware": "h100", "precision": "bf16", "M": 1024, "N": 1024,
          "K": 1024, "tflops": 500}  # fmt: skip

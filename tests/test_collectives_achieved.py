@@ -1,6 +1,7 @@
-"""Collectives as NCCL/RCCL and the engines achieve them (modelcost/collectives_achieved.py,
-specs/kernels/collectives.json): each figure's use by hand from its source, the
-engines' one-shot/two-shot switch sizes, and never below the bound (network.py)."""
+"""Collectives as NCCL/RCCL and the engines achieve them
+(modelcost/estimate/collectives_achieved.py, specs/kernels/collectives.json): each
+figure's use by hand from its source, the engines' one-shot/two-shot switch sizes, and
+never below the bound (network.py)."""
 
 import math
 
@@ -8,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelcost.collectives_achieved import DEFAULT_ENGINE, ENGINES, achieved
-from modelcost.errors import SpecError
-from modelcost.estimate import estimate
-from modelcost.hardware import load_hardware, shipped_hardware
-from modelcost.network import bound, collective_time, ring_time
+from modelcost.base.errors import SpecError
+from modelcost.estimate.collectives_achieved import DEFAULT_ENGINE, ENGINES, achieved
+from modelcost.estimate.estimate import estimate
 from modelcost.perfmodel import CollectiveOp
+from modelcost.targets.hardware import load_hardware, shipped_hardware
+from modelcost.targets.network import bound, collective_time, ring_time
 
 H100, H200, MI300X = load_hardware("h100"), load_hardware("h200"), load_hardware("mi300x")
 MI355X, B200, A100 = load_hardware("mi355x"), load_hardware("b200"), load_hardware("a100")

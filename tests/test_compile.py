@@ -10,12 +10,12 @@ import pytest
 from conftest import MODELS, ROOT, ZOO
 
 from modelcost import SpecError, load_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware, shipped_hardware
+from modelcost.ir.graph import Phase, Workload
+from modelcost.ir.report import Report, ReportSet
+from modelcost.lowering.validate import for_phase
 from modelcost.render.formats import render_json
-from modelcost.report import Report, ReportSet
-from modelcost.validate import for_phase
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware, shipped_hardware
 
 ENCODERS = {"vit-l16", "bert-base-uncased"}  # no causal attention: no decode
 
@@ -165,7 +165,7 @@ def test_report_schema_is_printed() -> None:
 def test_trusted_construction_refuses_unknown_and_missing_fields() -> None:
     # Frozen.trusted skips validation, not the field list: a misspelt or forgotten
     # field is a programming error caught at once
-    from modelcost.report import Memory, PerToken
+    from modelcost.ir.report import Memory, PerToken
 
     with pytest.raises(
         TypeError, match=r"unknown \['tokens'\], missing \['tokens_per_s', 'tokens_per_s_device'\]"

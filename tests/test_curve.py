@@ -1,5 +1,5 @@
 """Serving curves under a benchmark client's load (`serve --concurrency a,b,…`,
-modelcost/curve.py): the closed loop worked by hand, SGLang's length draw, a curve equal
+modelcost/analyses/curve.py): the closed loop worked by hand, SGLang's length draw, a curve equal
 to the simulation it is made of, the front, and the command line's formats and errors."""
 
 import csv
@@ -10,14 +10,14 @@ import random
 import pytest
 from conftest import MODELS, run_cli
 
-from modelcost.arrivals import ClosedLoop, ScenarioSteps, latencies, run
-from modelcost.curve import BenchLoad, bench_lengths, curves
-from modelcost.errors import SpecError
-from modelcost.graph import Parallel
+from modelcost.analyses.arrivals import ClosedLoop, ScenarioSteps, latencies, run
+from modelcost.analyses.curve import BenchLoad, bench_lengths, curves
+from modelcost.analyses.scenario import Scenario
+from modelcost.analyses.serving_records import Engine
+from modelcost.analyses.serving_search import pareto_front
+from modelcost.base.errors import SpecError
+from modelcost.ir.graph import Parallel
 from modelcost.render.curve_format import render_curves
-from modelcost.scenario import Scenario
-from modelcost.serving_records import Engine
-from modelcost.serving_search import pareto_front
 
 LLAMA8 = MODELS / "llama3-8b.model"
 
@@ -114,7 +114,7 @@ def curve_spec():
 
 
 def load_hw():
-    from modelcost.hardware import load_hardware
+    from modelcost.targets.hardware import load_hardware
 
     return load_hardware("h100")
 

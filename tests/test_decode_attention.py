@@ -9,16 +9,21 @@ from conftest import MODELS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelcost.attention_rates import decode_blocks, decode_kernels, engine_prefill, split_kv
-from modelcost.compile import compile_report
-from modelcost.dtypes import DType
-from modelcost.estimate import estimate
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.kernel_rates import LAUNCH_S, library
+from modelcost.base.dtypes import DType
+from modelcost.base.resources import specs_dir
+from modelcost.estimate.attention_rates import (
+    decode_blocks,
+    decode_kernels,
+    engine_prefill,
+    split_kv,
+)
+from modelcost.estimate.estimate import estimate
+from modelcost.estimate.kernel_rates import LAUNCH_S, library
+from modelcost.ir.graph import Phase, Workload
 from modelcost.perfmodel import SdpaOp
-from modelcost.resources import specs_dir
-from modelcost.roofline import roof
+from modelcost.roofline.compile import compile_report
+from modelcost.roofline.roofline import roof
+from modelcost.targets.hardware import load_hardware
 
 H100 = load_hardware("h100")  # 132 SMs; 3.35 TB/s datasheet, 3.18 TB/s best published (h100.hw)
 MI300X = load_hardware("mi300x")  # 304 CUs; best published 4.28 TB/s (mi300x.hw)

@@ -13,9 +13,9 @@ import pytest
 from conftest import MODELS, ROOT, run_cli
 
 from modelcost import SpecError, load_spec, parse_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware
+from modelcost.ir.graph import Phase, Workload
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 run = run_cli
 
@@ -112,7 +112,7 @@ def test_spec_error_for_bad_workload_values() -> None:
 
 
 def test_deepseek_v3_router_is_sigmoid_group_limited_with_a_correction_bias() -> None:
-    from modelcost.lower import lower
+    from modelcost.lowering.lower import lower
 
     g = lower(load_spec(MODELS / "deepseek-v3.model"), Workload(Phase.decode, 1))
     nodes = {n.name: n.op for n in g.nodes}
@@ -134,7 +134,7 @@ def test_shared_d_ff_is_one_shared_experts_width() -> None:
     spec = parse_spec(
         "model m { d_model = 64\n  moe(8, 2, 32, shared_experts = 2, shared_d_ff = 48) }\n"
     )
-    from modelcost.params import count_params
+    from modelcost.lowering.params import count_params
 
     # 8 experts × 3·64·32 + 2 shared × 3·64·48 + router 64·8
     assert count_params(spec).total == 8 * 6144 + 2 * 9216 + 512
@@ -159,7 +159,7 @@ def test_bad_router_arguments_are_positioned_errors(args: str, message: str) -> 
 
 
 def test_fused_gate_up_is_one_gemm() -> None:
-    from modelcost.lower import lower
+    from modelcost.lowering.lower import lower
 
     text = "model m {{ d_model = 3072; vocab = 32064\n  embed(vocab)\n  mlp(8192{}) }}\n"
     fused = lower(parse_spec(text.format(", fused_gate_up = true")), Workload("prefill", 1, 16))

@@ -13,15 +13,15 @@ import pytest
 from conftest import MODELS, ROOT, run_cli
 
 from modelcost import load_spec
-from modelcost.compile import compile_report
-from modelcost.disagg import serve_disagg
-from modelcost.errors import SpecError
-from modelcost.graph import ONE_DEVICE, Parallel, Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.pools import Pool, Pools
-from modelcost.scenario import Scenario
-from modelcost.serving import serve
-from modelcost.serving_records import Engine
+from modelcost.analyses.disagg import serve_disagg
+from modelcost.analyses.pools import Pool, Pools
+from modelcost.analyses.scenario import Scenario
+from modelcost.analyses.serving import serve
+from modelcost.analyses.serving_records import Engine
+from modelcost.base.errors import SpecError
+from modelcost.ir.graph import ONE_DEVICE, Parallel, Phase, Workload
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
 H200 = load_hardware("h200")
@@ -133,7 +133,7 @@ def test_the_limit_itself_runs_and_the_api_refuses_past_it() -> None:
     w = Workload(Phase.decode, 64, context=256, parallel=Parallel(tp=8))
     at = compile_report(deepseek, H200, w, estimate="kernels", how=None)
     assert at.totals.estimate_s is not None
-    from modelcost.costing import costing
+    from modelcost.estimate.costing import costing
 
     # every routed token on one expert (32× the mean): the hottest takes all 64 × 8 rows
     # of the layer, and the estimate stays finite

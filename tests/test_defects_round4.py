@@ -12,15 +12,15 @@ import pytest
 from conftest import MODELS, ROOT, run_cli
 
 from modelcost import load_spec
-from modelcost.compile import compile_report
-from modelcost.errors import SpecError
-from modelcost.graph import Parallel, Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.parse import number_value
-from modelcost.report import REPORT_SCHEMA_VERSION
-from modelcost.serving import serve
-from modelcost.settings import MAX_SIZE, count
-from modelcost.sweeps import sweep
+from modelcost.analyses.serving import serve
+from modelcost.analyses.sweeps import sweep
+from modelcost.base.errors import SpecError
+from modelcost.base.settings import MAX_SIZE, count
+from modelcost.ir.graph import Parallel, Phase, Workload
+from modelcost.ir.report import REPORT_SCHEMA_VERSION
+from modelcost.language.parse import number_value
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
 H100 = load_hardware("h100")
@@ -58,7 +58,7 @@ def test_serve_and_sweep_bound_their_counts_too() -> None:
 
 
 def test_the_api_refuses_the_same_counts() -> None:
-    from modelcost.resolve import MAX_DIM
+    from modelcost.language.resolve import MAX_DIM
 
     assert MAX_DIM == MAX_SIZE == 2**40  # one bound: the language's and the counts'
     with pytest.raises(ValueError, match=r"seq must be at most 1,099,511,627,776"):
@@ -85,7 +85,7 @@ def test_no_figure_prints_more_digits_than_a_float_holds() -> None:
 
 
 def test_an_mfu_a_rounding_past_one_is_one() -> None:
-    from modelcost.roofline import _mfu
+    from modelcost.roofline.roofline import _mfu
 
     # a step of exactly its FLOPs at the peak, summed as floats: at most 1
     assert _mfu(1.0000000000000002, 1.0, 1.0) == 1.0
@@ -327,7 +327,7 @@ def test_a_byte_order_mark_is_accepted(tmp_path) -> None:
 
 
 def test_an_import_chain_past_its_limit_is_refused_where_it_goes_too_deep(tmp_path) -> None:
-    from modelcost.resolve import MAX_IMPORT_DEPTH
+    from modelcost.language.resolve import MAX_IMPORT_DEPTH
 
     assert MAX_IMPORT_DEPTH == 64  # docs/language.md says so
     assert f"{MAX_IMPORT_DEPTH} files deep" in (ROOT / "docs" / "language.md").read_text()

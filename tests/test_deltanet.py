@@ -3,8 +3,8 @@
 from conftest import MODELS
 
 from modelcost import load_spec
-from modelcost.graph import Phase, Workload
-from modelcost.lower import lower
+from modelcost.ir.graph import Phase, Workload
+from modelcost.lowering.lower import lower
 from modelcost.perfmodel import GatedDeltaNetOp, GatedDeltaStepOp
 
 SPEC = load_spec(MODELS / "qwen3-next-80b-a3b.model")

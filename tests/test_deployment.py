@@ -8,10 +8,10 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import load_spec
-from modelcost.deployment import search_deployment
-from modelcost.disagg import search_disagg
-from modelcost.serving_records import Engine
-from modelcost.serving_search import choice_key, search
+from modelcost.analyses.deployment import search_deployment
+from modelcost.analyses.disagg import search_disagg
+from modelcost.analyses.serving_records import Engine
+from modelcost.analyses.serving_search import choice_key, search
 
 LLAMA70_FP8 = load_spec(MODELS / "llama3-70b-fp8.model")
 # 4,096 + 1,024 tokens, TPOT ≤ 30 ms, TTFT ≤ 2 s, within 16 H200s (docs/serving.md)

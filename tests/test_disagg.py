@@ -8,12 +8,12 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import load_spec
-from modelcost.disagg import search_disagg, serve_disagg
-from modelcost.errors import SpecError
-from modelcost.graph import Parallel
-from modelcost.hardware import load_hardware
-from modelcost.pools import Pool, Pools, parse_pools
-from modelcost.serving import serve
+from modelcost.analyses.disagg import search_disagg, serve_disagg
+from modelcost.analyses.pools import Pool, Pools, parse_pools
+from modelcost.analyses.serving import serve
+from modelcost.base.errors import SpecError
+from modelcost.ir.graph import Parallel
+from modelcost.targets.hardware import load_hardware
 
 LLAMA70_FP8 = load_spec(MODELS / "llama3-70b-fp8.model")  # kv_dtype fp8_e4m3
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
@@ -271,7 +271,7 @@ def test_the_pool_search_tries_expert_parallel_pools_for_a_moe_model() -> None:
     # a MoE model's pools are tried as `serve --search` tries layouts: tp, and the experts
     # over all ranks with attention over tp × dp (TensorRT-LLM's TEP and DEP pools); for
     # a dense model only tp. DeepSeek-R1's published CTX = TEP4, GEN = DEP8 is among them
-    from modelcost.disagg import candidate_layouts
+    from modelcost.analyses.disagg import candidate_layouts
 
     moe = {p.label for p in candidate_layouts(load_spec(MODELS / "deepseek-v3.model"),
                                               load_hardware("gb200"))}  # fmt: skip

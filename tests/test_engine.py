@@ -5,10 +5,10 @@ import pytest
 from conftest import MODELS
 
 from modelcost import SpecError, load_spec
-from modelcost.compile import compile_report, compile_totals
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware
+from modelcost.ir.graph import Phase, Workload
 from modelcost.perfmodel.attention import exact_pairs
+from modelcost.roofline.compile import compile_report, compile_totals
+from modelcost.targets.hardware import load_hardware
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")  # 32 heads of 128, 8 KV heads, d 4096
 H100 = load_hardware("h100")

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import modelcost as mc
-from modelcost.compile import compile_report
-from modelcost.engines import ENGINES, Memory
-from modelcost.graph import Parallel, Phase, Workload
-from modelcost.serving_records import Engine
+from modelcost.analyses.serving_records import Engine
+from modelcost.estimate.engines import ENGINES, Memory
+from modelcost.ir.graph import Parallel, Phase, Workload
+from modelcost.roofline.compile import compile_report
 
 LLAMA8 = mc.load_spec(MODELS / "llama3-8b.model")
 LLAMA70 = mc.load_spec(MODELS / "llama3-70b.model")

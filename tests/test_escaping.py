@@ -26,10 +26,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelcost import parse_spec
-from modelcost.compile import compile_report
-from modelcost.diff import diff, gate
-from modelcost.graph import Workload
-from modelcost.hardware import parse_hardware
+from modelcost.analyses.diff import diff, gate
+from modelcost.ir.graph import Workload
+from modelcost.lowering.validate import for_phase
+from modelcost.publish.site import build_site
 from modelcost.render.escape import clean, md
 from modelcost.render.escape import xml as svg_text
 from modelcost.render.formats import (
@@ -40,8 +40,8 @@ from modelcost.render.formats import (
     render_markdown,
 )
 from modelcost.render.text import render_text
-from modelcost.site import build_site
-from modelcost.validate import for_phase
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import parse_hardware
 
 ATTACKS = [
     "<img src=x onerror=alert(1)>",

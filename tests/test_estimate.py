@@ -11,15 +11,15 @@ from conftest import MODELS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelcost.compile import compile_report
-from modelcost.dtypes import DType
-from modelcost.estimate import estimate
-from modelcost.gemm_plan import tile_waves
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.kernel_rates import LAUNCH_S, library
-from modelcost.measured import DTYPE, check, load_points
+from modelcost.base.dtypes import DType
+from modelcost.estimate.estimate import estimate
+from modelcost.estimate.gemm_plan import tile_waves
+from modelcost.estimate.kernel_rates import LAUNCH_S, library
+from modelcost.estimate.measured import DTYPE, check, load_points
+from modelcost.ir.graph import Phase, Workload
 from modelcost.perfmodel import GemmOp, GroupedGemmOp, SdpaOp
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 DATA = Path(__file__).parent / "data" / "measured-kernels.json"
 MI355X = load_hardware("mi355x")  # 256 CUs; Gluon a8w8 sustains 3,527 TFLOPS (library.json)
@@ -151,7 +151,7 @@ def test_a_narrow_prefill_projection_takes_smaller_tiles_and_splits_k() -> None:
     # K=8192. One 256×256 tile per CU gave 32 tiles on 256 CUs, 12.9× the roofline.
     # hipBLASLt's tile set (library.json `tile_sets`) has 128×128: 16·8 = 128 tiles;
     # stream-K (tritonBLAS's rule) splits K 2 ways (256 ≤ 256 CUs, 64 steps of 64 each)
-    from modelcost.measured import _timed
+    from modelcost.estimate.measured import _timed
 
     op = GemmOp(2048, 1024, 8192)
     roof, est, why = _timed(op, MI355X)
@@ -162,7 +162,7 @@ def test_a_narrow_prefill_projection_takes_smaller_tiles_and_splits_k() -> None:
     )
     # the rate: AITER's tuned time at the published shape nearest in M (2048×8192×8192 in
     # 192.94 µs, llama70B_bf16_tuned_gemm.csv) per tile, that shape's waves taken out
-    from modelcost.kernel_rates import library, per_tile_rate
+    from modelcost.estimate.kernel_rates import library, per_tile_rate
 
     k = next(x for x in library() if x.id == "aiter-tgemm-bf16-mi355x-m2048")
     rate = per_tile_rate(k, MI355X)
@@ -178,7 +178,7 @@ def test_a_narrow_prefill_projection_takes_smaller_tiles_and_splits_k() -> None:
 @given(st.integers(1, 16384), st.integers(1, 16384), st.integers(1, 16384))
 def test_the_chosen_plan_is_never_slower_than_any_single_tile_of_its_set(M, N, K) -> None:
     # the rule: the fewest waves × tile time over the set; each tile alone is a set of one
-    from modelcost.kernel_rates import TileSet, plan, tile_sets
+    from modelcost.estimate.kernel_rates import TileSet, plan, tile_sets
 
     ts = tile_sets()["hipblaslt"]
     best = plan((M,), N, K, 1590.8e12, MI355X, ts)
@@ -194,7 +194,7 @@ def test_a_part_without_a_figure_borrows_its_siblings_efficiency(part, sibling) 
     # H200 = H100 compute: a compute-bound bf16 GEMM takes the same time on both (the
     # H100's MAMF 794.5 of 989.4 TFLOPS); MI350X: MI355X's AITER 1590.8 of 2516.6 TFLOPS,
     # times its own 2306.9 peak
-    from modelcost.measured import _timed
+    from modelcost.estimate.measured import _timed
 
     op = GemmOp(8192, 8192, 8192)
     mine, theirs = load_hardware(part), load_hardware(sibling)
@@ -209,7 +209,7 @@ def test_a_part_without_a_figure_borrows_its_siblings_efficiency(part, sibling) 
 
 
 def test_a_parts_own_figure_comes_before_its_siblings_and_fills_what_it_lacks() -> None:
-    from modelcost.kernel_rates import matrix_rate
+    from modelcost.estimate.kernel_rates import matrix_rate
 
     # MI325X fp8: its own hipBLASLt 1,519 TFLOPS (AMD ROCm blog, Measuring Max-Achievable
     # FLOPs Part 2, the table) before the MI300X's kernel efficiency, and not its roof
@@ -257,7 +257,7 @@ def test_a_parts_own_figure_comes_before_its_siblings_and_fills_what_it_lacks() 
 def test_the_sustained_bandwidth_is_the_parts_own_else_its_memory_siblings(
     part, bandwidth, note
 ) -> None:
-    from modelcost.kernel_rates import sustained_bandwidth
+    from modelcost.estimate.kernel_rates import sustained_bandwidth
 
     bw = sustained_bandwidth(load_hardware(part))
     assert bw.bytes_s == pytest.approx(bandwidth, rel=1e-12)
@@ -272,7 +272,7 @@ def test_the_sustained_bandwidth_is_the_parts_own_else_its_memory_siblings(
 
 
 def test_a_part_with_no_published_bandwidth_and_no_sibling_reads_its_datasheet(tmp_path) -> None:
-    from modelcost.kernel_rates import sustained_bandwidth
+    from modelcost.estimate.kernel_rates import sustained_bandwidth
 
     text = (Path(__file__).parent.parent / "specs/hardware/mi355x.hw").read_text()
     text = text.replace("hardware mi355x", "hardware mine").replace(
@@ -285,8 +285,8 @@ def test_a_part_with_no_published_bandwidth_and_no_sibling_reads_its_datasheet(t
 
 
 def test_moe_rows_are_skewed_by_the_routing_imbalance_and_padded_per_expert() -> None:
-    from modelcost.gemm_plan import _expert_rows
-    from modelcost.kernel_rates import moe_imbalance
+    from modelcost.estimate.gemm_plan import _expert_rows
+    from modelcost.estimate.kernel_rates import moe_imbalance
 
     imbalance, source = moe_imbalance()
     assert imbalance == 2.56 and "TensorRT-LLM" in source  # DeepSeek-R1 without EPLB
@@ -316,7 +316,7 @@ def test_stream_k_spreads_a_partial_last_wave_over_every_cu() -> None:
     # one full wave and 68 tiles streamed over all 132 CUs (68/132 of a K loop each),
     # plus every CU's fp32 partial tile written and read back: never the 2 whole waves
     # a tile-per-CU schedule takes
-    from modelcost.kernel_rates import PARTIAL_BYTES, TileSet, plan
+    from modelcost.estimate.kernel_rates import PARTIAL_BYTES, TileSet, plan
 
     hw = load_hardware("h100")
     rate = 989.4e12
@@ -353,7 +353,7 @@ def test_a_shaped_figure_is_reproduced_at_its_own_shape(shape: tuple, tflops: fl
 
 
 def test_a_gemm_takes_the_figure_published_for_its_bucket_of_tokens() -> None:
-    from modelcost.kernel_rates import library, matrix_rate, per_tile_rate
+    from modelcost.estimate.kernel_rates import library, matrix_rate, per_tile_rate
 
     b200, gb200 = load_hardware("b200"), load_hardware("gb200")
 
@@ -384,7 +384,7 @@ def test_a_gemm_takes_the_figure_published_for_its_bucket_of_tokens() -> None:
 def test_more_tokens_never_take_less_time_where_figures_come_by_token_count() -> None:
     # each bucket's time is floored by every smaller bucket's configuration (a GEMM of
     # more rows never runs faster than one of fewer would): time is non-decreasing in M
-    from modelcost.measured import _timed
+    from modelcost.estimate.measured import _timed
 
     for part, dt in (("b200", DType.nvfp4), ("gb200", DType.fp8_e4m3),
                      ("mi300x", DType.fp8_e4m3), ("mi355x", DType.bf16),
@@ -398,7 +398,7 @@ def test_more_tokens_never_take_less_time_where_figures_come_by_token_count() ->
 
 
 def test_longer_attention_never_takes_less_time_where_figures_come_by_length() -> None:
-    from modelcost.measured import _timed
+    from modelcost.estimate.measured import _timed
     from modelcost.perfmodel import SdpaOp
 
     for causal in (False, True):
@@ -416,8 +416,8 @@ def test_every_figure_published_by_shape_is_reproduced_there() -> None:
     # count / TFLOPS for attention), and so does the estimate, unless a smaller bucket's
     # configuration from another source is slower on these weights (a GEMM of more rows
     # never runs faster): then the estimate is that, said so, never below the figure
-    from modelcost.attention_rates import published_flops
-    from modelcost.kernel_rates import library, per_tile_rate, plan, tiles_for
+    from modelcost.estimate.attention_rates import published_flops
+    from modelcost.estimate.kernel_rates import library, per_tile_rate, plan, tiles_for
     from modelcost.perfmodel import SdpaOp
 
     shaped = [k for k in library() if k.shape is not None]
@@ -451,7 +451,7 @@ def test_every_figure_published_by_shape_is_reproduced_there() -> None:
 
 
 def test_mi300x_fp8_gemms_at_aiters_tuned_times_from_16_tokens_up() -> None:
-    from modelcost.kernel_rates import matrix_rate
+    from modelcost.estimate.kernel_rates import matrix_rate
 
     # ROCm/aiter PR #1092's tuned a8w8 table (cu_num 304: MI300X), N=7168, K=8192:
     # M=1024 in 152.5955 µs, M=256 in 59.3987 µs (2·M·N·K / time: 788.1 and 506.2
@@ -473,7 +473,7 @@ def test_mi300x_fp8_gemms_at_aiters_tuned_times_from_16_tokens_up() -> None:
 
 
 def test_one_figure_a_token_count_the_parts_own_then_the_faster(monkeypatch) -> None:
-    from modelcost import kernel_rates as e
+    from modelcost.estimate import kernel_rates as e
 
     def k(id_: str, part: str, tflops: float, m: int) -> e.LibraryKernel:
         return e.LibraryKernel(id=id_, kind="gemm", part=part, precision="fp4", library=id_,
@@ -644,7 +644,7 @@ def test_the_estimate_is_never_faster_than_the_roofline() -> None:
     ],
 )
 def test_the_hottest_expert_takes_the_imbalance_the_rest_share_evenly(M, G, imbalance, rows):
-    from modelcost.gemm_plan import _expert_rows
+    from modelcost.estimate.gemm_plan import _expert_rows
 
     assert _expert_rows(M, G, imbalance) == rows
 

@@ -10,12 +10,12 @@ import pytest
 from conftest import MODELS, run_cli
 
 import modelcost as mc
+from modelcost.analyses.serving_mix import load_mix
+from modelcost.base.settings import DEFAULT_ESTIMATE, DEFAULT_SERVE_ESTIMATE
 from modelcost.cli import build_parser
-from modelcost.compile import compile_report
-from modelcost.costing import Costing
-from modelcost.graph import Parallel, Phase, Workload
-from modelcost.serving_mix import load_mix
-from modelcost.settings import DEFAULT_ESTIMATE, DEFAULT_SERVE_ESTIMATE
+from modelcost.estimate.costing import Costing
+from modelcost.ir.graph import Parallel, Phase, Workload
+from modelcost.roofline.compile import compile_report
 
 LLAMA8 = mc.load_spec(MODELS / "llama3-8b.model")
 H100 = mc.load_hardware("h100")
@@ -184,7 +184,7 @@ def test_the_engine_reaches_the_collectives_estimate() -> None:
     # `--engine` picks the custom all-reduce the decode step's collectives run as
     # (specs/kernels/collectives.json): TensorRT-LLM's kernels are faster than vLLM's at
     # decode sizes (sglang PR #2904's table), and TensorRT-LLM adds no host time a step
-    from modelcost.compile import compile_totals
+    from modelcost.roofline.compile import compile_totals
 
     spec = mc.load_spec(MODELS / "llama3-70b.model")
     tp8 = Parallel(tp=8)
@@ -204,9 +204,9 @@ def test_a_training_steps_collectives_are_nccls_not_a_serving_engines() -> None:
     # #2904's table interpolated); a training step's 8 × 512 tokens × 4096 × 2 B = 32 MiB
     # all-reduce is NCCL's as nccl-tests measured it on 8×H100 (200.39 µs), whatever the
     # engine
-    from modelcost.compile import compile_totals
-    from modelcost.lower import lower
-    from modelcost.roofline import collectives_engine
+    from modelcost.lowering.lower import lower
+    from modelcost.roofline.compile import compile_totals
+    from modelcost.roofline.roofline import collectives_engine
 
     tp8 = Parallel(tp=8)
     decode = Workload(Phase.decode, 8, context=1024, parallel=tp8)

@@ -10,17 +10,17 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import SpecError, load_spec
-from modelcost.compile import compile_report, compile_totals
-from modelcost.costing import Costing
-from modelcost.estimate import estimate
-from modelcost.graph import Parallel, Workload
-from modelcost.hardware import load_hardware
-from modelcost.kernel_rates import moe_imbalance
-from modelcost.lower import lower
-from modelcost.network import bound, link
-from modelcost.params import device_params
+from modelcost.estimate.costing import Costing
+from modelcost.estimate.estimate import estimate
+from modelcost.estimate.kernel_rates import moe_imbalance
+from modelcost.ir.graph import Parallel, Workload
+from modelcost.language.spec import MoE, walk
+from modelcost.lowering.lower import lower
+from modelcost.lowering.params import device_params
 from modelcost.perfmodel import CollectiveOp
-from modelcost.spec import MoE, walk
+from modelcost.roofline.compile import compile_report, compile_totals
+from modelcost.targets.hardware import load_hardware
+from modelcost.targets.network import bound, link
 
 DSV3 = load_spec(MODELS / "deepseek-v3.model")
 MIXTRAL = load_spec(MODELS / "mixtral-8x7b.model")
@@ -212,9 +212,9 @@ def test_serve_takes_the_moe_imbalance() -> None:
     # DeepSeek-V3 attention-DP 8 + EP 8 on 8 H200, 64 sequences a replica: the
     # estimate's TPOT reads the hottest expert rank's load (the default 2.56,
     # specs/kernels/library.json `moe`), the bound keeps the mean (docs/conventions.md)
-    from modelcost.disagg import serve_disagg
-    from modelcost.pools import Pool, Pools
-    from modelcost.serving import serve
+    from modelcost.analyses.disagg import serve_disagg
+    from modelcost.analyses.pools import Pool, Pools
+    from modelcost.analyses.serving import serve
 
     par = Parallel(dp=8, ep=8)
     flat = serve(DSV3, H200, 1024, 1024, par, 64, moe_imbalance=1.0)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import MODELS, ROOT, run_cli
 
-from modelcost.files import TRAILING_SLASH, write_text
+from modelcost.base.files import TRAILING_SLASH, write_text
 
 SMALL = ("compile", str(MODELS / "gpt2.model"), "--hw", "h100", "--seq", "64", "--format", "json")
 

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelcost import SpecError, parse_spec
-from modelcost import syntax as s
-from modelcost.fmt import format_expr, format_source
-from modelcost.parse import number_value, parse
-from modelcost.resolve import Scope, Source, evaluate
+from modelcost.language import syntax as s
+from modelcost.language.fmt import format_expr, format_source
+from modelcost.language.parse import number_value, parse
+from modelcost.language.resolve import Scope, Source, evaluate
 
 
 @pytest.mark.parametrize("path", ZOO, ids=[p.stem for p in ZOO])

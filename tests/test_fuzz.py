@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from modelcost import SpecError, parse_spec
-from modelcost.fmt import format_source
-from modelcost.parse import parse
-from modelcost.validate import for_phase
+from modelcost.language.fmt import format_source
+from modelcost.language.parse import parse
+from modelcost.lowering.validate import for_phase
 
 # More with e.g. MODELCOST_FUZZ_EXAMPLES=2000 (clean at 1,500 per spec when written).
 EXAMPLES = int(os.environ.get("MODELCOST_FUZZ_EXAMPLES", "120"))
@@ -88,7 +88,7 @@ HARDWARE = sorted((ZOO[0].parent.parent / "hardware").glob("*.hw"))
 
 @pytest.mark.parametrize("path", HARDWARE, ids=[p.stem for p in HARDWARE])
 def test_mutated_hardware_files_only_raise_spec_error(path: Path) -> None:
-    from modelcost.hardware import parse_hardware
+    from modelcost.targets.hardware import parse_hardware
 
     original = path.read_text(encoding="utf-8")
 
@@ -119,9 +119,9 @@ from hostile import HOSTILE  # noqa: E402
 
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_inputs_get_their_error(name: str) -> None:
-    from modelcost.compile import compile_report
-    from modelcost.graph import Phase, Workload
-    from modelcost.hardware import load_hardware
+    from modelcost.ir.graph import Phase, Workload
+    from modelcost.roofline.compile import compile_report
+    from modelcost.targets.hardware import load_hardware
 
     text, expected = HOSTILE[name]
     try:

@@ -11,10 +11,9 @@ import pytest
 from conftest import GOLDEN, MODELS, ROOT
 
 from modelcost import load_spec
-from modelcost.compile import compile_report
-from modelcost.diff import diff, gate
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware
+from modelcost.analyses.diff import diff, gate
+from modelcost.ir.graph import Phase, Workload
+from modelcost.lowering.validate import for_phase
 from modelcost.render.formats import (
     markdown_files,
     render_diff,
@@ -22,7 +21,8 @@ from modelcost.render.formats import (
     render_json,
     render_markdown,
 )
-from modelcost.validate import for_phase
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 CASES = {
     # name: (spec, hardware, batch, seq, context)

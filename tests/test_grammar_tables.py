@@ -1,15 +1,16 @@
-"""The prebuilt parser tables match the grammars (regenerate: python -m modelcost.regen_tables)."""
+"""The prebuilt parser tables match the grammars (regenerate:
+python -m modelcost.language.regen_tables)."""
 
 import marshal
 
-from modelcost.grammar_tables import OPTIONS, TABLES_FILE, digest, load_parser
+from modelcost.language.grammar_tables import OPTIONS, TABLES_FILE, digest, load_parser
 
 
 def test_tables_are_current() -> None:
     shipped = marshal.loads(TABLES_FILE.read_bytes())
     for name in OPTIONS:
         assert shipped[name]["sha256"] == digest(name), (
-            f"{name} changed: run `python -m modelcost.regen_tables`"
+            f"{name} changed: run `python -m modelcost.language.regen_tables`"
         )
     # (the tables themselves differ between builds: lark numbers states in set order)
 
@@ -17,7 +18,7 @@ def test_tables_are_current() -> None:
 def test_loaded_parser_parses_like_a_built_one() -> None:
     from lark import Lark
 
-    from modelcost.resources import grammar_path
+    from modelcost.base.resources import grammar_path
 
     text = "model m {\n  x = 2 ** 3  # c\n  attention(8, kv_heads = 2)\n}\n"
     built = Lark(grammar_path("modelspec.lark").read_text(), parser="lalr",

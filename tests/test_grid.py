@@ -8,20 +8,14 @@ import itertools
 import pytest
 from conftest import MODELS, ZOO
 
-import modelcost.grid as grid
-import modelcost.sweeps as sweeps
-from modelcost.compile import compile_totals
-from modelcost.costing import costing
-from modelcost.errors import SpecError
-from modelcost.graph import Parallel, Phase, Workload, settled
-from modelcost.grid import at_lengths, length_field
-from modelcost.hardware import load_hardware
-from modelcost.record import Record, replace
-from modelcost.resolve import load_spec
-from modelcost.roofline import add_up
-from modelcost.serving_search import has_experts
-from modelcost.sweeps import SweepRow, plan, run
-from modelcost.symbolic import (
+import modelcost.analyses.grid as grid
+import modelcost.analyses.sweeps as sweeps
+from modelcost.analyses.grid import at_lengths, length_field
+from modelcost.analyses.serving_search import has_experts
+from modelcost.analyses.sweeps import SweepRow, plan, run
+from modelcost.base.errors import SpecError
+from modelcost.base.record import Record, replace
+from modelcost.base.symbolic import (
     SymFloat,
     SymInt,
     instantiator,
@@ -29,6 +23,12 @@ from modelcost.symbolic import (
     skewed,
     watching,
 )
+from modelcost.estimate.costing import costing
+from modelcost.ir.graph import Parallel, Phase, Workload, settled
+from modelcost.language.resolve import load_spec
+from modelcost.roofline.compile import compile_totals
+from modelcost.roofline.roofline import add_up
+from modelcost.targets.hardware import load_hardware
 
 H100, MI300X = load_hardware("h100"), load_hardware("mi300x")
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelcost import SpecError
-from modelcost.hardware import Hardware, load_hardware, parse_hardware, shipped_hardware
+from modelcost.targets.hardware import Hardware, load_hardware, parse_hardware, shipped_hardware
 
 INVALID = sorted((FIXTURES / "invalid_hw").glob("*.hw"))
 
@@ -195,7 +195,7 @@ def _gemm_points() -> list[tuple[str, dict]]:
 
 def _catalog_points() -> list[tuple[str, str, float]]:
     """(part, precision, TFLOPS) of every figure the Gluon catalog cites."""
-    from modelcost.kernels import catalog
+    from modelcost.estimate.kernels import catalog
 
     return [(k.measured_on, k.measured_precision, k.tflops) for k in catalog() if k.tflops]
 
@@ -253,7 +253,7 @@ def test_the_roofs_raised_for_issue_32_item_4() -> None:
 
 
 def test_no_kernel_in_the_catalog_beats_its_parts_achievable_roof() -> None:
-    from modelcost.kernels import catalog
+    from modelcost.estimate.kernels import catalog
 
     measured = [k for k in catalog() if k.tflops is not None]
     assert len(measured) == 7

@@ -10,13 +10,13 @@ from conftest import run_cli
 from heterogeneous_spec import distinct_layers
 
 from modelcost import SpecError, count_params, parse_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Phase, Workload
 from modelcost.importers import import_config
 from modelcost.importers.nemotron_nas import nas_intermediate_size
-from modelcost.lower import MAX_NODES, lower
+from modelcost.ir.graph import Phase, Workload
+from modelcost.language.resolve import MAX_OPS
+from modelcost.lowering.lower import MAX_NODES, lower
 from modelcost.render import render
-from modelcost.resolve import MAX_OPS
+from modelcost.roofline.compile import compile_report
 
 DATA = Path(__file__).parent / "data"
 

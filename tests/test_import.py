@@ -9,10 +9,10 @@ import pytest
 from conftest import MODELS, ROOT, run_cli
 
 from modelcost import SpecError, count_params, load_spec, parse_spec
-from modelcost.graph import Phase, Workload
 from modelcost.importers import import_config
-from modelcost.lower import lower
-from modelcost.spec import walk
+from modelcost.ir.graph import Phase, Workload
+from modelcost.language.spec import walk
+from modelcost.lowering.lower import lower
 
 CONFIGS = Path(__file__).parent / "data" / "hf-configs"
 # configs whose zoo spec (of the same name) the import must equal

@@ -1,6 +1,8 @@
-"""The package's import graph runs down its layers, without loops (issue 22, item 1).
+"""The package's import graph runs down its folders, without loops (issue 22, item 1;
+issue 35, item 1: the folders are the layers).
 
-Every module of modelcost/ is given a layer below, in the one list of layers; the graph
+Every module of modelcost/ is listed below in the folder it sits in, the folders in the
+order of the layers; the graph
 is read with `ast` from every `import` statement, at module level, inside functions and
 under `if TYPE_CHECKING:` alike (a loop that only type checking sees is still a loop
 in the design). A module may import its own layer or any layer below it, never one
@@ -26,71 +28,78 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "modelcost"
 
-# the layers, bottom to top (DESIGN.md, "Layers of the package"); imports only run down
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", (
-        "record", "frozen", "memo", "bulk", "symbolic", "tabular", "visible", "errors", "files",
-        "resources", "bounds", "version", "hooks", "dtypes", "grammar_tables",
+# The folders, bottom to top (docs/development.md, "The tree"), each with its one job and
+# the modules it holds (`""` its __init__); imports only run down the list, or within a
+# folder. The package's top (`modelcost/__init__.py`, `__main__.py`) is the last.
+FOLDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("base", "foundation: records, errors, files, memos, settings", (
+        "", "record", "frozen", "memo", "bulk", "symbolic", "tabular", "visible", "errors",
+        "files", "resources", "bounds", "version", "hooks", "dtypes", "settings",
     )),
-    ("language and perf model", (
-        "syntax", "parse", "fmt", "vocabulary", "spec", "recipes", "resolve",
-        "hardware", "settings", "perfmodel", "perfmodel.attention", "perfmodel.base",
-        "perfmodel.collectives", "perfmodel.conv", "perfmodel.deltanet",
-        "perfmodel.elementwise", "perfmodel.gemm", "perfmodel.misc", "perfmodel.moe",
-        "perfmodel.norm", "perfmodel.offload", "perfmodel.optimizer", "perfmodel.quant",
-        "perfmodel.ring",
-        "perfmodel.ssm",
+    ("language", "the .model language: syntax, parse, resolve, the Spec IR", (
+        "", "syntax", "parse", "fmt", "vocabulary", "spec", "recipes", "resolve",
+        "grammar_tables", "regen_tables",
     )),
-    ("IR and lowering", (
-        "graph", "parallel", "kinds", "kinds.room", "kinds.emit", "kinds.attention",
-        "kinds.deltanet", "kinds.embeddings", "kinds.heads", "kinds.mamba2", "kinds.mla",
-        "kinds.mlp", "kinds.moe", "kinds.norms", "kinds.pooler", "kinds.tokens",
-        "kinds.registry", "params", "memory", "validate", "stages", "lower",
+    ("perfmodel", "the op vocabulary: FLOPs and bytes of one op", (
+        "", "attention", "base", "collectives", "conv", "deltanet", "elementwise", "gemm",
+        "misc", "moe", "norm", "offload", "optimizer", "quant", "ring", "ssm",
     )),
-    ("cost, roofline, estimate, engine", (
-        "cost", "costing", "roofs", "roofline", "report", "kernels", "kernel_rates", "gemm_plan",
-        "attention_rates", "estimate", "engines",
-        "network", "collectives_achieved", "measured", "calibration", "compile", "speculative",
-        "executors", "grid",
+    ("ir", "the records between stages: workload, layout, op graph, report", (
+        "", "graph", "parallel", "report",
     )),
-    ("analyses", ("diff", "sweeps", "serving_records", "scenario", "serving", "serving_search",
-                  "serving_mix", "arrivals", "curve", "pools", "disagg", "deployment",
-                  "training")),
-    ("render", (
-        "render", "render.bars", "render.charts", "render.chart_modes", "render.curve_format",
-        "render.diff_text",
-        "render.disagg_format", "render.data_format",
-        "render.diff_view", "render.env", "render.escape", "render.formats",
-        "render.json_format", "render.notebook", "render.palette", "render.serving_format",
-        "render.serving_view", "render.sweep_format", "render.sweep_stream",
-        "render.sweep_view", "render.table", "render.training_format",
-        "render.text", "render.units", "render.view",
+    ("targets", "what an op runs on: hardware, roofs, interconnects", (
+        "", "hardware", "network", "roofs",
     )),
-    ("front ends", (
-        "", "__main__", "cli", "options",
-        "cli.calibrate", "cli.check", "cli.common", "cli.compile", "cli.diff", "cli.fmt",
-        "cli.hw", "cli.importing", "cli.params", "cli.schema", "cli.serve", "cli.serve_modes",
-        "cli.site", "cli.sweep", "cli.train", "cli.zoo",
-        "site", "mkdocs_plugin", "mkdocs_cache",
-        "mkdocs_fences", "regen_tables", "progress", "reference",
-        "importers", "importers.bert", "importers.checks", "importers.deepseek",
-        "importers.family", "importers.gemma", "importers.gemma2", "importers.gemma3",
-        "importers.gemma3_text", "importers.gpt2", "importers.gpt_oss", "importers.llama",
-        "importers.llama4", "importers.llama4_text", "importers.llava", "importers.mamba2",
-        "importers.mamba_ssm", "importers.mixtral", "importers.nemotron_nas", "importers.phi3",
-        "importers.qwen2", "importers.qwen2_moe", "importers.qwen3", "importers.qwen3_moe",
-        "importers.qwen3_next", "importers.reader", "importers.registry", "importers.t5",
-        "importers.vit", "importers.whisper",
+    ("kinds", "a room per layer kind", (
+        "", "room", "emit", "attention", "deltanet", "embeddings", "heads", "mamba2", "mla",
+        "mlp", "moe", "norms", "pooler", "tokens", "registry",
     )),
+    ("lowering", "spec and workload to an op graph, and what it holds", (
+        "", "params", "memory", "validate", "stages", "lower",
+    )),
+    ("estimate", "the kernel-aware estimate: kernels, collectives, engines", (
+        "", "kernels", "kernel_rates", "gemm_plan", "attention_rates", "estimate", "engines",
+        "collectives_achieved", "measured", "calibration", "costing",
+    )),
+    ("roofline", "cost and roofline into the report model; the pipeline in one call", (
+        "", "cost", "roofline", "compile",
+    )),
+    ("analyses", "many points: sweeps, diffs, serving, training layouts", (
+        "", "speculative", "executors", "grid", "diff", "sweeps", "serving_records",
+        "scenario", "serving", "serving_search", "serving_mix", "arrivals", "curve", "pools",
+        "disagg", "deployment", "training",
+    )),
+    ("render", "formats: text, md, html, json, csv, charts", (
+        "", "bars", "charts", "chart_modes", "curve_format", "diff_text", "disagg_format",
+        "data_format", "diff_view", "env", "escape", "formats", "json_format", "notebook",
+        "palette", "serving_format", "serving_view", "sweep_format", "sweep_stream",
+        "sweep_view", "table", "training_format", "text", "units", "view",
+    )),
+    ("importers", "Hugging Face config.json to .model, one file a family", (
+        "", "bert", "checks", "deepseek", "family", "gemma", "gemma2", "gemma3",
+        "gemma3_text", "gpt2", "gpt_oss", "llama", "llama4", "llama4_text", "llava", "mamba2",
+        "mamba_ssm", "mixtral", "nemotron_nas", "phi3", "qwen2", "qwen2_moe", "qwen3",
+        "qwen3_moe", "qwen3_next", "reader", "registry", "t5", "vit", "whisper",
+    )),
+    ("publish", "reports in documentation: the site, the MkDocs plugin", (
+        "", "site", "mkdocs_plugin", "mkdocs_cache", "mkdocs_fences",
+    )),
+    ("cli", "the command line: a module a command, the options table", (
+        "", "options", "progress", "reference", "calibrate", "check", "common", "compile",
+        "diff", "fmt", "hw", "importing", "params", "schema", "serve", "serve_modes", "site",
+        "sweep", "train", "zoo",
+    )),
+    ("", "the package's top: the public API", ("", "__main__")),
 )  # fmt: skip
-DOMAIN = tuple(name for name, _ in LAYERS[: [n for n, _ in LAYERS].index("render")])
+# the folders below render: the domain, which never imports it
+DOMAIN = tuple(name for name, _, _ in FOLDERS[: [n for n, _, _ in FOLDERS].index("render")])
 
 
-def _name(short: str) -> str:
-    return f"modelcost.{short}" if short else "modelcost"
+def _name(folder: str, module: str) -> str:
+    return ".".join(["modelcost", *(part for part in (folder, module) if part)])
 
 
-LAYER = {_name(m): i for i, (_, modules) in enumerate(LAYERS) for m in modules}
+LAYER = {_name(f, m): i for i, (f, _, modules) in enumerate(FOLDERS) for m in modules}
 
 
 def modules(root: Path = PACKAGE) -> dict[str, Path]:
@@ -118,7 +127,7 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> dict[str, int]:
                 where = ".".join([*base, node.module] if node.module else base)
             else:
                 where = node.module or ""
-            # `from . import spec` imports the module modelcost.spec; `from .x import y`
+            # `from . import spec` imports the module modelcost.language.spec; `from .x import y`
             # imports modelcost.x (y a name in it)
             targets = [f"{where}.{a.name}" if f"{where}.{a.name}" in known else where
                        for a in node.names]  # fmt: skip
@@ -173,23 +182,46 @@ def cycles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
     return out
 
 
+def _folder(module: str) -> str:
+    """The folder `module` is listed in (`""`: the package's top)."""
+    return FOLDERS[LAYER[module]][0] or "the top"
+
+
 def upward(edges: dict[str, dict[str, int]]) -> list[str]:
     return [
-        f"{a}:{line} imports {b} ({LAYERS[LAYER[b]][0]}, above {LAYERS[LAYER[a]][0]})"
+        f"{a}:{line} imports {b} ({_folder(b)}, above {_folder(a)})"
         for a, targets in sorted(edges.items())
         for b, line in sorted(targets.items())
         if LAYER[b] > LAYER[a]
     ]
 
 
-def test_every_module_has_a_layer():
-    missing = sorted(set(modules()) - set(LAYER))
+def unlisted(root: Path = PACKAGE) -> list[str]:
+    """The modules under `root` that FOLDERS does not list in the folder they sit in."""
+    return sorted(set(modules(root)) - set(LAYER))
+
+
+def test_every_module_is_listed_in_its_folder():
+    missing = unlisted()
     assert not missing, (
-        f"modules with no layer: {', '.join(missing)}; add each to LAYERS in "
-        "tests/test_import_graph.py, at the layer its job belongs to"
+        f"modules in no folder's list: {', '.join(missing)}; put each in the folder its "
+        "job belongs to and list it there in FOLDERS (tests/test_import_graph.py)"
     )
     gone = sorted(set(LAYER) - set(modules()))
-    assert not gone, f"LAYERS lists modules that do not exist: {', '.join(gone)}"
+    assert not gone, f"FOLDERS lists modules that do not exist: {', '.join(gone)}"
+
+
+def test_a_module_in_the_wrong_folder_is_found(tmp_path):
+    """serving.py is listed in analyses/: put in base/ (or at the top, as before the
+    folders), it is reported; in its own folder it is not."""
+    pkg = tmp_path / "modelcost"
+    for name in ("__init__.py", "base/__init__.py", "analyses/__init__.py"):
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text("")
+    (pkg / "base" / "serving.py").write_text("")
+    (pkg / "serving.py").write_text("")
+    (pkg / "analyses" / "serving.py").write_text("")
+    assert unlisted(pkg) == ["modelcost.base.serving", "modelcost.serving"]
 
 
 def test_no_import_loops():
@@ -197,7 +229,7 @@ def test_no_import_loops():
     assert not loops, "import loops:\n" + "\n".join(" ↔ ".join(g) for g in loops)
 
 
-def test_imports_run_down_the_layers():
+def test_imports_run_down_the_folders():
     bad = upward(graph())
     assert not bad, "imports up the layers:\n" + "\n".join(bad)
 
@@ -207,7 +239,7 @@ def test_the_domain_never_imports_render():
     bad = [
         f"{a} imports {b}"
         for a in edges
-        if LAYERS[LAYER[a]][0] in DOMAIN
+        if _folder(a) in DOMAIN
         for b in edges[a]
         if b == "modelcost.render" or b.startswith("modelcost.render.")
     ]
@@ -215,34 +247,51 @@ def test_the_domain_never_imports_render():
 
 
 def test_the_checks_see_loops_and_upward_imports(tmp_path):
-    """The reader finds what the checks rest on, in a package with one of each: an
-    import inside a function (the loop report ↔ render, as on main before item 1), one
-    under TYPE_CHECKING, and `from . import x`."""
+    """The reader finds what the checks rest on, in a package of folders with one of
+    each: an import inside a function (the loop report ↔ render, as on main before
+    item 1), one under TYPE_CHECKING, and `from .base import errors`."""
     pkg = tmp_path / "modelcost"
-    (pkg / "render").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("from . import errors\n")
-    (pkg / "errors.py").write_text("")
-    (pkg / "report.py").write_text(
-        "from typing import TYPE_CHECKING\nfrom .errors import x\n"
-        "if TYPE_CHECKING:\n    from .diff import D\n"
-        "def show(r):\n    from .render import render\n    return render(r)\n"
-    )
-    (pkg / "diff.py").write_text("from .report import Report\n")
-    (pkg / "render" / "__init__.py").write_text("from ..report import Report\n")
-    edges = graph(pkg)
-    assert edges == {
-        "modelcost": {"modelcost.errors": 1},
-        "modelcost.diff": {"modelcost.report": 1},
-        "modelcost.errors": {},
-        "modelcost.render": {"modelcost.report": 1},
-        "modelcost.report": {"modelcost.errors": 2, "modelcost.diff": 4, "modelcost.render": 6},
+    files = {
+        "__init__.py": "from .base import errors\n",
+        "base/__init__.py": "",
+        "base/errors.py": "",
+        "ir/__init__.py": "",
+        "ir/report.py": (
+            "from typing import TYPE_CHECKING\nfrom ..base.errors import x\n"
+            "if TYPE_CHECKING:\n    from ..analyses.diff import D\n"
+            "def show(r):\n    from ..render import render\n    return render(r)\n"
+        ),
+        "analyses/__init__.py": "",
+        "analyses/diff.py": "from ..ir.report import Report\n",
+        "render/__init__.py": "from ..ir.report import Report\n",
     }
-    assert cycles(edges) == [["modelcost.diff", "modelcost.render", "modelcost.report"]]
+    for name, text in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    edges = graph(pkg)
+    # an import of modelcost.ir.report runs modelcost/ir/__init__.py first: an edge to
+    # the enclosing folder too, but not from a module of that folder
+    assert edges == {
+        "modelcost": {"modelcost.base": 1, "modelcost.base.errors": 1},
+        "modelcost.analyses": {},
+        "modelcost.analyses.diff": {"modelcost.ir": 1, "modelcost.ir.report": 1},
+        "modelcost.base": {},
+        "modelcost.base.errors": {},
+        "modelcost.ir": {},
+        "modelcost.ir.report": {
+            "modelcost.base": 2,
+            "modelcost.base.errors": 2,
+            "modelcost.analyses": 4,
+            "modelcost.analyses.diff": 4,
+            "modelcost.render": 6,
+        },
+        "modelcost.render": {"modelcost.ir": 1, "modelcost.ir.report": 1},
+    }
+    assert cycles(edges) == [["modelcost.analyses.diff", "modelcost.ir.report", "modelcost.render"]]
     assert upward(edges) == [  # report is below the analyses (diff) and render
-        "modelcost.report:4 imports modelcost.diff (analyses, above cost, roofline, "
-        "estimate, engine)",
-        "modelcost.report:6 imports modelcost.render (render, above cost, roofline, "
-        "estimate, engine)",
+        "modelcost.ir.report:4 imports modelcost.analyses (analyses, above ir)",
+        "modelcost.ir.report:4 imports modelcost.analyses.diff (analyses, above ir)",
+        "modelcost.ir.report:6 imports modelcost.render (render, above ir)",
     ]
 
 
@@ -271,16 +320,18 @@ def test_a_report_shows_itself_in_a_notebook(fmt):
 
 
 def test_a_subpackages_init_counts_as_imported(tmp_path):
-    """`from .render.notebook import x` runs render/__init__.py before notebook.py: the
+    """`from ..render.notebook import x` runs render/__init__.py before notebook.py: the
     reader adds an edge to the enclosing subpackage, so an upward import in an
     `__init__` is seen (but not a module's edge to its own package)."""
     pkg = tmp_path / "modelcost"
     (pkg / "render").mkdir(parents=True)
+    (pkg / "ir").mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "report.py").write_text("from .render.notebook import show\n")
+    (pkg / "ir" / "__init__.py").write_text("")
+    (pkg / "ir" / "report.py").write_text("from ..render.notebook import show\n")
     (pkg / "render" / "__init__.py").write_text("")
     (pkg / "render" / "notebook.py").write_text("from .table import t\n")
     (pkg / "render" / "table.py").write_text("")
     edges = graph(pkg)
-    assert edges["modelcost.report"] == {"modelcost.render.notebook": 1, "modelcost.render": 1}
+    assert edges["modelcost.ir.report"] == {"modelcost.render.notebook": 1, "modelcost.render": 1}
     assert edges["modelcost.render.notebook"] == {"modelcost.render.table": 1}

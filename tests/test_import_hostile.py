@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from test_import import GEMMA3_27B, LLAMA4_SCOUT
 
 from modelcost import SpecError, parse_spec
-from modelcost.bounds import MAX_NESTING, MAX_NUMBER_CHARS
+from modelcost.base.bounds import MAX_NESTING, MAX_NUMBER_CHARS
 from modelcost.importers import import_config
 from modelcost.importers.checks import MAX_LAYERS
 from modelcost.importers.family import MAX_PATTERN, _period

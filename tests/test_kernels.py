@@ -1,7 +1,7 @@
 """Gluon kernel selection: by arch, dtype and shape, with the reason when nothing fits."""
 
-from modelcost.dtypes import DType
-from modelcost.kernels import catalog, serve
+from modelcost.base.dtypes import DType
+from modelcost.estimate.kernels import catalog, serve
 from modelcost.perfmodel import GemmOp, GroupedGemmOp
 
 bf16, e4m3, e5m2, mxfp4 = DType.bf16, DType.fp8_e4m3, DType.fp8_e5m2, DType.mxfp4

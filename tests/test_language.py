@@ -6,9 +6,9 @@ import pytest
 from conftest import FIXTURES, ZOO
 
 from modelcost import load_spec, parse_spec
-from modelcost import spec as ir
-from modelcost.dtypes import DType
-from modelcost.spec import walk
+from modelcost.base.dtypes import DType
+from modelcost.language import spec as ir
+from modelcost.language.spec import walk
 
 
 def ops(spec: ir.Spec) -> list[tuple[ir.Op, int]]:

@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelcost import load_spec
-from modelcost.errors import SpecError
-from modelcost.graph import Parallel, Phase
-from modelcost.hardware import load_hardware
-from modelcost.options import counts
-from modelcost.serving_mix import RequestClass, load_mix, serve_mix
-from modelcost.settings import MAX_MIX_CLASSES, MAX_POINTS, SHARES
-from modelcost.sweeps import LAYOUT_AXES, grid_size, sweep
+from modelcost.analyses.serving_mix import RequestClass, load_mix, serve_mix
+from modelcost.analyses.sweeps import LAYOUT_AXES, grid_size, sweep
+from modelcost.base.errors import SpecError
+from modelcost.base.settings import MAX_MIX_CLASSES, MAX_POINTS, SHARES
+from modelcost.cli.options import counts
+from modelcost.ir.graph import Parallel, Phase
+from modelcost.targets.hardware import load_hardware
 
 GPT2 = load_spec(MODELS / "gpt2.model")
 H100 = load_hardware("h100")

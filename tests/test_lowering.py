@@ -9,11 +9,11 @@ import pytest
 from conftest import MODELS
 
 from modelcost import SpecError, load_spec
-from modelcost.dtypes import DType
-from modelcost.graph import OpGraph, Phase, Workload
-from modelcost.lower import lower
+from modelcost.base.dtypes import DType
+from modelcost.ir.graph import OpGraph, Phase, Workload
+from modelcost.lowering.lower import lower
+from modelcost.lowering.validate import for_phase
 from modelcost.perfmodel import GemmOp, GroupedGemmOp, MambaSsdOp, MambaStepOp, SdpaOp
-from modelcost.validate import for_phase
 
 
 def graph(name: str, phase=Phase.prefill, batch=1, seq=2048, context=2048, logits="all"):
@@ -313,7 +313,7 @@ def test_sdpa_of_every_attention_model_is_causal_at_prefill() -> None:
 def test_pooler_the_contributing_guides_example() -> None:
     """docs/contributing.md's worked example, `pooler` (BERT's): its test."""
     from modelcost import parse_spec
-    from modelcost.params import count_params
+    from modelcost.lowering.params import count_params
 
     spec = parse_spec(
         "model m { d_model = 768\n  layernorm\n  attention(12, causal = false, rope = false)\n"

@@ -6,9 +6,9 @@ import pytest
 from conftest import MODELS
 
 from modelcost import Parallel, Phase, Workload, compile_report, load_spec
-from modelcost.errors import SpecError
+from modelcost.base.errors import SpecError
 from modelcost.kinds import registry
-from modelcost.spec import walk
+from modelcost.language.spec import walk
 
 SPEC = load_spec(MODELS / "mamba2-2.7b.model")
 (MIXER,) = {op for op, _ in walk(SPEC.body) if op.kind == "mamba2"}

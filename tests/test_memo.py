@@ -2,7 +2,7 @@
 
 import gc
 
-from modelcost.memo import per_object
+from modelcost.base.memo import per_object
 
 
 class Thing:

@@ -20,8 +20,8 @@ mkdocs_build = pytest.importorskip("mkdocs.commands.build")
 from mkdocs.config import load_config  # noqa: E402
 from mkdocs.exceptions import Abort, PluginError  # noqa: E402
 
-from modelcost.mkdocs_cache import read_entry  # noqa: E402
-from modelcost.mkdocs_fences import fenced_blocks  # noqa: E402
+from modelcost.publish.mkdocs_cache import read_entry  # noqa: E402
+from modelcost.publish.mkdocs_fences import fenced_blocks  # noqa: E402
 
 HOME = """# Home
 
@@ -195,7 +195,7 @@ def tamper(kind: str, path: Path, outside: Path) -> None:
         good["reports"]["reports"][0]["totals"] = "fast"
         path.write_text(json.dumps(good))
     elif kind == "too large":  # sparse: refused by its size before a byte is read
-        from modelcost.mkdocs_cache import MAX_ENTRY_BYTES
+        from modelcost.publish.mkdocs_cache import MAX_ENTRY_BYTES
 
         with open(path, "wb") as f:
             f.truncate(MAX_ENTRY_BYTES + 1)
@@ -261,12 +261,14 @@ def test_a_page_is_rendered_from_its_cached_reports_not_read_back(cached: Path, 
 def test_the_cache_key_covers_modelcosts_own_code(
     cached: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    from modelcost import mkdocs_cache
-    from modelcost.resources import data_dir
+    from modelcost.base.resources import data_dir
+    from modelcost.publish import mkdocs_cache
 
     root = tmp_path / "site"
     shutil.copytree(cached, root, symlinks=True)
-    monkeypatch.setattr("modelcost.mkdocs_plugin.modelcost_digest", lambda: "another modelcost")
+    monkeypatch.setattr(
+        "modelcost.publish.mkdocs_plugin.modelcost_digest", lambda: "another modelcost"
+    )
     assert (build(root).rebuilt, 1) == (1, 1)
     # the digest: the package's source, its templates and its grammar, not bytecode
     code = tmp_path / "code"
@@ -343,7 +345,7 @@ def test_the_fence_scanner_agrees_with_cmark(lines: list[str]) -> None:
 
 
 def plugin_at(root: Path):
-    from modelcost.mkdocs_plugin import ModelcostPlugin
+    from modelcost.publish.mkdocs_plugin import ModelcostPlugin
 
     plugin = ModelcostPlugin()
     plugin.root = root

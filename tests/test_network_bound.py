@@ -1,4 +1,4 @@
-"""The collective bound (modelcost/network.py): the fastest algorithm the hardware
+"""The collective bound (modelcost/targets/network.py): the fastest algorithm the hardware
 supports, so that no published collective beats it. Every figure in
 specs/kernels/collectives.json and every other published figure found (each row says
 where it comes from) is at or above its bound; the bound's closed forms by hand; the
@@ -12,10 +12,15 @@ from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelcost.hardware import IN_SWITCH_REDUCTIONS, load_hardware, parse_hardware, shipped_hardware
-from modelcost.network import algorithms, bound, collective_time, ring_time
+from modelcost.base.resources import specs_dir
 from modelcost.perfmodel import CollectiveOp
-from modelcost.resources import specs_dir
+from modelcost.targets.hardware import (
+    IN_SWITCH_REDUCTIONS,
+    load_hardware,
+    parse_hardware,
+    shipped_hardware,
+)
+from modelcost.targets.network import algorithms, bound, collective_time, ring_time
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 H100, MI300X = load_hardware("h100"), load_hardware("mi300x")

@@ -8,12 +8,12 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import load_spec
-from modelcost.compile import compile_report
-from modelcost.errors import SpecError
-from modelcost.graph import Parallel, Workload
-from modelcost.hardware import hardware_dir, load_hardware, parse_hardware
-from modelcost.lower import lower
-from modelcost.roofline import footprint, kept_for_backward
+from modelcost.base.errors import SpecError
+from modelcost.ir.graph import Parallel, Workload
+from modelcost.lowering.lower import lower
+from modelcost.roofline.compile import compile_report
+from modelcost.roofline.roofline import footprint, kept_for_backward
+from modelcost.targets.hardware import hardware_dir, load_hardware, parse_hardware
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")  # 32 layers, d 4096, bf16
 H100 = load_hardware("h100")  # host link: PCIe Gen5 x16, 64 GB/s per direction
@@ -120,7 +120,7 @@ def test_the_device_holds_the_largest_sets_the_offload_leaves() -> None:
     # Transformer Engine keeps at most layers − N layers' activations on the device
     # (cpu_offloading.rst): with sets of 1, 5 and 3 and one layer offloaded, the two
     # largest, 5 + 3 = 8, are resident; none offloaded, all 9; all three, none
-    from modelcost.memory import resident_bytes
+    from modelcost.lowering.memory import resident_bytes
 
     assert resident_bytes([1, 5, 3], 1) == 8
     assert resident_bytes([1, 5, 3], 0) == 9

@@ -1,13 +1,13 @@
 """One declaration of the workload options: every command's flags and the Python API's
-defaults come from modelcost/options.py (issue 9, item 5)."""
+defaults come from modelcost/cli/options.py (issue 9, item 5)."""
 
 import inspect
 
 from modelcost.cli import build_parser
-from modelcost.compile import compile_report
-from modelcost.graph import Phase, Workload
-from modelcost.options import OPTIONS
-from modelcost.site import SiteOptions
+from modelcost.cli.options import OPTIONS
+from modelcost.ir.graph import Phase, Workload
+from modelcost.publish.site import SiteOptions
+from modelcost.roofline.compile import compile_report
 
 
 def _defaults(*argv: str):

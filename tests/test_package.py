@@ -29,7 +29,7 @@ def test_wheel_contains_the_data_folders(wheel: Path) -> None:
     assert "modelcost/_data/specs/models/llama3-70b.model" in names
     assert "modelcost/cli/__init__.py" in names and "modelcost/cli/serve.py" in names
     assert "modelcost/importers/qwen2.py" in names
-    assert "modelcost/_tables.marshal" in names  # prebuilt parser tables
+    assert "modelcost/language/_tables.marshal" in names  # prebuilt parser tables
     assert "modelcost/_data/templates/report.html.j2" in names
     assert "modelcost/_data/specs/hardware/mi355x.hw" in names
     assert "modelcost/_data/specs/kernels/gluon.json" in names
@@ -39,7 +39,7 @@ def test_installed_wheel_finds_its_resources(wheel: Path, tmp_path: Path) -> Non
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = (
-        "import modelcost, modelcost.resources as r\n"
+        "import modelcost, modelcost.base.resources as r\n"
         "print(modelcost.__file__)\n"
         "print(r.grammar_path())\n"
         "spec = modelcost.load_spec(r.specs_dir() / 'models' / 'gpt2.model')\n"

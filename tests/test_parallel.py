@@ -9,15 +9,15 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import SpecError, load_spec, parse_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Parallel, Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.lower import lower
-from modelcost.network import bound, collective_time, link, ring_time
-from modelcost.params import count_params, device_params
+from modelcost.ir.graph import Parallel, Phase, Workload
+from modelcost.language.spec import walk
+from modelcost.lowering.lower import lower
+from modelcost.lowering.params import count_params, device_params
+from modelcost.lowering.validate import for_phase
 from modelcost.perfmodel import CollectiveOp
-from modelcost.spec import walk
-from modelcost.validate import for_phase
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
+from modelcost.targets.network import bound, collective_time, link, ring_time
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")  # 32 layers, d 4096, 32 heads, 8 KV, ff 14336
 LLAMA70 = load_spec(MODELS / "llama3-70b.model")  # 80 layers, d 8192, 64 heads, 8 KV
@@ -350,8 +350,8 @@ def test_full_recomputation_keeps_layer_inputs_and_runs_forward_again() -> None:
     # layer (its 16-bit input) and one layer's activations while it is recomputed; the
     # backward runs that layer's forward again, so the layers' GEMM FLOPs go from
     # 3 forwards' worth (forward, input and weight gradients) to 4
-    from modelcost.cost import cost
-    from modelcost.roofline import footprint, kept_for_backward
+    from modelcost.roofline.cost import cost
+    from modelcost.roofline.roofline import footprint, kept_for_backward
 
     none = lower(LLAMA8, Workload("train", 1, 2048))
     full = lower(LLAMA8, Workload("train", 1, 2048, parallel=Parallel(recompute="full")))
@@ -720,7 +720,7 @@ def test_sequence_parallelism_divides_a_layers_activations_by_tp() -> None:
     # residuals' and layer inputs' activations whole on every rank (10·s·b·h of their
     # 34·s·b·h); with sequence parallelism every activation of the layer is split, so a
     # layer keeps 1/t of one device's (the partial sums and gathered inputs are not kept)
-    from modelcost.roofline import kept_for_backward
+    from modelcost.roofline.roofline import kept_for_backward
 
     def layer(**layout):
         graph = lower(LLAMA8, Workload("train", 1, 2048, parallel=Parallel(**layout)))

@@ -9,7 +9,7 @@ import pytest
 from conftest import MODELS
 
 from modelcost import count_params, load_spec
-from modelcost.params import Component
+from modelcost.lowering.params import Component
 
 
 def counts(name: str):

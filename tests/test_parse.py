@@ -2,8 +2,8 @@
 
 import pytest
 
-from modelcost import syntax as s
-from modelcost.parse import number_value, parse
+from modelcost.language import syntax as s
+from modelcost.language.parse import number_value, parse
 
 
 @pytest.mark.parametrize(

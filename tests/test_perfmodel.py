@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from modelcost.dtypes import DType
+from modelcost.base.dtypes import DType
 from modelcost.perfmodel import (
     AdamStepOp,
     BinaryOp,

@@ -7,8 +7,8 @@ import pytest
 from conftest import MODELS
 
 from modelcost import SpecError, count_params, load_spec, parse_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Parallel, Phase, Workload
+from modelcost.ir.graph import Parallel, Phase, Workload
+from modelcost.roofline.compile import compile_report
 
 LLAMA70 = (MODELS / "llama3-70b.model").read_text()
 

@@ -1,5 +1,5 @@
 """The documentation site (issue 25): the generated reference pages are what their
-sources say today (a page left stale fails here: `python -m modelcost.reference`
+sources say today (a page left stale fails here: `python -m modelcost.cli.reference`
 rewrites them), every layer kind is named in the language guide, the README stays
 short, and the site builds with `mkdocs build --strict`."""
 
@@ -9,22 +9,22 @@ import sys
 import yaml
 from conftest import ROOT
 
-import modelcost.spec as ir
-from modelcost.reference import REFERENCE, main, stale
+import modelcost.language.spec as ir
+from modelcost.cli.reference import REFERENCE, main, stale
 
 
 def test_no_generated_page_is_stale() -> None:
-    assert stale() == [], "run: python -m modelcost.reference"
+    assert stale() == [], "run: python -m modelcost.cli.reference"
     assert main(["--check"]) == 0
 
 
 def test_each_page_is_made_from_its_source() -> None:
     # the layer reference lists every kind's every argument; the command reference
     # every command; the hardware page every shipped target; the catalog every kernel
+    from modelcost.base.resources import kernel_table
     from modelcost.cli import COMMANDS
-    from modelcost.hardware import shipped_hardware
-    from modelcost.resources import kernel_table
-    from modelcost.vocabulary import signatures
+    from modelcost.language.vocabulary import signatures
+    from modelcost.targets.hardware import shipped_hardware
 
     language = REFERENCE["language.md"]()
     for name, sig in signatures(ir.OP_TYPES).items():

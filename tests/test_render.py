@@ -9,13 +9,13 @@ from pathlib import Path
 from conftest import MODELS, ROOT
 
 from modelcost import load_spec, parse_spec
-from modelcost.compile import compile_report
-from modelcost.diff import change, diff
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware
+from modelcost.analyses.diff import change, diff
+from modelcost.ir.graph import Phase, Workload
+from modelcost.lowering.validate import for_phase
+from modelcost.publish.site import build_site
 from modelcost.render.formats import render_html, render_markdown
-from modelcost.site import build_site
-from modelcost.validate import for_phase
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

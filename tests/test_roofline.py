@@ -9,11 +9,11 @@ import pytest
 from conftest import MODELS
 
 from modelcost import load_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Phase, Workload
-from modelcost.hardware import load_hardware, parse_hardware
+from modelcost.ir.graph import Phase, Workload
 from modelcost.perfmodel import TRACELENS, GemmOp
-from modelcost.roofline import time_op
+from modelcost.roofline.compile import compile_report
+from modelcost.roofline.roofline import time_op
+from modelcost.targets.hardware import load_hardware, parse_hardware
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "tracelens-vectors.json").read_text())
 

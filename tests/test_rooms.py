@@ -10,16 +10,16 @@ import dataclasses
 import pytest
 
 from modelcost import parse_spec
-from modelcost import spec as ir
-from modelcost.compile import compile_report
-from modelcost.errors import SpecError
-from modelcost.graph import Parallel, Phase, Workload
+from modelcost.base.errors import SpecError
+from modelcost.ir.graph import Parallel, Phase, Workload
 from modelcost.kinds import registry
 from modelcost.kinds.room import REPLICATED
-from modelcost.lower import lower
+from modelcost.language import spec as ir
+from modelcost.language.spec import streams_of, walk
+from modelcost.lowering.lower import lower
+from modelcost.lowering.validate import decodes
 from modelcost.perfmodel import NormOp
-from modelcost.spec import streams_of, walk
-from modelcost.validate import decodes
+from modelcost.roofline.compile import compile_report
 
 D = 64  # every spec's d_model
 LENGTH = 100  # the sequence length memory.tokens is asked about

@@ -13,12 +13,12 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import SpecError, load_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Parallel, Phase, Workload
-from modelcost.hardware import load_hardware
+from modelcost.analyses.serving import serve
+from modelcost.analyses.serving_search import pareto_front, search
+from modelcost.ir.graph import Parallel, Phase, Workload
 from modelcost.render.serving_format import render_search
-from modelcost.serving import serve
-from modelcost.serving_search import pareto_front, search
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 LLAMA70 = load_spec(MODELS / "llama3-70b.model")
 H200 = load_hardware("h200")

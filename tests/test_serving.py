@@ -13,10 +13,10 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import load_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Parallel, Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.serving import serve as serve_planned
+from modelcost.analyses.serving import serve as serve_planned
+from modelcost.ir.graph import Parallel, Phase, Workload
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 serve = partial(serve_planned, estimate="roofline")
 LLAMA70 = load_spec(MODELS / "llama3-70b.model")
@@ -30,7 +30,7 @@ def decode(n: int, context: int):
 
 
 def test_the_largest_concurrency_is_solved_from_the_memory_figures() -> None:
-    from modelcost.serving_records import Engine
+    from modelcost.analyses.serving_records import Engine
 
     s = serve(LLAMA70, H200, 2048, 256, TP4)
     n, full = s.max_concurrency, 2048 + 256
@@ -98,7 +98,7 @@ def test_a_model_that_cannot_hold_one_sequence_is_refused() -> None:
 
 
 def test_chunked_prefill_figures_are_its_mixed_steps() -> None:
-    from modelcost.serving_records import Engine
+    from modelcost.analyses.serving_records import Engine
 
     engine = Engine(budget=8192, prefix_hit=0.5)
     s = serve(LLAMA70, H200, 2048, 256, TP4, concurrency=100, engine=engine)
@@ -117,7 +117,7 @@ def test_chunked_prefill_figures_are_its_mixed_steps() -> None:
 
 
 def test_the_budget_bounds_the_concurrency() -> None:
-    from modelcost.serving_records import Engine
+    from modelcost.analyses.serving_records import Engine
 
     s = serve(LLAMA70, H200, 2048, 128, Parallel(tp=8), engine=Engine(budget=4096))
     # n + ⌈n · 2048/128⌉ ≤ 4096: 17·n ≤ 4096, n = 240 (240 + 3,840 = 4,080; 241 needs 4,097)
@@ -128,7 +128,7 @@ def test_search_picks_the_fewest_devices_meeting_the_targets() -> None:
     # the README's question: Llama 3.1 405B in FP8 on H200s, 2048 in, 256 out, TPOT
     # under 50 ms. FP8 weights are 406 GB: tp 1 and 2 cannot hold them with a cache
     # (141 GB each), tp 4 meets the target
-    from modelcost.serving_search import search
+    from modelcost.analyses.serving_search import search
 
     spec = load_spec(MODELS / "llama3.1-405b-fp8.model")
     found = search(spec, H200, 2048, 256, tpot=0.050, estimate="roofline")
@@ -140,7 +140,7 @@ def test_search_picks_the_fewest_devices_meeting_the_targets() -> None:
 
 
 def test_a_mix_is_its_classes_taking_turns(tmp_path) -> None:
-    from modelcost.serving_mix import load_mix, serve_mix
+    from modelcost.analyses.serving_mix import load_mix, serve_mix
 
     path = tmp_path / "mix.txt"
     path.write_text("# isl osl share\n128 2Ki 3\n2048 128 1  # long prompts\n")

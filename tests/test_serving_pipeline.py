@@ -9,13 +9,13 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import load_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Parallel, Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.scenario import Scenario
-from modelcost.serving import serve
-from modelcost.serving_records import STATIC
-from modelcost.serving_search import search
+from modelcost.analyses.scenario import Scenario
+from modelcost.analyses.serving import serve
+from modelcost.analyses.serving_records import STATIC
+from modelcost.analyses.serving_search import search
+from modelcost.ir.graph import Parallel, Phase, Workload
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
 H200 = load_hardware("h200")

@@ -7,12 +7,12 @@ import pytest
 from conftest import MODELS
 
 from modelcost import compile_report, load_spec
-from modelcost.collectives_achieved import ctas
-from modelcost.costing import costing
-from modelcost.graph import Parallel, Workload
-from modelcost.hardware import load_hardware
+from modelcost.estimate.collectives_achieved import ctas
+from modelcost.estimate.costing import costing
+from modelcost.ir.graph import Parallel, Workload
 from modelcost.perfmodel import CollectiveOp
-from modelcost.roofline import step_time
+from modelcost.roofline.roofline import step_time
+from modelcost.targets.hardware import load_hardware
 
 H100, H200, B200, MI300X = (load_hardware(n) for n in ("h100", "h200", "b200", "mi300x"))
 

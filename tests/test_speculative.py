@@ -8,20 +8,20 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import load_spec
-from modelcost.compile import compile_report, compile_totals
-from modelcost.costing import DEFAULT_COSTING
-from modelcost.errors import SpecError
-from modelcost.graph import Parallel, Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.serving import serve
-from modelcost.serving_records import Engine
-from modelcost.speculative import (
+from modelcost.analyses.serving import serve
+from modelcost.analyses.serving_records import Engine
+from modelcost.analyses.speculative import (
     Speculation,
     draft_spec,
     expected_tokens,
     implied_acceptance,
     settle,
 )
+from modelcost.base.errors import SpecError
+from modelcost.estimate.costing import DEFAULT_COSTING
+from modelcost.ir.graph import Parallel, Phase, Workload
+from modelcost.roofline.compile import compile_report, compile_totals
+from modelcost.targets.hardware import load_hardware
 
 LLAMA70 = load_spec(MODELS / "llama3-70b.model")
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
@@ -124,8 +124,8 @@ def test_tpot_is_the_verify_and_k_draft_passes_over_e() -> None:
 
 
 def test_the_estimate_takes_the_engines_host_share_once_a_step() -> None:
-    from modelcost.costing import costing
-    from modelcost.engines import profile
+    from modelcost.estimate.costing import costing
+    from modelcost.estimate.engines import profile
 
     s = serve(LLAMA70, H200, 512, 256, TP4, concurrency=4, speculation=Speculation(2, 0.8, LLAMA8))
     how = costing(estimate="kernels", engine="vllm")
@@ -493,8 +493,8 @@ def test_the_mtp_estimates_are_regression_pins(r1_nvfp4) -> None:
 
 
 def test_search_and_mixes_serve_each_layout_speculatively() -> None:
-    from modelcost.serving_mix import RequestClass, serve_mix
-    from modelcost.serving_search import search
+    from modelcost.analyses.serving_mix import RequestClass, serve_mix
+    from modelcost.analyses.serving_search import search
 
     spec = Speculation(2, 0.5, LLAMA8)  # E = 1 + 0.5 + 0.25 = 1.75
     found = search(LLAMA8, H200, 128, 128, estimate="roofline", speculation=spec)

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from modelcost import SpecError, count_params, load_hardware, parse_spec
-from modelcost.compile import compile_report
-from modelcost.dtypes import DType
-from modelcost.fmt import format_source
-from modelcost.graph import Parallel, Phase, Workload
-from modelcost.lower import lower
-from modelcost.resolve import load_spec
+from modelcost.base.dtypes import DType
+from modelcost.ir.graph import Parallel, Phase, Workload
+from modelcost.language.fmt import format_source
+from modelcost.language.resolve import load_spec
+from modelcost.lowering.lower import lower
+from modelcost.roofline.compile import compile_report
 
 MODELS = Path(__file__).resolve().parent.parent / "specs" / "models"
 

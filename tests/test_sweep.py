@@ -9,12 +9,12 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import SpecError, load_spec
-from modelcost.compile import compile_report
-from modelcost.graph import Parallel, Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.options import counts, positive
+from modelcost.analyses.sweeps import row, sweep
+from modelcost.cli.options import counts, positive
+from modelcost.ir.graph import Parallel, Phase, Workload
 from modelcost.render.sweep_format import render_sweep
-from modelcost.sweeps import row, sweep
+from modelcost.roofline.compile import compile_report
+from modelcost.targets.hardware import load_hardware
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")
 H100 = load_hardware("h100")
@@ -129,7 +129,7 @@ def test_python_api_takes_names_single_values_and_ranges() -> None:
                  layout={"tp": [1, 2]})  # fmt: skip
     assert len(s.rows) == 4 * 2
     records = s.to_records()
-    from modelcost.sweeps import SweepRow
+    from modelcost.analyses.sweeps import SweepRow
 
     assert records[0]["batch"] == 1 and list(records[0]) == list(SweepRow.model_fields)
     text = s.to_csv()

@@ -13,10 +13,10 @@ import pytest
 from conftest import MODELS, ROOT, run_cli
 
 from modelcost import SpecError, sweep
-from modelcost.progress import Progress
+from modelcost.analyses.sweeps import CHUNK, Skip, SkipSummary, SweepRow, plan, run
+from modelcost.base.settings import MAX_POINTS, MAX_STREAMED
+from modelcost.cli.progress import Progress
 from modelcost.render.sweep_stream import COLUMNS
-from modelcost.settings import MAX_POINTS, MAX_STREAMED
-from modelcost.sweeps import CHUNK, Skip, SkipSummary, SweepRow, plan, run
 
 LLAMA8 = str(MODELS / "llama3-8b.model")
 # 2 targets × 3 batches × 2 contexts × 2 dp sizes = 24 points; batch 1 does not split
@@ -146,10 +146,10 @@ def test_a_sample_of_a_large_grid_equals_compile_point_by_point() -> None:
     # against compile_report of its point, skips against its refusal
     import random
 
-    from modelcost.compile import compile_report
-    from modelcost.graph import Parallel, Workload
-    from modelcost.sweeps import row
-    from modelcost.validate import for_phase
+    from modelcost.analyses.sweeps import row
+    from modelcost.ir.graph import Parallel, Workload
+    from modelcost.lowering.validate import for_phase
+    from modelcost.roofline.compile import compile_report
 
     specs = [str(MODELS / f"{n}.model") for n in ("llama3-8b", "mixtral-8x7b", "mamba2-2.7b")]
     big = plan(specs, ["h100", "mi300x"], ["prefill", "decode", "train"],

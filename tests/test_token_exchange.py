@@ -7,9 +7,9 @@ from math import comb
 
 import pytest
 
-from modelcost.hardware import load_hardware
-from modelcost.network import bound, exchange, ring_time
 from modelcost.perfmodel import CollectiveOp, Fanout
+from modelcost.targets.hardware import load_hardware
+from modelcost.targets.network import bound, exchange, ring_time
 
 H100 = load_hardware("h100")  # scale-up domain 8, 450 GB/s a direction (1 µs);
 # scale-out 50 GB/s a device (2 µs): specs/hardware/h100.hw
@@ -99,8 +99,8 @@ def runs(r1):
     (128 sequences a rank), and LMSYS's prefill (2,000- and 4,096-token prompts) and
     decode pools on H100 nodes."""
     from modelcost import Engine, Parallel, serve
-    from modelcost.disagg import serve_disagg
-    from modelcost.pools import parse_pools
+    from modelcost.analyses.disagg import serve_disagg
+    from modelcost.analyses.pools import parse_pools
 
     dep8 = serve(r1, "h200", 1024, 2048, Parallel(dp=8, ep=8), concurrency=128,
                  engine=Engine(name="trtllm"))  # fmt: skip
@@ -113,7 +113,7 @@ def runs(r1):
 def _exchange(r1, hw, workload):
     """The dispatch and combine all-to-alls of a compiled step, and its report."""
     from modelcost import load_spec
-    from modelcost.compile import compile_report
+    from modelcost.roofline.compile import compile_report
 
     r = compile_report(load_spec(r1), load_hardware(hw), workload)
     ops = [o for o in r.ops if o.name.endswith("all_to_all")]
@@ -140,7 +140,7 @@ def test_published_expert_parallel_runs_stay_under_the_bound(r1, runs) -> None:
     # B (bf16), each row once to each other rank holding one of its picks (and once to
     # each other node), at 450 GB/s inside an 8-GPU node (1 µs) and 50 GB/s across (2 µs)
     from modelcost import Parallel
-    from modelcost.graph import Phase, Workload
+    from modelcost.ir.graph import Phase, Workload
 
     dep8, lmsys = runs
     # TensorRT-LLM's DeepSeek-R1 guide (docs/source/blogs/Best_perf_practice_on_DeepSeek-

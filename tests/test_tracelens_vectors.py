@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from modelcost.dtypes import DType
+from modelcost.base.dtypes import DType
 from modelcost.perfmodel import (
     CONV,
     GEMM,

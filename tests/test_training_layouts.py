@@ -9,13 +9,13 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import load_spec
-from modelcost.compile import compile_report
-from modelcost.dtypes import DType
-from modelcost.errors import SpecError
-from modelcost.graph import Parallel, Workload
-from modelcost.hardware import load_hardware
-from modelcost.lower import lower
-from modelcost.roofline import footprint, microbatches_in_flight, step_time
+from modelcost.base.dtypes import DType
+from modelcost.base.errors import SpecError
+from modelcost.ir.graph import Parallel, Workload
+from modelcost.lowering.lower import lower
+from modelcost.roofline.compile import compile_report
+from modelcost.roofline.roofline import footprint, microbatches_in_flight, step_time
+from modelcost.targets.hardware import load_hardware
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")  # 32 layers, d 4096, bf16
 LLAMA70 = load_spec(MODELS / "llama3-70b.model")  # 80 layers, d 8192, bf16
@@ -259,7 +259,7 @@ def test_a_llama_layer_keeps_what_megatron_core_keeps() -> None:
     # flash attention's O 2; FC1's gate and up outputs 7 + 7 and FC2's input 7 (the
     # SiLU is recomputed inside the fused backward): 33.5. Not kept: the un-rotated Q
     # and K, the partial sums before each reduce-scatter, the gathered inputs
-    from modelcost.roofline import kept_for_backward
+    from modelcost.roofline.roofline import kept_for_backward
 
     par = Parallel(tp=4, sp=True)
     graph = lower(LLAMA70, Workload("train", 1, 8192, parallel=par))
@@ -379,7 +379,7 @@ def test_an_fp8_layer_keeps_its_gemm_inputs_in_fp8() -> None:
     # layer (above), the QKV and FC1 inputs 2 + 2 become 1 + 1, FC2's 7 becomes 3.5, and
     # the out projection reads an FP8 copy of O (1) beside the BF16 O flash attention
     # keeps: 33.5 − 2 − 3.5 + 1 = 29
-    from modelcost.roofline import kept_for_backward
+    from modelcost.roofline.roofline import kept_for_backward
 
     graph = lower(LLAMA70_FP8, Workload("train", 1, 8192, parallel=Parallel(tp=4, sp=True)))
     (layer,) = [g for g in graph.groups if g.block != "model"]
@@ -449,6 +449,6 @@ def test_gradients_dtype_is_refused_where_no_phase_reads_it(tmp_path) -> None:
     ],
 )
 def test_the_gradient_dtype_as_megatron_keeps_it(weights, grads, want) -> None:
-    from modelcost.memory import gradient_dtype
+    from modelcost.lowering.memory import gradient_dtype
 
     assert gradient_dtype(weights, grads) is want

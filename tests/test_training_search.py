@@ -9,11 +9,11 @@ import pytest
 from conftest import MODELS, run_cli
 
 from modelcost import load_spec
-from modelcost.compile import compile_totals
-from modelcost.costing import costing
-from modelcost.graph import Parallel, Phase, Workload
-from modelcost.hardware import load_hardware
-from modelcost.training import candidate_layouts, search_training
+from modelcost.analyses.training import candidate_layouts, search_training
+from modelcost.estimate.costing import costing
+from modelcost.ir.graph import Parallel, Phase, Workload
+from modelcost.roofline.compile import compile_totals
+from modelcost.targets.hardware import load_hardware
 
 LLAMA70 = load_spec(MODELS / "llama3-70b.model")
 H100 = load_hardware("h100")

@@ -3,8 +3,8 @@
 import pytest
 
 from modelcost import SpecError, count_params, parse_spec
-from modelcost.graph import Phase, Workload
-from modelcost.lower import lower
+from modelcost.ir.graph import Phase, Workload
+from modelcost.lowering.lower import lower
 
 PROJECTOR = """
 model m {

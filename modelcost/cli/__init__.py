@@ -18,9 +18,10 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ..files import ClosedStdout, StdoutClosedError
-from ..settings import MAX_POINTS, MAX_STREAMED
-from ..version import __version__
+from modelcost.base.files import ClosedStdout, StdoutClosedError
+from modelcost.base.settings import MAX_POINTS, MAX_STREAMED
+from modelcost.base.version import __version__
+
 from .common import EXIT_BAD_INPUT, EXIT_OK
 
 # the commands in the order `--help` lists them: (name, module, handler, help); `hw`

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import SpecError
+from modelcost.base.errors import SpecError
+
 from .common import EXIT_BAD_INPUT, EXIT_OK, _emit, _report
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from ..calibration import fit, from_tracelens, read_points
-    from ..hardware import load_hardware
+    from modelcost.estimate.calibration import fit, from_tracelens, read_points
+    from modelcost.targets.hardware import load_hardware
 
     try:
         hw = load_hardware(args.hw)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import SpecError
-from ..render.escape import clean
-from ..render.units import count
+from modelcost.base.errors import SpecError
+from modelcost.render.escape import clean
+from modelcost.render.units import count
+
 from .common import EXIT_BAD_INPUT, EXIT_OK, _report
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ..params import count_params
-    from ..resolve import load_spec, load_specs
+    from modelcost.language.resolve import load_spec, load_specs
+    from modelcost.lowering.params import count_params
 
     status = EXIT_OK
     for path in args.specs:
@@ -32,7 +33,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_hardware(path: str) -> int:
-    from ..hardware import load_hardware
+    from modelcost.targets.hardware import load_hardware
 
     try:
         hw = load_hardware(path)

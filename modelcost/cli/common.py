@@ -10,16 +10,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import SpecError
-from ..executors import EXECUTORS
-from ..files import check_output, write_stdout, write_text
-from ..options import ENGINE, LAYOUT
-from ..render.chart_modes import CHART_MODES
-from ..settings import estimate_mode
+from modelcost.analyses.executors import EXECUTORS
+from modelcost.base.errors import SpecError
+from modelcost.base.files import check_output, write_stdout, write_text
+from modelcost.base.settings import estimate_mode
+from modelcost.render.chart_modes import CHART_MODES
+
+from .options import ENGINE, LAYOUT
 
 if TYPE_CHECKING:
-    from ..graph import Parallel
-    from ..render.chart_modes import ChartMode
+    from modelcost.ir.graph import Parallel
+    from modelcost.render.chart_modes import ChartMode
 
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -96,11 +97,11 @@ def _compile_all(
 ) -> list:
     """One report per requested phase (or `phases`); `suffix` picks the `--X-b`
     overrides of a diff."""
-    from ..compile import compile_report
-    from ..costing import costing
-    from ..graph import Workload
-    from ..record import replace
-    from ..validate import check_reads, for_phase, given_options
+    from modelcost.base.record import replace
+    from modelcost.estimate.costing import costing
+    from modelcost.ir.graph import Workload
+    from modelcost.lowering.validate import check_reads, for_phase, given_options
+    from modelcost.roofline.compile import compile_report
 
     def pick(name: str):
         value = getattr(args, f"{name}{suffix}", None) if suffix else None
@@ -133,8 +134,8 @@ def _micro_batched(args: argparse.Namespace, layout: Parallel, batch: int, phase
     microbatches: batch = M × dp × microbatches, as Megatron-LM derives its gradient
     accumulation; refused outside training, beside --microbatches, or where the batch
     does not split."""
-    from ..graph import ONE_DEVICE, Phase
-    from ..record import replace
+    from modelcost.base.record import replace
+    from modelcost.ir.graph import ONE_DEVICE, Phase
 
     m = getattr(args, "micro_batch", None)
     if m is None:
@@ -163,7 +164,7 @@ def _estimation(args: argparse.Namespace, hw=None):
     kernels' estimate."""
     if not getattr(args, "calibrate", None):
         return args.estimate, None
-    from ..calibration import load_calibration
+    from modelcost.estimate.calibration import load_calibration
 
     calibration = load_calibration(args.calibrate, hw)
     return estimate_mode(args.estimate, calibration), calibration
@@ -171,7 +172,7 @@ def _estimation(args: argparse.Namespace, hw=None):
 
 def _layout(args: argparse.Namespace, names: Sequence[str], pick: Callable | None = None):
     """The device layout the flags `names` give (`pick` chooses a diff side's)."""
-    from ..graph import Parallel
+    from modelcost.ir.graph import Parallel
 
     get = pick or (lambda name: getattr(args, name))
     try:

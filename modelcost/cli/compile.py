@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import SpecError
-from ..options import ENGINE, ESTIMATE, LAYOUT, MOE, ROOFLINE, WORKLOAD, add_options, positive
-from ..render import FORMATS
-from ..render.escape import clean, terminal
+from modelcost.base.errors import SpecError
+from modelcost.render import FORMATS
+from modelcost.render.escape import clean, terminal
+
 from .common import (
     CHART_MODES_CLI,
     CHARTS_HELP,
@@ -22,11 +22,12 @@ from .common import (
     _report,
     _usage,
 )
+from .options import ENGINE, ESTIMATE, LAYOUT, MOE, ROOFLINE, WORKLOAD, add_options, positive
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from ..hardware import load_hardware
-    from ..resolve import load_spec
+    from modelcost.language.resolve import load_spec
+    from modelcost.targets.hardware import load_hardware
 
     try:
         spec = load_spec(args.spec, args.model)
@@ -39,7 +40,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
             if r.totals.memory.warning:
                 print(f"modelcost: warning: {clean(r.totals.memory.warning)}", file=sys.stderr)
     if args.format == "md":
-        from ..render.formats import markdown_files, render_markdown
+        from modelcost.render.formats import markdown_files, render_markdown
 
         mode = _chart_mode(args)
         if mode == "files":
@@ -53,8 +54,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def _phases(spec, args: argparse.Namespace) -> list:
     """The phases to compile: of several, decode is skipped (with a note) for a model
     that has none (an encoder); asked alone, lowering refuses it."""
-    from ..graph import Phase
-    from ..validate import decodes
+    from modelcost.ir.graph import Phase
+    from modelcost.lowering.validate import decodes
 
     phases = list(args.phase)
     if len(phases) > 1 and Phase.decode in phases and not decodes(spec):
@@ -65,7 +66,7 @@ def _phases(spec, args: argparse.Namespace) -> list:
 
 
 def _render_reports(reports: list, fmt: str) -> str:
-    from ..render import render
+    from modelcost.render import render
 
     return render(reports, fmt)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import SpecError
-from ..options import ENGINE, ESTIMATE, LAYOUT, MOE, ROOFLINE, WORKLOAD, add_options
-from ..render import DIFF_FORMATS
+from modelcost.base.errors import SpecError
+from modelcost.render import DIFF_FORMATS
+
 from .common import (
     CHART_MODES_CLI,
     CHARTS_HELP,
@@ -23,14 +23,15 @@ from .common import (
     _report,
     _usage,
 )
+from .options import ENGINE, ESTIMATE, LAYOUT, MOE, ROOFLINE, WORKLOAD, add_options
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from ..diff import diff, gate
-    from ..hardware import load_hardware
-    from ..render import render_diff
-    from ..report import saved_reports
-    from ..resolve import load_spec
+    from modelcost.analyses.diff import diff, gate
+    from modelcost.ir.report import saved_reports
+    from modelcost.language.resolve import load_spec
+    from modelcost.render import render_diff
+    from modelcost.targets.hardware import load_hardware
 
     try:
         saved_a, saved_b = saved_reports(args.a), saved_reports(args.b)
@@ -63,8 +64,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     verdict = gate(d, args.fail_above)
     if args.format == "md":
-        from ..render.formats import diff_markdown_files
-        from ..render.formats import render_diff as render_md
+        from modelcost.render.formats import diff_markdown_files
+        from modelcost.render.formats import render_diff as render_md
 
         mode = _chart_mode(args)
         if mode == "files":

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import SpecError
-from ..files import read_text, write_stdout, write_text
+from modelcost.base.errors import SpecError
+from modelcost.base.files import read_text, write_stdout, write_text
+
 from .common import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, _report
 
 
 def cmd_fmt(args: argparse.Namespace) -> int:
-    from ..fmt import format_source
+    from modelcost.language.fmt import format_source
 
     status = EXIT_OK
     for path in args.specs:

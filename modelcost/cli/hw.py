@@ -5,17 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import SpecError
-from ..render.escape import clean, terminal
-from ..render.units import fixed
-from ..settings import GIB
+from modelcost.base.errors import SpecError
+from modelcost.base.settings import GIB
+from modelcost.render.escape import clean, terminal
+from modelcost.render.units import fixed
+
 from .common import EXIT_BAD_INPUT, EXIT_OK, _report
 
 
 def cmd_hw_list(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from ..hardware import load_hardware, shipped_hardware
+    from modelcost.targets.hardware import load_hardware, shipped_hardware
 
     targets = [load_hardware(name) for name in shipped_hardware()]
     if args.format == "json":  # every figure of every target, as `hw show --format json`
@@ -35,7 +36,7 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
 def cmd_hw_show(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from ..hardware import load_hardware
+    from modelcost.targets.hardware import load_hardware
 
     try:
         h = load_hardware(args.name)

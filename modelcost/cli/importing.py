@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import SpecError
-from ..files import read_text
+from modelcost.base.errors import SpecError
+from modelcost.base.files import read_text
+
 from .common import EXIT_BAD_INPUT, _emit, _report
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ..importers import import_config
+    from modelcost.importers import import_config
 
     try:  # what import_config returns compiles (it checks), or it is an error in the config
         text = import_config(read_text(args.config), str(args.config), args.name)

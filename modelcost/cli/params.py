@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import SpecError
-from ..render.escape import clean
-from ..render.units import count
+from modelcost.base.errors import SpecError
+from modelcost.render.escape import clean
+from modelcost.render.units import count
+
 from .common import EXIT_BAD_INPUT, EXIT_OK, SPEC_HELP, _report
 
 
 def cmd_params(args: argparse.Namespace) -> int:
-    from ..params import count_params
-    from ..resolve import load_spec
+    from modelcost.language.resolve import load_spec
+    from modelcost.lowering.params import count_params
 
     try:
         spec = load_spec(args.spec, args.model)

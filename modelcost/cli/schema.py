@@ -9,8 +9,8 @@ from .common import EXIT_OK
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from ..report import ReportSet
-    from ..spec import Spec
+    from modelcost.ir.report import ReportSet
+    from modelcost.language.spec import Spec
 
     model = ReportSet if args.report else Spec
     print(json.dumps(model.model_json_schema(), indent=2, sort_keys=True))

@@ -4,21 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import SpecError
-from ..options import (
-    ESTIMATE,
-    MOE,
-    SITE_LAYOUT,
-    add_options,
-    concurrencies,
-    length_ratio,
-    positive,
-    rate,
-    requests,
-    seconds,
-    seed,
-)
-from ..settings import (
+from modelcost.base.errors import SpecError
+from modelcost.base.settings import (
     DEFAULT_OBJECTIVE,
     DEFAULT_PROMPTS,
     DEFAULT_REQUESTS,
@@ -32,6 +19,7 @@ from ..settings import (
     RATES,
     SHARES,
 )
+
 from .common import (
     EXIT_BAD_INPUT,
     SPEC_HELP,
@@ -42,6 +30,19 @@ from .common import (
     _layout,
     _report,
     _share,
+)
+from .options import (
+    ESTIMATE,
+    MOE,
+    SITE_LAYOUT,
+    add_options,
+    concurrencies,
+    length_ratio,
+    positive,
+    rate,
+    requests,
+    seconds,
+    seed,
 )
 from .serve_modes import (
     _curve_asked,
@@ -54,13 +55,13 @@ from .serve_modes import (
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..hardware import load_hardware
-    from ..render.serving_format import render_mix, render_search, render_serving
-    from ..resolve import load_spec
-    from ..serving import serve
-    from ..serving_mix import load_mix, serve_mix
-    from ..serving_records import Engine
-    from ..serving_search import search
+    from modelcost.analyses.serving import serve
+    from modelcost.analyses.serving_mix import load_mix, serve_mix
+    from modelcost.analyses.serving_records import Engine
+    from modelcost.analyses.serving_search import search
+    from modelcost.language.resolve import load_spec
+    from modelcost.render.serving_format import render_mix, render_search, render_serving
+    from modelcost.targets.hardware import load_hardware
 
     try:
         spec, hw = load_spec(args.spec, args.model), load_hardware(args.hw)
@@ -202,7 +203,7 @@ def _arrivals(p: argparse.ArgumentParser) -> None:
 
 def _speculative(p: argparse.ArgumentParser) -> None:
     """Speculative decoding's draft and its settings."""
-    from ..speculative import DEFAULT_DRAFT_TOKENS
+    from modelcost.analyses.speculative import DEFAULT_DRAFT_TOKENS
 
     p.add_argument("--speculative", action="store_true", help="speculative decoding: a "
                    "draft proposes tokens, one decode step of the target verifies them "

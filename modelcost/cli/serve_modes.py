@@ -7,13 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import SpecError
-from ..render.escape import clean
-from ..settings import (
+from modelcost.base.errors import SpecError
+from modelcost.base.settings import (
     DEFAULT_OBJECTIVE,
     DEFAULT_PROMPTS,
     DEFAULT_REQUESTS,
 )
+from modelcost.render.escape import clean
+
 from .common import (
     EXIT_CHECK_FAILED,
     EXIT_OK,
@@ -37,11 +38,15 @@ def _serve_disagg(args: argparse.Namespace, spec, hw, engine, layout, estimate,
     aggregated layouts and disaggregated pools within N devices, the better of the two
     (deployment.py); (targets met, why not, the answer). SpecError for flags that do
     not go with it."""
-    from ..deployment import search_deployment
-    from ..disagg import search_disagg, serve_disagg
-    from ..graph import Parallel
-    from ..pools import parse_pools
-    from ..render.disagg_format import render_deployment, render_disagg, render_disagg_search
+    from modelcost.analyses.deployment import search_deployment
+    from modelcost.analyses.disagg import search_disagg, serve_disagg
+    from modelcost.analyses.pools import parse_pools
+    from modelcost.ir.graph import Parallel
+    from modelcost.render.disagg_format import (
+        render_deployment,
+        render_disagg,
+        render_disagg_search,
+    )
 
     what = "--disagg" if args.disagg is not None else "--search --devices"
     if args.disagg is None and not args.search:
@@ -95,8 +100,8 @@ def _serve_disagg(args: argparse.Namespace, spec, hw, engine, layout, estimate,
 def _speculation(args: argparse.Namespace):
     """serve's speculative decoding (speculative.Speculation), or None; SpecError for
     its options given without --speculative."""
-    from ..resolve import load_spec
-    from ..speculative import Speculation
+    from modelcost.analyses.speculative import Speculation
+    from modelcost.language.resolve import load_spec
 
     if not args.speculative:
         given = [f for f, v in (("--draft", args.draft), ("--draft-tokens", args.draft_tokens),
@@ -121,8 +126,8 @@ def _serve_curve(args: argparse.Namespace, spec, hw, engine, layout, estimate,
                  calibration) -> int:  # fmt: skip
     """`serve --concurrency a,b,…` (or --prompts, --length-ratio): a curve a layout under
     a benchmark client's load (curve.py); SpecError for flags that do not go with it."""
-    from ..curve import BenchLoad, curves
-    from ..render.curve_format import CURVE_FORMATS, render_curves
+    from modelcost.analyses.curve import BenchLoad, curves
+    from modelcost.render.curve_format import CURVE_FORMATS, render_curves
 
     given = (("--rate", args.rate is not None), ("--requests", args.requests is not None),
              ("--mix", args.mix is not None), ("--disagg", args.disagg is not None),
@@ -154,8 +159,8 @@ def _serve_arrivals(args: argparse.Namespace, spec, hw, engine, layout, estimate
                     calibration) -> int:  # fmt: skip
     """`serve --rate`: requests arriving over time (arrivals.py); SpecError for flags
     that do not go with it."""
-    from ..arrivals import simulate
-    from ..render.serving_format import ARRIVAL_FORMATS, render_arrivals
+    from modelcost.analyses.arrivals import simulate
+    from modelcost.render.serving_format import ARRIVAL_FORMATS, render_arrivals
 
     if args.rate is None:
         raise SpecError("--requests and --seed go with --rate", filename="modelcost",

@@ -6,17 +6,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import SpecError
-from ..files import write_text
-from ..options import ESTIMATE, ROOFLINE, SITE_LAYOUT, add_options
+from modelcost.base.errors import SpecError
+from modelcost.base.files import write_text
+
 from .common import EXIT_BAD_INPUT, EXIT_OK, SPEC_HELP, _estimation, _layout, _report
+from .options import ESTIMATE, ROOFLINE, SITE_LAYOUT, add_options
 
 
 def cmd_site(args: argparse.Namespace) -> int:
-    from ..costing import costing
-    from ..hardware import load_hardware
-    from ..resolve import load_specs
-    from ..site import SiteOptions, build_site, foreign_files, write_site
+    from modelcost.estimate.costing import costing
+    from modelcost.language.resolve import load_specs
+    from modelcost.publish.site import SiteOptions, build_site, foreign_files, write_site
+    from modelcost.targets.hardware import load_hardware
 
     try:
         specs = []

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import SpecError
-from ..options import ENGINE, ESTIMATE, LAYOUT, ROOFLINE, add_options, positive
-from ..render import SWEEP_FORMATS
-from ..render.escape import clean
-from ..settings import MAX_POINTS, MAX_STREAMED
+from modelcost.base.errors import SpecError
+from modelcost.base.settings import MAX_POINTS, MAX_STREAMED
+from modelcost.render import SWEEP_FORMATS
+from modelcost.render.escape import clean
+
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -20,14 +20,15 @@ from .common import (
     _executor_options,
     _report,
 )
+from .options import ENGINE, ESTIMATE, LAYOUT, ROOFLINE, add_options, positive
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from ..hardware import load_hardware
-    from ..perfmodel import Conventions
-    from ..render import STREAMED_FORMATS
-    from ..resolve import load_specs
-    from ..sweeps import ENGINE_AXES, LAYOUT_AXES, plan
+    from modelcost.analyses.sweeps import ENGINE_AXES, LAYOUT_AXES, plan
+    from modelcost.language.resolve import load_specs
+    from modelcost.perfmodel import Conventions
+    from modelcost.render import STREAMED_FORMATS
+    from modelcost.targets.hardware import load_hardware
 
     streamed = args.format in STREAMED_FORMATS
     try:
@@ -56,8 +57,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def _swept(found, args: argparse.Namespace):
     """The plan's rows and skips as they are computed, with the progress line."""
-    from ..progress import Progress
-    from ..sweeps import run
+    from modelcost.analyses.sweeps import run
+
+    from .progress import Progress
 
     progress = Progress(found.size, enabled=False if args.quiet else None)
     try:
@@ -80,8 +82,8 @@ def _said_skips(summary, total: int) -> None:
 
 def _held_sweep(found, args: argparse.Namespace) -> int:
     """A sweep written once whole (md, json, html): its rows held in memory."""
-    from ..render.sweep_format import render_sweep
-    from ..sweeps import Skip, SkipSummary, Sweep, SweepRow
+    from modelcost.analyses.sweeps import Skip, SkipSummary, Sweep, SweepRow
+    from modelcost.render.sweep_format import render_sweep
 
     rows, skips, summary = [], [], SkipSummary()
     for result in _swept(found, args):
@@ -105,9 +107,9 @@ class _NoRows(Exception):
 def _stream_sweep(found, args: argparse.Namespace) -> int:
     """A sweep written row by row (csv, jsonl, parquet) as the points are computed:
     none held, a file renamed into place when the sweep ends (files.streamed)."""
-    from ..files import streamed
-    from ..render.sweep_stream import writer
-    from ..sweeps import Skip, SkipSummary
+    from modelcost.analyses.sweeps import Skip, SkipSummary
+    from modelcost.base.files import streamed
+    from modelcost.render.sweep_stream import writer
 
     summary, rows = SkipSummary(), 0
     try:

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import SpecError
-from ..options import add_options, counts, positive
-from ..settings import DEFAULT_SERVE_ESTIMATE, TRAIN_MICRO_BATCHES, TRAIN_TOP
+from modelcost.base.errors import SpecError
+from modelcost.base.settings import DEFAULT_SERVE_ESTIMATE, TRAIN_MICRO_BATCHES, TRAIN_TOP
+
 from .common import EXIT_BAD_INPUT, SPEC_HELP, _check_executor, _emit, _executor_options, _report
+from .options import add_options, counts, positive
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ..graph import DEFAULT_SEQ
-    from ..hardware import load_hardware
-    from ..render.training_format import render_training
-    from ..resolve import load_spec
-    from ..training import search_training
+    from modelcost.analyses.training import search_training
+    from modelcost.ir.graph import DEFAULT_SEQ
+    from modelcost.language.resolve import load_spec
+    from modelcost.render.training_format import render_training
+    from modelcost.targets.hardware import load_hardware
 
     try:
         spec, hw = load_spec(args.spec, args.model), load_hardware(args.hw)

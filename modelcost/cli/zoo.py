@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..render.escape import terminal
-from ..render.units import count
+from modelcost.render.escape import terminal
+from modelcost.render.units import count
+
 from .common import EXIT_OK
 
 
@@ -15,9 +16,9 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     alone, from any folder): each file's models, titles and parameters."""
     from tabulate import tabulate
 
-    from ..params import count_params
-    from ..resolve import load_specs
-    from ..resources import shipped_models
+    from modelcost.base.resources import shipped_models
+    from modelcost.language.resolve import load_specs
+    from modelcost.lowering.params import count_params
 
     found = [(name, spec, count_params(spec).total) for name, path in shipped_models().items()
              for spec in load_specs(path)]  # fmt: skip

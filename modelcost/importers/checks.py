@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from ..resolve import MAX_DIM, MAX_REPEAT
+from modelcost.language.resolve import MAX_DIM, MAX_REPEAT
 
 Config = dict[str, Any]  # a config.json's fields, read by the families' rules
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..bounds import MAX_TOKENS
-from ..record import Record
+from modelcost.base.bounds import MAX_TOKENS
+from modelcost.base.record import Record
+
 from .checks import Config, _Bad, _checked_value
 
 Rule = Callable[[Config], Any]

@@ -11,11 +11,12 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from ..bounds import MAX_NESTING, MAX_NUMBER_CHARS
-from ..errors import SpecError
-from ..fmt import format_source
-from ..record import Record
-from ..resolve import parse_spec
+from modelcost.base.bounds import MAX_NESTING, MAX_NUMBER_CHARS
+from modelcost.base.errors import SpecError
+from modelcost.base.record import Record
+from modelcost.language.fmt import format_source
+from modelcost.language.resolve import parse_spec
+
 from .checks import _Bad, _Checked, _quant_method, _show
 from .family import GATED, PLAIN, Config, Family
 from .mamba_ssm import MAMBA_SSM

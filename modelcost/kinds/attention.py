@@ -4,11 +4,11 @@ token of its own sequence, cross-attention per token of its source stream)."""
 
 from __future__ import annotations
 
-import modelcost.spec as ir
+import modelcost.language.spec as ir
+from modelcost.base.dtypes import DType
+from modelcost.ir.parallel import heads_refusal, kv_heads
+from modelcost.perfmodel import BinaryOp, NormOp, RopeOp, SdpaOp, UnaryOp, bpe
 
-from ..dtypes import DType
-from ..parallel import heads_refusal, kv_heads
-from ..perfmodel import BinaryOp, NormOp, RopeOp, SdpaOp, UnaryOp, bpe
 from .emit import Emit, Lowerer, gemm
 from .room import EVERY_PARAM, REFUSES_NOTHING, Component, Room, kv_cache, linear
 

@@ -5,11 +5,11 @@ split over the tensor-parallel ranks; it keeps a recurrent state per sequence.""
 
 from __future__ import annotations
 
-import modelcost.spec as ir
+import modelcost.language.spec as ir
+from modelcost.ir.parallel import refuse
+from modelcost.perfmodel import BinaryOp, GatedDeltaNetOp, GatedDeltaStepOp, OpRecord, UnaryOp, bpe
+from modelcost.perfmodel.deltanet import conv_channels
 
-from ..parallel import refuse
-from ..perfmodel import BinaryOp, GatedDeltaNetOp, GatedDeltaStepOp, OpRecord, UnaryOp, bpe
-from ..perfmodel.deltanet import conv_channels
 from .emit import Emit, Lowerer, gemm
 from .room import SSM_STATE, linear, recurrent_room
 

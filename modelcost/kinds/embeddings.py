@@ -4,10 +4,10 @@ and T5's relative position bias table. None keeps anything across decode steps."
 
 from __future__ import annotations
 
-import modelcost.spec as ir
+import modelcost.language.spec as ir
+from modelcost.ir.parallel import vocab_shard
+from modelcost.perfmodel import BinaryOp, ConvOp, EmbeddingOp, UnaryOp, bpe
 
-from ..parallel import vocab_shard
-from ..perfmodel import BinaryOp, ConvOp, EmbeddingOp, UnaryOp, bpe
 from .emit import Emit, Lowerer
 from .room import (
     Component,

@@ -11,11 +11,12 @@ from typing import Literal
 
 from msgspec import Struct, field
 
-import modelcost.spec as ir
-
-from ..dtypes import DType
-from ..graph import Node, Shape
-from ..perfmodel import (
+import modelcost.language.spec as ir
+from modelcost.base.dtypes import DType
+from modelcost.base.record import replace
+from modelcost.ir.graph import Node, Shape
+from modelcost.language.recipes import NO_RECIPE, RECIPES, Recipe
+from modelcost.perfmodel import (
     BinaryOp,
     CollectiveOp,
     GemmOp,
@@ -27,10 +28,8 @@ from ..perfmodel import (
     UnaryOp,
     bpe,
 )
-from ..perfmodel.base import Number
-from ..perfmodel.collectives import CollectiveKind, Fanout
-from ..recipes import NO_RECIPE, RECIPES, Recipe
-from ..record import replace
+from modelcost.perfmodel.base import Number
+from modelcost.perfmodel.collectives import CollectiveKind, Fanout
 
 ACT_FN = {
     ir.Activation.swiglu: "silu",

@@ -5,12 +5,12 @@ decode steps."""
 
 from __future__ import annotations
 
-import modelcost.spec as ir
+import modelcost.language.spec as ir
+from modelcost.base.dtypes import DType
+from modelcost.ir.parallel import vocab_shard
+from modelcost.perfmodel import CrossEntropyOp, UnaryOp, bpe
+from modelcost.perfmodel.misc import LOSS_BYTES
 
-from ..dtypes import DType
-from ..parallel import vocab_shard
-from ..perfmodel import CrossEntropyOp, UnaryOp, bpe
-from ..perfmodel.misc import LOSS_BYTES
 from .emit import ACT_FN, Emit, Lowerer, gemm
 from .room import (
     Component,

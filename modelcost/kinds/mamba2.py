@@ -5,10 +5,10 @@ recurrent state per sequence."""
 
 from __future__ import annotations
 
-import modelcost.spec as ir
+import modelcost.language.spec as ir
+from modelcost.ir.parallel import refuse
+from modelcost.perfmodel import BinaryOp, MambaSsdOp, MambaStepOp, OpRecord, UnaryOp, bpe
 
-from ..parallel import refuse
-from ..perfmodel import BinaryOp, MambaSsdOp, MambaStepOp, OpRecord, UnaryOp, bpe
 from .emit import Emit, Lowerer, gemm
 from .room import SSM_STATE, linear, recurrent_room
 

@@ -4,10 +4,10 @@ decode runs the absorbed form over the latent cache."""
 
 from __future__ import annotations
 
-import modelcost.spec as ir
+import modelcost.language.spec as ir
+from modelcost.ir.parallel import heads_refusal
+from modelcost.perfmodel import RopeOp, SdpaOp, bpe
 
-from ..parallel import heads_refusal
-from ..perfmodel import RopeOp, SdpaOp, bpe
 from .attention import keys
 from .emit import Emit, Lowerer, gemm
 from .room import EVERY_PARAM, Component, Feature, Refusal, Room, kv_cache

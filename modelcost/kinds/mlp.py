@@ -3,9 +3,9 @@ width split over the tensor-parallel ranks."""
 
 from __future__ import annotations
 
-import modelcost.spec as ir
+import modelcost.language.spec as ir
+from modelcost.ir.parallel import refuse
 
-from ..parallel import refuse
 from .emit import Emit, Lowerer
 from .room import EVERY_PARAM, NOTHING_KEPT, REFUSES_NOTHING, Component, Room, ffn
 

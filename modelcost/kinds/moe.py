@@ -23,10 +23,9 @@ experts run as one MLP. Two layouts (graph.Parallel):
 
 from __future__ import annotations
 
-import modelcost.spec as ir
-
-from ..parallel import ceil_div, refuse
-from ..perfmodel import (
+import modelcost.language.spec as ir
+from modelcost.ir.parallel import ceil_div, refuse
+from modelcost.perfmodel import (
     BinaryOp,
     Fanout,
     MoECommOp,
@@ -35,7 +34,8 @@ from ..perfmodel import (
     bpe,
     expected_experts_hit,
 )
-from ..perfmodel.moe import ROUTER_INDEX_BYTES, ROUTER_PROB_BYTES
+from modelcost.perfmodel.moe import ROUTER_INDEX_BYTES, ROUTER_PROB_BYTES
+
 from .emit import ACT_FN, Emit, Lowerer, gemm
 from .room import NOTHING_KEPT, REFUSES_NOTHING, Component, Room, ffn, linear
 

@@ -3,9 +3,9 @@ every tensor-parallel rank, nothing kept across decode steps."""
 
 from __future__ import annotations
 
-import modelcost.spec as ir
+import modelcost.language.spec as ir
+from modelcost.perfmodel import BinaryOp, NormOp, bpe
 
-from ..perfmodel import BinaryOp, NormOp, bpe
 from .emit import Emit, Lowerer
 from .room import (
     NO_PARAMS,

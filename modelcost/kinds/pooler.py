@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import modelcost.spec as ir
+import modelcost.language.spec as ir
+from modelcost.perfmodel import UnaryOp, bpe
 
-from ..perfmodel import UnaryOp, bpe
 from .emit import Emit, Lowerer, gemm
 from .room import EVERY_PARAM, NOTHING_KEPT, REFUSES_NOTHING, REPLICATED, Component, Room, linear
 

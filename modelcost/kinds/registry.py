@@ -4,7 +4,7 @@ error when this module loads, not a crash at compile time."""
 
 from __future__ import annotations
 
-import modelcost.spec as ir
+import modelcost.language.spec as ir
 
 from . import (
     attention,

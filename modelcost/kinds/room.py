@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-import modelcost.spec as ir
-
-from ..dtypes import DType
-from ..errors import SpecError
+import modelcost.language.spec as ir
+from modelcost.base.dtypes import DType
+from modelcost.base.errors import SpecError
 
 if TYPE_CHECKING:
-    from ..graph import Parallel
+    from modelcost.ir.graph import Parallel
+
     from .emit import Emit, Lowerer
 
 SSM_STATE = DType.fp32  # a recurrent layer's state (Mamba-2's, a Gated DeltaNet's)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 
-import modelcost.spec as ir
+import modelcost.language.spec as ir
+from modelcost.base.record import replace
+from modelcost.perfmodel import ReduceOp, UnaryOp, bpe
 
-from ..perfmodel import ReduceOp, UnaryOp, bpe
-from ..record import replace
 from .emit import Emit, Lowerer
 from .room import (
     NO_PARAMS,

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..dtypes import DType
-from ..record import Record
+from modelcost.base.dtypes import DType
+from modelcost.base.record import Record
+
 from .base import Number, OpRecord, Unit, bpe, compute_precision
 
 LSE_BYTES = 4  # the fp32 log-sum-exp a flash forward saves per query row and head

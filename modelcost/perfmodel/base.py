@@ -7,8 +7,8 @@ from enum import StrEnum
 from functools import cache
 from typing import ClassVar, Literal
 
-from ..dtypes import DTYPES, DType
-from ..record import Record
+from modelcost.base.dtypes import DTYPES, DType
+from modelcost.base.record import Record
 
 
 class Conventions(StrEnum):

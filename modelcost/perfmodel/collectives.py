@@ -17,8 +17,9 @@ from fractions import Fraction
 from math import comb
 from typing import ClassVar, Literal
 
-from ..dtypes import DType
-from ..record import Record
+from modelcost.base.dtypes import DType
+from modelcost.base.record import Record
+
 from .base import Number, OpRecord, Unit, bpe
 
 CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..dtypes import DTYPES, DType
+from modelcost.base.dtypes import DTYPES, DType
+
 from .base import Number, OpRecord, Unit, bpe, compute_precision
 
 

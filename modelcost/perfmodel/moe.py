@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from ..dtypes import DType
+from modelcost.base.dtypes import DType
+
 from .base import Number, OpRecord, Unit, bpe
 
 

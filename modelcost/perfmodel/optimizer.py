@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..dtypes import DType
+from modelcost.base.dtypes import DType
+
 from .base import Number, OpRecord, Unit, bpe
 
 # Per parameter: m = β1·m + (1−β1)·g (3); v = β2·v + (1−β2)·g² (4);

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..dtypes import DType
+from modelcost.base.dtypes import DType
+
 from .base import Number, OpRecord, bpe
 
 

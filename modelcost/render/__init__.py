@@ -10,11 +10,11 @@ import types
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..bulk import in_bulk
+from modelcost.base.bulk import in_bulk
 
 if TYPE_CHECKING:
-    from ..diff import DiffReport, Verdict
-    from ..report import Report
+    from modelcost.analyses.diff import DiffReport, Verdict
+    from modelcost.ir.report import Report
 
 # format name → (module, report renderer), imported on first use so the CLI loads one
 FORMATS: dict[str, tuple[str, str]] = {
@@ -35,7 +35,7 @@ def render(reports: Report | Sequence[Report], fmt: str = "md") -> str:
     as `text`, `md`, `html` or `json`."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
-    from ..report import Report
+    from modelcost.ir.report import Report
 
     items = [reports] if not isinstance(reports, Sequence) else list(reports)
     if not items:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 
-from ..record import Record
+from modelcost.base.record import Record
+
 from .charts import _r
 from .charts import svg_open as _open
 from .escape import xml as escape

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 
-from ..record import Record
+from modelcost.base.record import Record
+
 from .escape import xml as escape
 from .palette import kind_color
 from .units import plural, si

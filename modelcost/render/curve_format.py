@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..arrivals import Stats
-from ..curve import Curve, Curves, LoadPoint
+from modelcost.analyses.arrivals import Stats
+from modelcost.analyses.curve import Curve, Curves, LoadPoint
+
 from .charts import Series, line_svg
 from .data_format import as_data
 from .escape import clean, md, terminal

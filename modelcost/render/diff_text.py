@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..diff import DiffReport, Verdict
+from modelcost.analyses.diff import DiffReport, Verdict
+
 from .diff_view import build_diff_view
 from .escape import clean, terminal
 

@@ -3,10 +3,11 @@ shown is computed here; templates only place it."""
 
 from __future__ import annotations
 
-from ..diff import DiffReport, PhaseDiff, Verdict
-from ..record import Record
-from ..report import PER_TOKEN, Report
-from ..version import __version__
+from modelcost.analyses.diff import DiffReport, PhaseDiff, Verdict
+from modelcost.base.record import Record
+from modelcost.base.version import __version__
+from modelcost.ir.report import PER_TOKEN, Report
+
 from .bars import paired_bars_svg, waterfall_svg
 from .escape import Markdown, md
 from .palette import kind_color

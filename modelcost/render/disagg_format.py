@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..deployment import Deployment, DeploymentPoint, pools_label
-from ..disagg import Disaggregated, DisaggSearch, PoolFigures
-from ..serving_records import Serving
-from ..serving_search import group_reasons
+from modelcost.analyses.deployment import Deployment, DeploymentPoint, pools_label
+from modelcost.analyses.disagg import Disaggregated, DisaggSearch, PoolFigures
+from modelcost.analyses.serving_records import Serving
+from modelcost.analyses.serving_search import group_reasons
+
 from .data_format import as_data
 from .escape import clean, md, terminal
 from .serving_format import BASIS, OBJECTIVE_SAID, rows_table

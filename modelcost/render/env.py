@@ -11,7 +11,8 @@ from functools import cache
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from ..resources import templates_dir
+from modelcost.base.resources import templates_dir
+
 from .charts import FONT, INK
 from .escape import clean, md, safe_href
 

@@ -1,7 +1,7 @@
 """Escaping of text that came from a user's file, for each text output format.
 
 Every format for people (not JSON, which carries the data as it is) first passes such
-text (a title, a name, a file name) through `clean` (modelcost/visible.py, the one
+text (a title, a name, a file name) through `clean` (modelcost/base/visible.py, the one
 sanitiser, which error messages share): on one line, nothing invisible, reordering or
 XML-invalid.
 
@@ -19,7 +19,7 @@ import re
 from html import escape
 from urllib.parse import quote
 
-from ..visible import clean
+from modelcost.base.visible import clean
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # backslash-escaped: the characters that make emphasis, code and links

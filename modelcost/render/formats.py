@@ -4,8 +4,9 @@ The terminal summary is render/text.py. Registered by name in render/__init__.py
 
 from __future__ import annotations
 
-from ..diff import DiffReport, Verdict, gate
-from ..report import Report
+from modelcost.analyses.diff import DiffReport, Verdict, gate
+from modelcost.ir.report import Report
+
 from .diff_view import build_diff_view, build_gate_view
 from .env import render
 from .json_format import render_diff_json, render_json

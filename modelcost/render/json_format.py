@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..report import Report, ReportSet
+from modelcost.ir.report import Report, ReportSet
 
 if TYPE_CHECKING:
-    from ..diff import DiffReport
+    from modelcost.analyses.diff import DiffReport
 
 
 def render_json(reports: list[Report]) -> str:

@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..arrivals import Arrivals
-from ..curve import Curves
-from ..deployment import Deployment
-from ..disagg import Disaggregated, DisaggSearch
-from ..report import Report
-from ..serving_mix import MixServing
-from ..serving_records import Serving
-from ..serving_search import Search
-from ..sweeps import Sweep
+from modelcost.analyses.arrivals import Arrivals
+from modelcost.analyses.curve import Curves
+from modelcost.analyses.deployment import Deployment
+from modelcost.analyses.disagg import Disaggregated, DisaggSearch
+from modelcost.analyses.serving_mix import MixServing
+from modelcost.analyses.serving_records import Serving
+from modelcost.analyses.serving_search import Search
+from modelcost.analyses.sweeps import Sweep
+from modelcost.ir.report import Report
 
 
 def _renderers() -> tuple[tuple[type, Callable[[Any, str], str]], ...]:

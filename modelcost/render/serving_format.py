@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-from ..serving_mix import MixServing
-from ..serving_records import Serving
-from ..serving_search import Search
+from modelcost.analyses.serving_mix import MixServing
+from modelcost.analyses.serving_records import Serving
+from modelcost.analyses.serving_search import Search
 
 if TYPE_CHECKING:
-    from ..arrivals import Arrivals, Latencies
+    from modelcost.analyses.arrivals import Arrivals, Latencies
 from .data_format import as_data
 from .escape import clean, md, terminal
 from .serving_view import layout_label

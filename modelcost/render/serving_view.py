@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
-from ..serving_mix import MixServing
-from ..serving_records import Serving
-from ..serving_search import Search
+from modelcost.analyses.serving_mix import MixServing
+from modelcost.analyses.serving_records import Serving
+from modelcost.analyses.serving_search import Search
+
 from .charts import Series, line_svg
 from .sweep_view import TablePage
 

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from ..sweeps import Sweep
+from modelcost.analyses.sweeps import Sweep
+
 from .data_format import as_data
 from .escape import md
 from .sweep_view import estimated, headers, row_cells

@@ -8,8 +8,8 @@ import csv
 import io
 from typing import IO, Protocol
 
-from ..errors import SpecError
-from ..sweeps import SweepRow
+from modelcost.analyses.sweeps import SweepRow
+from modelcost.base.errors import SpecError
 
 COLUMNS = tuple(SweepRow.model_fields)  # CSV's header and Parquet's columns, in order
 PARQUET_BATCH = 4096  # rows a Parquet row group holds

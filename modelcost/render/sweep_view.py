@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from ..record import Record
-from ..report import PER_TOKEN
-from ..sweeps import Sweep, SweepRow
+from modelcost.analyses.sweeps import Sweep, SweepRow
+from modelcost.base.record import Record
+from modelcost.ir.report import PER_TOKEN
+
 from .charts import PALETTE, Series, domain, line_svg
 from .units import duration, fixed, held, pct
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..record import Record
+from modelcost.base.record import Record
+
 from .escape import Markdown, md, md_link
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..report import PER_TOKEN, Report, comm_label
+from modelcost.ir.report import PER_TOKEN, Report, comm_label
+
 from .escape import clean, terminal
 from .units import duration, fixed, held, ms, pct, si
 

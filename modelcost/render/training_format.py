@@ -3,7 +3,8 @@ layouts that fit as a table, the one chosen, and what was not kept and why."""
 
 from __future__ import annotations
 
-from ..training import TrainingLayout, TrainingSearch
+from modelcost.analyses.training import TrainingLayout, TrainingSearch
+
 from .data_format import as_data
 from .escape import clean, md, terminal
 from .serving_format import rows_table

@@ -7,7 +7,7 @@ programs); counts of things (parameters) use K/M/B/T; durations pick s, ms or µ
 
 from __future__ import annotations
 
-from ..settings import GIB, held
+from modelcost.base.settings import GIB, held
 
 __all__ = ["GIB", "held"]
 

@@ -7,9 +7,10 @@ binary ones (1 GiB = 2**30 B).
 
 from __future__ import annotations
 
-from ..record import Record
-from ..report import PER_TOKEN, OpEntry, Report, comm_label
-from ..version import __version__
+from modelcost.base.record import Record
+from modelcost.base.version import __version__
+from modelcost.ir.report import PER_TOKEN, OpEntry, Report, comm_label
+
 from .bars import stacked_bar_svg
 from .charts import Extent, Point, Roof, roofline_extent, roofline_svg
 from .palette import kind_color, layer_color

@@ -1,0 +1,3 @@
+"""What is asked of many compiled points: sweeps, diffs, serving and its relatives,
+training layouts.
+"""

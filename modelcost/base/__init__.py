@@ -1,0 +1,3 @@
+"""The foundation every stage stands on: frozen records, errors, files, memos, settings and
+dtypes.
+"""

@@ -1,0 +1,3 @@
+"""The kernel-aware estimate: the rates published kernels, collectives and engines reach on
+each part.
+"""

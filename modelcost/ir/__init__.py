@@ -1,0 +1,1 @@
+"""The records passed between the stages: workloads and layouts, the op graph, the report model."""

@@ -1,0 +1,1 @@
+"""Reports published into documentation: the static site and the MkDocs plugin."""

@@ -1,0 +1,1 @@
+"""What an op runs on: hardware targets, their roofs and their interconnects."""
