@@ -43,7 +43,7 @@ HUGE = "1" + "0" * 30  # 10**30
 def test_a_count_past_the_bound_on_a_size_is_refused(args) -> None:
     r = run_cli(*COMPILE_8B, *args)
     assert (r.returncode, r.stdout) == (2, "")
-    # 2**40, the language's bound on a size (resolve.MAX_DIM is the same constant)
+    # 2**40, the language's bound on a size (expressions.MAX_DIM is the same constant)
     assert "expected at most 1,099,511,627,776 (2**40, the bound on a size)" in r.stderr
     assert "Traceback" not in r.stderr
 
@@ -58,7 +58,7 @@ def test_serve_and_sweep_bound_their_counts_too() -> None:
 
 
 def test_the_api_refuses_the_same_counts() -> None:
-    from modelcost.language.resolve import MAX_DIM
+    from modelcost.language.expressions import MAX_DIM
 
     assert MAX_DIM == MAX_SIZE == 2**40  # one bound: the language's and the counts'
     with pytest.raises(ValueError, match=r"seq must be at most 1,099,511,627,776"):
@@ -327,7 +327,7 @@ def test_a_byte_order_mark_is_accepted(tmp_path) -> None:
 
 
 def test_an_import_chain_past_its_limit_is_refused_where_it_goes_too_deep(tmp_path) -> None:
-    from modelcost.language.resolve import MAX_IMPORT_DEPTH
+    from modelcost.language.loader import MAX_IMPORT_DEPTH
 
     assert MAX_IMPORT_DEPTH == 64  # docs/language.md says so
     assert f"{MAX_IMPORT_DEPTH} files deep" in (ROOT / "docs" / "language.md").read_text()

@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 
 from modelcost import SpecError, parse_spec
 from modelcost.language import syntax as s
+from modelcost.language.expressions import Scope, evaluate
 from modelcost.language.fmt import format_expr, format_source
+from modelcost.language.loader import Source
 from modelcost.language.parse import number_value, parse
-from modelcost.language.resolve import Scope, Source, evaluate
 
 
 @pytest.mark.parametrize("path", ZOO, ids=[p.stem for p in ZOO])

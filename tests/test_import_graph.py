@@ -37,7 +37,8 @@ FOLDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "files", "resources", "bounds", "version", "hooks", "dtypes", "settings",
     )),
     ("language", "the .model language: syntax, parse, resolve, the Spec IR", (
-        "", "syntax", "parse", "fmt", "vocabulary", "spec", "recipes", "resolve",
+        "", "syntax", "parse", "fmt", "vocabulary", "spec", "recipes", "loader", "expressions",
+        "resolve",
         "grammar_tables", "regen_tables",
     )),
     ("perfmodel", "the op vocabulary: FLOPs and bytes of one op", (

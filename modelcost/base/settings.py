@@ -44,7 +44,7 @@ def estimate_mode(mode: object, calibration: object = None) -> EstimateMode:
     raise ValueError(f"estimate must be one of {', '.join(ESTIMATE_MODES)}, got {mode!r}")
 
 
-# The bound on a size or count anywhere: the language's on a dimension (resolve.MAX_DIM)
+# The bound on a size or count anywhere: the language's on a dimension (expressions.MAX_DIM)
 # and the command line's and the API's on a count (batch, lengths, ranks, microbatches):
 # 2**40 = 1,099,511,627,776, beyond any model or workload, and far from where a
 # product of a few such numbers leaves a float's exact integers behind.

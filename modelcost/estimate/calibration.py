@@ -37,7 +37,7 @@ from modelcost.base.errors import SpecError
 from modelcost.base.files import read_text
 from modelcost.base.frozen import Frozen
 from modelcost.base.record import Record
-from modelcost.language.resolve import MAX_DIM
+from modelcost.language.expressions import MAX_DIM
 from modelcost.perfmodel import GemmOp, OpRecord, SdpaOp, UnaryOp
 from modelcost.targets.hardware import Hardware
 from modelcost.targets.roofs import roof

@@ -7,7 +7,8 @@ import json
 import math
 from typing import Any
 
-from modelcost.language.resolve import MAX_DIM, MAX_REPEAT
+from modelcost.language.expressions import MAX_DIM
+from modelcost.language.resolve import MAX_REPEAT
 
 Config = dict[str, Any]  # a config.json's fields, read by the families' rules
 

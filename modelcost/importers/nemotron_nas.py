@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from modelcost.language.resolve import MAX_DIM
+from modelcost.language.expressions import MAX_DIM
 
 from .checks import _Bad, _show
 from .family import MAX_PATTERN, Config, Family, _flags, _gated_act, _head, head_dim, key

@@ -4,30 +4,24 @@ Loads imports (relative to the importing file), follows `extends`, evaluates par
 and expressions with late binding, expands blocks and repeats, fills dtype defaults per
 role, binds layer statements to the built-in vocabulary, and checks everything a spec
 can get wrong. Every failure is a SpecError pointing at the culprit.
+
+Its parts: loader.py (files and imports) and expressions.py (scopes, arithmetic,
+arguments); this module resolves a model from them.
 """
 
 from __future__ import annotations
 
-import math
-import os
-from collections.abc import Iterator
-from enum import StrEnum
 from pathlib import Path
-
-from msgspec import Struct, field
 
 import modelcost.language.spec as ir
 import modelcost.language.syntax as s
 from modelcost.base.bulk import in_bulk
 from modelcost.base.dtypes import DType, dtype_names, lookup_dtype
 from modelcost.base.errors import SpecError, did_you_mean
-from modelcost.base.files import read_text
-from modelcost.base.hooks import translator
-from modelcost.base.record import Record
-from modelcost.base.resources import shipped_model, shipped_models, specs_dir
 
-from .parse import parse
-from .recipes import RECIPES, RecipeName
+from .expressions import MAX_DEPTH, Bound, Def, Scope, Symbol, _bind, _coerce, _show, evaluate
+from .loader import LoadedFile, Loader, Source, _or_shipped
+from .recipes import RECIPES
 from .spec import walk
 from .vocabulary import (
     REQUIRED,
@@ -41,507 +35,28 @@ from .vocabulary import (
     signatures,
 )
 
-# Bounds that keep any spec, however hostile, cheap to compile.
-MAX_ABS_INT = 2**63 - 1
-MAX_DIM = 2**40
 MAX_REPEAT = 100_000
+
+
 MAX_MULTIPLICITY = 10_000_000
+
+
 # layer statements after block expansion (a `repeat` is not expanded): resolving one
 # costs ~25 µs, so the worst accepted model resolves in about half a second
 MAX_OPS = 20_000
-MAX_DEPTH = 64
-MAX_IMPORT_DEPTH = 64  # files in one chain of imports (a file importing one importing one …)
-MAX_EXPONENT = 256
 
-FUNCTIONS = ("min", "max", "ceil", "floor")
+
 METADATA = ("title",)
+
+
 ROLE_CHAIN = {  # role -> the names that set it, most specific first
     "weights": ("weight_dtype", "dtype"),
     "activations": ("act_dtype", "dtype"),
     "kv_cache": ("kv_dtype", "act_dtype", "dtype"),
 }
+
+
 DEFAULT_DTYPE = DType.bf16
-
-
-class Symbol(Record, frozen=True):
-    """A bare name that denotes a constant of the language: a dtype or an activation."""
-
-    name: str
-
-    def __str__(self) -> str:
-        return self.name
-
-
-Value = bool | int | float | str | Symbol
-# Arguments whose values are bare names of an enumeration: what each is called, its names
-ENUM_ARGS: dict[ArgType, tuple[str, type[StrEnum]]] = {
-    ArgType.ACT: ("activation", ir.Activation),
-    ArgType.ROUTER: ("router function", ir.Router),
-    ArgType.RECIPE: ("precision recipe", RecipeName),
-    ArgType.KERNEL: ("attention kernel", ir.AttentionKernel),
-}
-SYMBOLS = frozenset(dtype_names()).union(
-    *({m.value for m in enum} for _, enum in ENUM_ARGS.values())
-)
-
-
-# ---------------------------------------------------------------- sources and units
-
-
-class Source(Record, frozen=True):
-    filename: str
-    lines: tuple[str, ...]
-
-    def error(self, message: str, pos: s.Pos, hint: str | None = None) -> SpecError:
-        line_text = self.lines[pos.line - 1] if 0 < pos.line <= len(self.lines) else None
-        return SpecError(
-            message,
-            filename=self.filename,
-            line=pos.line,
-            column=pos.column,
-            hint=hint,
-            source_line=line_text,
-            width=pos.width,
-        )
-
-
-class LoadedFile(Struct, eq=False):
-    """One parsed file and the definitions it can see (its own and its imports')."""
-
-    path: Path | None
-    src: Source
-    module: s.Module
-    models: dict[str, tuple[s.ModelDef, LoadedFile]] = field(default_factory=dict)
-    blocks: dict[str, tuple[s.BlockDef, LoadedFile]] = field(default_factory=dict)
-    local_models: list[str] = field(default_factory=list)
-
-
-def _reason(err: SpecError) -> str:
-    return err.message.removeprefix("cannot read file: ")
-
-
-class Loader:
-    """Parses files once each and links their imports, refusing cycles. Given a `root`
-    (where specs come from pages: the MkDocs plugin, `modelcost site`), it reads no
-    file outside it but the shipped specs, and names such a file without opening it."""
-
-    def __init__(self, root: Path | None = None) -> None:
-        self._cache: dict[Path, LoadedFile] = {}
-        self._stack: list[Path] = []
-        self._root = root.resolve() if root is not None else None
-
-    def load_path(
-        self, path: Path, src: Source | None = None, pos: s.Pos | None = None
-    ) -> LoadedFile:
-        try:
-            resolved = path.resolve()
-        except RuntimeError:  # a symlink loop (Python 3.11 raises RuntimeError)
-            if src and pos:
-                raise src.error(f"cannot read `{path}`: a symlink loop", pos) from None
-            raise SpecError("cannot read file: a symlink loop", filename=str(path)) from None
-        except (OSError, ValueError) as exc:  # e.g. a NUL byte in the path
-            if src and pos:
-                raise src.error(f"bad import path: {exc}", pos) from None
-            raise SpecError(f"bad path: {exc}", filename=repr(str(path))) from None
-        if self._root is not None and not within(resolved, self._root):
-            err = f"`{path}` is outside the project's root, {self._root}"
-            hint = ("specs a site builds read files inside its root only: move the file "
-                    "there, or widen the root (the plugin's `root:`, site's --root)")  # fmt: skip
-            if src and pos:
-                raise src.error(err, pos, hint)
-            raise SpecError(err, filename=str(path), hint=hint)
-        if resolved in self._stack:
-            cycle = " → ".join(p.name for p in [*self._stack[self._stack.index(resolved) :]])
-            err = f"import cycle: {cycle} → {resolved.name}"
-            if src and pos:
-                raise src.error(err, pos, "a file cannot import itself, even indirectly")
-            raise SpecError(err, filename=str(path))
-        if resolved in self._cache:
-            return self._cache[resolved]
-        if len(self._stack) >= MAX_IMPORT_DEPTH and src and pos:
-            hint = "import the files you need from one file instead of in a chain"
-            raise src.error(f"imports nest more than {MAX_IMPORT_DEPTH} files deep", pos, hint)
-        try:
-            text = read_text(path)
-        except SpecError as err:
-            if src and pos and err.line == 0:  # unreadable: point at the import
-                raise src.error(f"cannot read `{path}`: {_reason(err)}", pos) from None
-            raise
-        _check_kind(path, text)
-        translate = translator(path.suffix)  # a Hugging Face config.json: import it first
-        if translate is not None:
-            text = translate(text, str(path))
-        self._stack.append(resolved)
-        try:
-            unit = self.load_text(text, str(path), resolved)
-        finally:
-            self._stack.pop()
-        self._cache[resolved] = unit
-        return unit
-
-    def load_text(self, text: str, filename: str, path: Path | None) -> LoadedFile:
-        module = parse(text, filename)
-        src = Source(filename, tuple(text.splitlines()))
-        unit = LoadedFile(path, src, module)
-        base = Path(filename).parent if path else Path()
-        for item in module.items:
-            if isinstance(item, s.Import):
-                if not item.path:
-                    raise src.error("empty import path", item.pos)
-                target = Path(os.path.normpath(base / item.path))
-                imported = self.load_path(_or_shipped(target, item.path), src, item.pos)
-                for name, model in imported.models.items():
-                    _define(unit.models, name, model, src, item.pos)
-                for name, block in imported.blocks.items():
-                    _define(unit.blocks, name, block, src, item.pos)
-        for item in module.items:
-            if isinstance(item, s.ModelDef | s.BlockDef):
-                if item.name in unit.models or item.name in unit.blocks:
-                    raise src.error(
-                        f"`{item.name}` is already defined",
-                        item.name_pos,
-                        "model and block names share one namespace per file",
-                    )
-                if isinstance(item, s.ModelDef):
-                    unit.models[item.name] = (item, unit)
-                    unit.local_models.append(item.name)
-                else:
-                    unit.blocks[item.name] = (item, unit)
-        return unit
-
-
-def within(resolved: Path, root: Path) -> bool:
-    """Whether the resolved path `resolved` lies inside `root` (resolved) or among the
-    shipped specs, which any spec may import by name."""
-    return resolved.is_relative_to(root) or resolved.is_relative_to(specs_dir().resolve())
-
-
-def _check_kind(path: Path, text: str) -> None:
-    """Refuse, saying what it is, a file that is not a spec: a hardware file (give it to
-    --hw) or a rendered HTML page."""
-    if path.suffix == ".hw" or text.lstrip().startswith("hardware "):
-        raise SpecError("a hardware file, not a spec", filename=str(path),
-                        hint=f"give it as --hw {path}")  # fmt: skip
-    if text.lstrip()[:15].lower().startswith(("<!doctype", "<html")):
-        raise SpecError("an HTML page (a rendered report?), not a spec", filename=str(path),
-                        hint="specs are .model files; `modelcost diff` also compares two "
-                        "reports saved with --format json")  # fmt: skip
-
-
-def _or_shipped(path: Path, name: str | Path, given: bool = False) -> Path:
-    """`path`, or where it names no file, the shipped model `name` means (a bare name:
-    `llama3-70b`, `llama3-70b.model`), found from any folder and in an installed wheel.
-    A bare name `given` on the command line that is neither is refused, with the
-    nearest shipped name."""
-    try:
-        if path.exists():
-            return path
-    except (OSError, ValueError):  # a NUL byte, a name too long: load_path says so
-        return path
-    found = shipped_model(name)
-    if found is not None:
-        return found
-    bare = str(name)
-    if given and bare and "/" not in bare and not bare.endswith((".json", ".model")):
-        hint = did_you_mean(bare, shipped_models()) or "`modelcost zoo` lists the shipped models"
-        raise SpecError("cannot read file: no such file, nor a shipped model of that name",
-                        filename=bare, hint=hint)  # fmt: skip
-    return path
-
-
-def _define(table: dict, name: str, entry: tuple, src: Source, pos: s.Pos) -> None:
-    if name in table and table[name][0] is not entry[0]:
-        raise src.error(f"import brings a second definition of `{name}`", pos)
-    table[name] = entry
-
-
-# ---------------------------------------------------------------- scopes and expressions
-
-
-class Def(Record, frozen=True):
-    expr: s.Expr
-    unit: LoadedFile
-
-
-class Scope:
-    """Names visible at a point: pre-bound values, then lazy definitions, then the parent.
-
-    Definitions are evaluated on first use, in the scope that holds them (late binding:
-    a child model's override changes every parent expression that uses the name).
-    """
-
-    def __init__(
-        self,
-        defs: dict[str, Def],
-        parent: Scope | None = None,
-        values: dict[str, Value] | None = None,
-    ) -> None:
-        self.defs = defs
-        self.parent = parent
-        self.values: dict[str, Value] = dict(values or {})
-        self.used: set[str] = set()
-        self._busy: list[str] = []
-
-    def defines(self, name: str) -> bool:
-        return name in self.values or name in self.defs
-
-    def visible(self) -> Iterator[str]:
-        scope: Scope | None = self
-        while scope is not None:
-            yield from scope.values
-            yield from scope.defs
-            scope = scope.parent
-
-    def get(self, name: str, src: Source, pos: s.Pos) -> Value | None:
-        """The value of `name`, or None when no scope in the chain defines it."""
-        scope: Scope | None = self
-        while scope is not None:
-            if scope.defines(name):
-                return scope._value(name, src, pos)
-            scope = scope.parent
-        return None
-
-    def _value(self, name: str, src: Source, pos: s.Pos) -> Value:
-        self.used.add(name)
-        if name in self.values:
-            return self.values[name]
-        if name in self._busy:
-            cycle = " → ".join([*self._busy[self._busy.index(name) :], name])
-            raise src.error(f"parameter cycle: {cycle}", pos, "a parameter cannot depend on itself")
-        if len(self._busy) > MAX_DEPTH:
-            raise src.error("parameters depend on each other too deeply", pos)
-        d = self.defs[name]
-        self._busy.append(name)
-        try:
-            value = evaluate(d.expr, self, d.unit.src)
-        finally:
-            self._busy.pop()
-        self.values[name] = value
-        return value
-
-    def lookup(self, name: str, src: Source, pos: s.Pos) -> Value:
-        value = self.get(name, src, pos)
-        if value is not None:
-            return value
-        if name in SYMBOLS:
-            return Symbol(name)
-        hint = did_you_mean(name, [*self.visible(), *SYMBOLS])
-        raise src.error(f"unknown name `{name}`", pos, hint)
-
-
-def _check_magnitude(value: int | float, src: Source, pos: s.Pos) -> int | float:
-    if isinstance(value, int) and abs(value) > MAX_ABS_INT:
-        raise src.error("value is too large", pos, f"values are bounded by {MAX_ABS_INT:,}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise src.error("value is not a finite number", pos)
-    return value
-
-
-def _number(value: Value, src: Source, pos: s.Pos, context: str) -> int | float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        shown = _show(value)
-        raise src.error(f"{context} needs a number, got {shown}", pos)
-    return value
-
-
-def _show(value: Value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return f"`{value}`" if isinstance(value, Symbol) else str(value)
-
-
-def _arith(op: str, a: int | float, b: int | float, src: Source, pos: s.Pos) -> int | float:
-    if op in ("/", "//", "%") and b == 0:
-        raise src.error("division by zero", pos)
-    match op:
-        case "+":
-            return a + b
-        case "-":
-            return a - b
-        case "*":
-            return a * b
-        case "/":
-            if isinstance(a, int) and isinstance(b, int) and a % b == 0:
-                return a // b
-            return a / b
-        case "//":
-            return a // b
-        case "%":
-            return a % b
-    # "**"
-    if isinstance(a, int) and isinstance(b, int) and b >= 0:
-        if b > MAX_EXPONENT and abs(a) > 1:
-            raise src.error(
-                f"exponent {b} is too large", pos, f"exponents are bounded by {MAX_EXPONENT}"
-            )
-        return a**b
-    if a == 0 and b < 0:
-        raise src.error("division by zero", pos, "0 raised to a negative power")
-    try:
-        return math.pow(a, b)
-    except OverflowError:
-        raise src.error("value is too large", pos) from None
-    except ValueError:
-        raise src.error("a negative number to a fractional power is not real", pos) from None
-
-
-def evaluate(expr: s.Expr, scope: Scope, src: Source) -> Value:
-    """The value of an expression in a scope."""
-    match expr:
-        case s.Number(value=value):
-            return _check_magnitude(value, src, expr.pos)
-        case s.String(value=value) | s.Bool(value=value):
-            return value
-        case s.Name(id=name):
-            return scope.lookup(name, src, expr.pos)
-        case s.Unary(op=op, operand=operand):
-            v = _number(evaluate(operand, scope, src), src, operand.pos, f"unary `{op}`")
-            return -v if op == "-" else v
-        case s.BinOp(op=op, left=left, right=right):
-            a = _number(evaluate(left, scope, src), src, left.pos, f"`{op}`")
-            b = _number(evaluate(right, scope, src), src, right.pos, f"`{op}`")
-            return _check_magnitude(_arith(op, a, b, src, expr.pos), src, expr.pos)
-        case s.FuncCall(name=name, args=args):
-            return _call(name, args, scope, src, expr.pos)
-    raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover
-
-
-def _call(name: str, args: tuple[s.Expr, ...], scope: Scope, src: Source, pos: s.Pos) -> Value:
-    if name not in FUNCTIONS:
-        raise src.error(f"unknown function `{name}`", pos, did_you_mean(name, FUNCTIONS))
-    values = [_number(evaluate(a, scope, src), src, a.pos, f"`{name}`") for a in args]
-    if name in ("min", "max"):
-        if not values:
-            raise src.error(f"`{name}` needs at least one argument", pos)
-        return min(values) if name == "min" else max(values)
-    if len(values) != 1:
-        raise src.error(f"`{name}` takes exactly one argument, got {len(values)}", pos)
-    return math.ceil(values[0]) if name == "ceil" else math.floor(values[0])
-
-
-# ---------------------------------------------------------------- argument binding
-
-
-class Bound(Record, frozen=True):
-    value: Value
-    pos: s.Pos
-    src: Source
-    origin: str | None = None  # the scope name a defaulted value came from
-
-
-def _bind(
-    call: s.OpCall,
-    accepted: list[str],
-    positional: list[str],
-    what: str,
-    scope: Scope,
-    src: Source,
-    kinds: dict[str, ArgType] | None = None,
-) -> dict[str, Bound]:
-    """Evaluate a call's arguments in `scope` and match them to parameter names."""
-    bound: dict[str, Bound] = {}
-    seen_keyword = False
-    for i, arg in enumerate(call.args):
-        if arg.name is None:
-            if seen_keyword:
-                raise src.error(
-                    "positional argument after a keyword argument",
-                    arg.pos,
-                    "put positional arguments first",
-                )
-            if i >= len(positional):
-                raise src.error(
-                    f"too many arguments: {what} takes at most {len(positional)} positionally",
-                    arg.pos,
-                    f"its parameters are: {', '.join(positional)}",
-                )
-            name = positional[i]
-        else:
-            seen_keyword = True
-            name = arg.name
-            if name not in accepted:
-                hint = did_you_mean(name, accepted) or f"it accepts: {', '.join(accepted)}"
-                raise src.error(f"{what} has no argument `{name}`", arg.pos, hint)
-        if name in bound:
-            raise src.error(f"argument `{name}` given twice", arg.pos)
-        kind = kinds.get(name) if kinds else None
-        bound[name] = Bound(_evaluate_arg(arg.value, scope, src, kind), arg.value.pos, src)
-    return bound
-
-
-def _evaluate_arg(expr: s.Expr, scope: Scope, src: Source, kind: ArgType | None) -> Value:
-    """Evaluate an argument; a misspelt dtype or activation gets a message of its own;
-    a stream is named by a bare word (`source = encoder`) or a string."""
-    bare = isinstance(expr, s.Name) and scope.get(expr.id, src, expr.pos) is None
-    if kind is ArgType.STREAM and bare:
-        return expr.id  # type: ignore[union-attr]
-    if (
-        (kind is ArgType.DTYPE or kind in ENUM_ARGS)
-        and isinstance(expr, s.Name)
-        and expr.id not in SYMBOLS
-        and scope.get(expr.id, src, expr.pos) is None
-    ):
-        if kind is ArgType.DTYPE:
-            what, choices = "dtype", dtype_names()
-        else:
-            what, enum = ENUM_ARGS[kind]
-            choices = [m.value for m in enum]
-        hint = did_you_mean(expr.id, choices) or f"{what}s: {', '.join(choices)}"
-        raise src.error(f"unknown {what} `{expr.id}`", expr.pos, hint)
-    return evaluate(expr, scope, src)
-
-
-def _coerce(spec: ArgSpec, b: Bound, what: str) -> object:
-    value, t = b.value, spec.type
-    where = f"`{spec.name}` of {what}" + (f" (from `{b.origin}`)" if b.origin else "")
-
-    def fail(message: str, hint: str | None = None) -> SpecError:
-        return b.src.error(f"{where} must be {t.value}, {message}", b.pos, hint)
-
-    if t is ArgType.BOOL:
-        if not isinstance(value, bool):
-            raise fail(f"got {_show(value)}")
-        return value
-    if t is ArgType.DTYPE:
-        dt = lookup_dtype(value.name) if isinstance(value, Symbol) else None
-        if dt is None:
-            hint = did_you_mean(str(value), dtype_names()) if isinstance(value, Symbol) else None
-            raise fail(f"got {_show(value)}", hint or f"dtypes: {', '.join(dtype_names())}")
-        return dt
-    if t is ArgType.STREAM:
-        if not isinstance(value, str):
-            raise fail(f"got {_show(value)}", "name a stream declared above: source = encoder")
-        return value
-    if t in ENUM_ARGS:
-        what, enum = ENUM_ARGS[t]
-        names = [m.value for m in enum]
-        if not (isinstance(value, Symbol) and value.name in names):
-            raise fail(f"got {_show(value)}", f"{what}s: {', '.join(names)}")
-        return enum(value.name)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise fail(f"got {_show(value)}")
-    if t is ArgType.NUMBER:
-        if value < 0:
-            raise fail(f"got {_show(value)}")
-        return float(value)
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise fail(f"got {_show(value)}", "dimensions and counts are whole numbers")
-        value = int(value)
-    if t is ArgType.DIM and value <= 0:
-        raise fail(f"got {value}")
-    if t is ArgType.COUNT and value < 0:
-        raise fail(f"got {value}")
-    if value > MAX_DIM:
-        raise fail(f"got {value:,}", f"sizes are bounded by {MAX_DIM:,}")
-    return value
-
-
-# ---------------------------------------------------------------- the resolver
 
 
 class _Resolver:
@@ -948,9 +463,6 @@ def role_dtype(scope: Scope, role: str, src: Source) -> DType:
                 return dt
         current = current.parent
     return DEFAULT_DTYPE
-
-
-# ---------------------------------------------------------------- models
 
 
 def _model_chain(name: str, unit: LoadedFile) -> list[tuple[s.ModelDef, LoadedFile]]:

@@ -60,7 +60,8 @@ from modelcost.estimate.calibration import load_calibration
 from modelcost.estimate.costing import costing
 from modelcost.estimate.engines import DEFAULT_ENGINE, ENGINES
 from modelcost.ir.graph import DEFAULT_BATCH, Parallel, Phase, Workload
-from modelcost.language.resolve import load_spec, within
+from modelcost.language.loader import within
+from modelcost.language.resolve import load_spec
 from modelcost.lowering.validate import check_reads, for_phase, given_options
 from modelcost.targets.hardware import Hardware, hardware_dir, load_hardware, shipped_hardware
 
