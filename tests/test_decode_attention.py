@@ -22,8 +22,8 @@ from modelcost.estimate.kernel_rates import LAUNCH_S, library
 from modelcost.ir.graph import Phase, Workload
 from modelcost.perfmodel import SdpaOp
 from modelcost.roofline.compile import compile_report
-from modelcost.roofline.roofline import roof
 from modelcost.targets.hardware import load_hardware
+from modelcost.targets.roofs import roof
 
 H100 = load_hardware("h100")  # 132 SMs; 3.35 TB/s datasheet, 3.18 TB/s best published (h100.hw)
 MI300X = load_hardware("mi300x")  # 304 CUs; best published 4.28 TB/s (mi300x.hw)

@@ -85,7 +85,7 @@ def test_no_figure_prints_more_digits_than_a_float_holds() -> None:
 
 
 def test_an_mfu_a_rounding_past_one_is_one() -> None:
-    from modelcost.roofline.roofline import _mfu
+    from modelcost.roofline.step import _mfu
 
     # a step of exactly its FLOPs at the peak, summed as floats: at most 1
     assert _mfu(1.0000000000000002, 1.0, 1.0) == 1.0

@@ -206,7 +206,7 @@ def test_a_training_steps_collectives_are_nccls_not_a_serving_engines() -> None:
     # engine
     from modelcost.lowering.lower import lower
     from modelcost.roofline.compile import compile_totals
-    from modelcost.roofline.roofline import collectives_engine
+    from modelcost.roofline.estimated import collectives_engine
 
     tp8 = Parallel(tp=8)
     decode = Workload(Phase.decode, 8, context=1024, parallel=tp8)

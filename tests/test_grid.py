@@ -27,7 +27,7 @@ from modelcost.estimate.costing import costing
 from modelcost.ir.graph import Parallel, Phase, Workload, settled
 from modelcost.language.resolve import load_spec
 from modelcost.roofline.compile import compile_totals
-from modelcost.roofline.roofline import add_up
+from modelcost.roofline.step import add_up
 from modelcost.targets.hardware import load_hardware
 
 H100, MI300X = load_hardware("h100"), load_hardware("mi300x")

@@ -12,7 +12,7 @@ from modelcost.base.errors import SpecError
 from modelcost.ir.graph import Parallel, Workload
 from modelcost.lowering.lower import lower
 from modelcost.roofline.compile import compile_report
-from modelcost.roofline.roofline import footprint, kept_for_backward
+from modelcost.roofline.footprint import footprint, kept_for_backward
 from modelcost.targets.hardware import hardware_dir, load_hardware, parse_hardware
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")  # 32 layers, d 4096, bf16

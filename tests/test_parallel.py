@@ -351,7 +351,7 @@ def test_full_recomputation_keeps_layer_inputs_and_runs_forward_again() -> None:
     # backward runs that layer's forward again, so the layers' GEMM FLOPs go from
     # 3 forwards' worth (forward, input and weight gradients) to 4
     from modelcost.roofline.cost import cost
-    from modelcost.roofline.roofline import footprint, kept_for_backward
+    from modelcost.roofline.footprint import footprint, kept_for_backward
 
     none = lower(LLAMA8, Workload("train", 1, 2048))
     full = lower(LLAMA8, Workload("train", 1, 2048, parallel=Parallel(recompute="full")))
@@ -720,7 +720,7 @@ def test_sequence_parallelism_divides_a_layers_activations_by_tp() -> None:
     # residuals' and layer inputs' activations whole on every rank (10·s·b·h of their
     # 34·s·b·h); with sequence parallelism every activation of the layer is split, so a
     # layer keeps 1/t of one device's (the partial sums and gathered inputs are not kept)
-    from modelcost.roofline.roofline import kept_for_backward
+    from modelcost.roofline.footprint import kept_for_backward
 
     def layer(**layout):
         graph = lower(LLAMA8, Workload("train", 1, 2048, parallel=Parallel(**layout)))

@@ -12,7 +12,7 @@ from modelcost import load_spec
 from modelcost.ir.graph import Phase, Workload
 from modelcost.perfmodel import TRACELENS, GemmOp
 from modelcost.roofline.compile import compile_report
-from modelcost.roofline.roofline import time_op
+from modelcost.roofline.timing import time_op
 from modelcost.targets.hardware import load_hardware, parse_hardware
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "tracelens-vectors.json").read_text())

@@ -1,5 +1,5 @@
 """The compute beside a data-parallel sync runs on the SMs NCCL leaves it
-(collectives_achieved.ctas, roofline.held_share, step_time's `held`): NCCL's channel
+(collectives_achieved.ctas, estimated.held_share, step_time's `held`): NCCL's channel
 counts by hand from their sources, the step's composition in closed form, and one
 training report taken apart."""
 
@@ -11,7 +11,7 @@ from modelcost.estimate.collectives_achieved import ctas
 from modelcost.estimate.costing import costing
 from modelcost.ir.graph import Parallel, Workload
 from modelcost.perfmodel import CollectiveOp
-from modelcost.roofline.roofline import step_time
+from modelcost.roofline.step import step_time
 from modelcost.targets.hardware import load_hardware
 
 H100, H200, B200, MI300X = (load_hardware(n) for n in ("h100", "h200", "b200", "mi300x"))

@@ -14,7 +14,8 @@ from modelcost.base.errors import SpecError
 from modelcost.ir.graph import Parallel, Workload
 from modelcost.lowering.lower import lower
 from modelcost.roofline.compile import compile_report
-from modelcost.roofline.roofline import footprint, microbatches_in_flight, step_time
+from modelcost.roofline.footprint import footprint, microbatches_in_flight
+from modelcost.roofline.step import step_time
 from modelcost.targets.hardware import load_hardware
 
 LLAMA8 = load_spec(MODELS / "llama3-8b.model")  # 32 layers, d 4096, bf16
@@ -259,7 +260,7 @@ def test_a_llama_layer_keeps_what_megatron_core_keeps() -> None:
     # flash attention's O 2; FC1's gate and up outputs 7 + 7 and FC2's input 7 (the
     # SiLU is recomputed inside the fused backward): 33.5. Not kept: the un-rotated Q
     # and K, the partial sums before each reduce-scatter, the gathered inputs
-    from modelcost.roofline.roofline import kept_for_backward
+    from modelcost.roofline.footprint import kept_for_backward
 
     par = Parallel(tp=4, sp=True)
     graph = lower(LLAMA70, Workload("train", 1, 8192, parallel=par))
@@ -379,7 +380,7 @@ def test_an_fp8_layer_keeps_its_gemm_inputs_in_fp8() -> None:
     # layer (above), the QKV and FC1 inputs 2 + 2 become 1 + 1, FC2's 7 becomes 3.5, and
     # the out projection reads an FP8 copy of O (1) beside the BF16 O flash attention
     # keeps: 33.5 − 2 − 3.5 + 1 = 29
-    from modelcost.roofline.roofline import kept_for_backward
+    from modelcost.roofline.footprint import kept_for_backward
 
     graph = lower(LLAMA70_FP8, Workload("train", 1, 8192, parallel=Parallel(tp=4, sp=True)))
     (layer,) = [g for g in graph.groups if g.block != "model"]

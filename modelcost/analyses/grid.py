@@ -38,24 +38,16 @@ from modelcost.lowering.lower import lower
 from modelcost.lowering.validate import workload_shape
 from modelcost.roofline.compile import compile_totals
 from modelcost.roofline.cost import cost_node
-from modelcost.roofline.roofline import (
-    Column,
+from modelcost.roofline.estimated import (
     NodeEstimate,
-    NodeTime,
-    Sums,
-    activation_bytes,
-    assemble,
     collectives_engine,
-    column,
     estimate_nodes,
     estimate_step,
-    matrix_peak,
-    memory_parts,
-    node_time,
-    op_times,
-    step_sums,
     with_estimate_step,
 )
+from modelcost.roofline.footprint import activation_bytes, memory_parts
+from modelcost.roofline.step import Column, Sums, assemble, column, matrix_peak, step_sums
+from modelcost.roofline.timing import NodeTime, node_time, op_times
 from modelcost.targets.hardware import Hardware
 
 Point = tuple[Shape, Totals] | SpecError | ValueError  # a point's shape and totals, or why not

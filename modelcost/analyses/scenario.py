@@ -17,7 +17,7 @@ from modelcost.estimate.engines import Profile, profile
 from modelcost.ir.graph import Parallel, Phase, Workload
 from modelcost.ir.report import Totals
 from modelcost.roofline.compile import compile_stage, compile_totals
-from modelcost.roofline.roofline import StageStep
+from modelcost.roofline.estimated import StageStep
 
 from .serving_records import Binds, Engine, Room
 from .speculative import Settled, Speculation, draft_spec, settle

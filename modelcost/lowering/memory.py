@@ -4,7 +4,7 @@ cache and SSM state, and (training) gradients and optimizer states.
 Each kind's room (modelcost/kinds) says what it keeps: `cache_elements_per_token` is what
 an attention layer writes per token (its lowering sizes its cache-write ops from the
 same rule) and `state_bytes` what a recurrent layer keeps per sequence. Lowering calls
-`model_facts` once and carries the result on the graph; reporting (roofline.footprint)
+`model_facts` once and carries the result on the graph; reporting (footprint.footprint)
 reads the graph alone. `kept_activations` is what training's backward needs kept, by
 layer group: the footprint's activations and activation offloading's copies read it.
 """

@@ -23,7 +23,11 @@ from modelcost.perfmodel import Conventions
 from modelcost.targets.hardware import Hardware, load_hardware
 
 from .cost import cost
-from .roofline import StageStep, build_report, estimated, fits, served_stage, time_nodes, totals
+from .estimated import StageStep, estimated, served_stage
+from .footprint import fits
+from .roofline import build_report
+from .step import totals
+from .timing import time_nodes
 
 if TYPE_CHECKING:
     from modelcost.estimate.calibration import Calibration
@@ -108,7 +112,7 @@ def compile_stage(
     spec: ir.Spec, hw: Hardware, workload: Workload, how: Costing = DEFAULT_COSTING
 ) -> StageStep:
     """The same pipeline as `compile_totals`, stopping at the report's pipeline stage
-    split into its own work and its p2p receive (roofline.served_stage): what a served
+    split into its own work and its p2p receive (estimated.served_stage): what a served
     decode pipeline's TPOT is composed from."""
     check_imbalance(spec, how.moe_imbalance)
     costed = cost(lower(spec, settled(workload, how.conventions)), how.conventions)
