@@ -41,7 +41,8 @@ from tabulate import tabulate
 from modelcost import load_spec
 from modelcost.base.resources import specs_dir
 from modelcost.ir.graph import Phase, Workload
-from modelcost.language.spec import PatchEmbed, PositionEmbedding, walk
+from modelcost.language.spec import walk
+from modelcost.language.spec_layers import PatchEmbed, PositionEmbedding
 from modelcost.lowering.validate import for_phase
 from modelcost.roofline.compile import compile_report
 from modelcost.targets.hardware import load_hardware

@@ -14,7 +14,8 @@ from modelcost.estimate.costing import Costing
 from modelcost.estimate.estimate import estimate
 from modelcost.estimate.kernel_rates import moe_imbalance
 from modelcost.ir.graph import Parallel, Workload
-from modelcost.language.spec import MoE, walk
+from modelcost.language.spec import walk
+from modelcost.language.spec_mixers import MoE
 from modelcost.lowering.lower import lower
 from modelcost.lowering.params import device_params
 from modelcost.perfmodel import CollectiveOp

@@ -37,7 +37,8 @@ FOLDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "files", "resources", "bounds", "version", "hooks", "dtypes", "settings",
     )),
     ("language", "the .model language: syntax, parse, resolve, the Spec IR", (
-        "", "syntax", "parse", "fmt", "vocabulary", "spec", "recipes", "loader", "expressions",
+        "", "syntax", "parse", "fmt", "vocabulary", "spec_base", "spec_mixers", "spec_layers",
+        "spec", "recipes", "loader", "expressions",
         "resolve",
         "grammar_tables", "regen_tables",
     )),

@@ -25,6 +25,7 @@ from modelcost.kinds.room import (
     Room,
 )
 from modelcost.language import spec as ir
+from modelcost.language import spec_layers
 from modelcost.language.spec import walk
 from modelcost.language.vocabulary import signatures
 from modelcost.lowering.lower import lower
@@ -153,7 +154,7 @@ def test_the_guides_worked_example_compiles_bert_as_the_shipped_pooler(
     shipped = [compile_report(load_spec(bert), "mi355x", Workload(phase, 4, 128))
                for phase in (Phase.prefill, Phase.train)]  # fmt: skip
 
-    spec_ns = dict(vars(ir))  # spec.py's names: _Op, Arg, T, Annotated, Literal, ...
+    spec_ns = dict(vars(spec_layers))  # spec_layers.py's names: _Op, Arg, T, Literal, ...
     exec(declaration, spec_ns)
     doc_pooler = spec_ns["Pooler"]
     assert doc_pooler is not ir.Pooler
