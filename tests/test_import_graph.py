@@ -64,7 +64,7 @@ FOLDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "collectives_achieved", "measured", "calibration", "costing",
     )),
     ("roofline", "cost and roofline into the report model; the pipeline in one call", (
-        "", "cost", "timing", "footprint", "step", "estimated", "roofline", "compile",
+        "", "cost", "timing", "footprint", "step", "estimated", "roofline", "advice", "compile",
     )),
     ("analyses", "many points: sweeps, diffs, serving, training layouts", (
         "", "speculative", "executors", "grid", "diff", "sweeps", "serving_records",

@@ -152,9 +152,10 @@ def _imbalance_limit(spec: ir.Spec) -> tuple[float, str] | None:
     return experts / k, f"{experts} experts, each token routed to {k}"
 
 
+@per_object
 def input_facts(spec: ir.Spec) -> tuple[ir.PatchEmbed | None, ir.PositionEmbedding | None, bool]:
     """(the patch embedding, the learned positions, whether any layer decodes) of the
-    main stream."""
+    main stream: the same for every workload, so walked once per spec."""
     ops = [op for op, _ in walk(spec.body, streams=False)]
     patch = next((op for op in ops if isinstance(op, ir.PatchEmbed)), None)
     positions = next((op for op in ops if isinstance(op, ir.PositionEmbedding)), None)
