@@ -14,18 +14,14 @@ from conftest import MODELS, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelcost.analyses import arrivals
-from modelcost.analyses.arrivals import (
+from modelcost.analyses import scheduler
+from modelcost.analyses.arrivals import Stats, latencies, percentile, poisson, simulate
+from modelcost.analyses.scheduler import (
     ClosedLoop,
-    Stats,
     chunk_bucket,
     context_bucket,
     decodes_bucket,
-    latencies,
-    percentile,
-    poisson,
     run,
-    simulate,
 )
 from modelcost.analyses.serving_records import Engine
 from modelcost.base.errors import SpecError
@@ -166,7 +162,7 @@ def test_the_step_cap_stops_a_run_and_says_so(monkeypatch) -> None:
     assert latencies(trace, 5).finished == 1
     with pytest.raises(SpecError, match=r"no request finished within 3 steps \(the cap\)"):
         latencies(run([0.0], 1, 1, 5, Recorded(1.0), max_running=1, max_steps=3), 5)
-    monkeypatch.setattr(arrivals, "MAX_STEPS", 300)
+    monkeypatch.setattr(scheduler, "MAX_STEPS", 300)
     a = simulate(LLAMA8, "h100", 128, 256, rate=1000, requests=4, concurrency=1)
     # 256 steps a request, one at a time: the first finishes at step 256, the cap at 300
     assert a.note == "stopped at the 300-step cap: 1 of 4 requests finished; the figures are theirs"
@@ -188,7 +184,7 @@ def test_the_event_cap_stops_a_run_and_says_so(monkeypatch) -> None:
     long = run(ClosedLoop(requests=1000, clients=1), 1000, 1000, 1000, Recorded(1.0), 1)
     assert (long.steps, long.events, long.stopped) == (1_000_000, 18_000, False)
     assert long.end == 1_000_000.0  # a request's 1,000 steps of D = 1 s, back to back
-    monkeypatch.setattr(arrivals, "MAX_EVENTS", 40)
+    monkeypatch.setattr(scheduler, "MAX_EVENTS", 40)
     a = simulate(LLAMA8, "h100", 128, 256, rate=1000, requests=4, concurrency=1)
     assert a.note == "stopped at the 40-event cap: 1 of 4 requests finished; the figures are theirs"
 

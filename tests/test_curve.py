@@ -10,9 +10,10 @@ import random
 import pytest
 from conftest import MODELS, run_cli
 
-from modelcost.analyses.arrivals import ClosedLoop, ScenarioSteps, latencies, run
+from modelcost.analyses.arrivals import ScenarioSteps, latencies
 from modelcost.analyses.curve import BenchLoad, bench_lengths, curves
 from modelcost.analyses.scenario import Scenario
+from modelcost.analyses.scheduler import ClosedLoop, run
 from modelcost.analyses.serving_records import Engine
 from modelcost.analyses.serving_search import pareto_front
 from modelcost.base.errors import SpecError
@@ -85,7 +86,7 @@ def curve():
 
 
 def test_a_curve_is_the_simulation_it_is_made_of(curve) -> None:
-    # each point is arrivals.run on the scenario's steps with the client's lengths, at
+    # each point is scheduler.run on the scenario's steps with the client's lengths, at
     # min(concurrency, the room) running; the bound the same run on the roofline's steps
     sc = Scenario(curve_spec(), load_hw(), Parallel(), 256, 64, Engine(2048), "kernels")
     inputs, outputs = BenchLoad(prompts=40, ratio=0.5).lengths(256, 64)

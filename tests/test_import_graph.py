@@ -68,7 +68,8 @@ FOLDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     )),
     ("analyses", "many points: sweeps, diffs, serving, training layouts", (
         "", "speculative", "executors", "grid", "diff", "sweeps", "serving_records",
-        "scenario", "serving", "serving_search", "serving_mix", "arrivals", "curve", "pools",
+        "scenario", "serving", "serving_search", "serving_mix", "scheduler", "arrivals", "curve",
+        "pools",
         "disagg", "deployment", "training",
     )),
     ("render", "formats: text, md, html, json, csv, charts", (

@@ -6,61 +6,29 @@ and p99, as Vidur (Agrawal et al., MLSys 2024) reports them.
 Requests of `isl` input (of which a prefix-cache hit holds `cached`, leaving `prompt`
 new tokens to prefill) and `osl` output tokens arrive as a Poisson process of `rate`
 requests/s (exponential gaps from a seeded generator: the same seed, the same run).
-Each step of the scheduler, one data-parallel replica's:
-
-1. decodes every running sequence whose prompt is done, one token each, first (vLLM's
-   chunked-prefill scheduler "prioritizes decode requests"; Sarathi-Serve's stall-free
-   batching does the same);
-2. continues the prompts of running requests still prefilling, then admits waiting
-   requests first-come first-served while fewer than `max_running` sequences run, each
-   taking prompt tokens while the step's token budget (`max_num_batched_tokens` /
-   `max_num_tokens`) lasts: chunked prefill; without a budget, whole prompts;
-3. takes the step time of (the decodes, their mean context, the chunk's prompt tokens)
-   from a `StepTime` provider; at its end a request whose prompt is done has its first
-   token (TTFT = that end − its arrival), a decoding request one more, and one with
-   `osl` tokens finishes and leaves.
-
-When nothing runs and nothing waits, time jumps to the next arrival. A request's TPOT
-is (its finish − its first token) / (osl − 1), the mean gap between its tokens (none
-when osl is 1). A run stops after MAX_EVENTS scheduler events or MAX_STEPS steps
-(settings.py), saying so, its figures over the requests that finished.
-
-Step times are memoized by (decodes, context, chunk, the chunk's input length) in
-buckets: the decodes over 64 rounded up to 6 significant bits (less than 1/32 more), the
-context up to a multiple of 1/CONTEXT_BUCKETS of the longest input + output, a chunk
-over 32 tokens up to 5 significant bits (at most 1/16 more tokens), and the chunk's
-requests' input length (weighted by the tokens each takes: every request's own when
-they are all alike) up to a multiple of 1/CONTEXT_BUCKETS of the longest input. All
-round up, so a bucket's step is never shorter than the step it stands for (a bound
-read this way is that much above the roofline's own). `simulate` reads the steps from
-the serving scenario's compiles (serving.Scenario, the figures `serve` reads) and runs
-the same arrivals again on the roofline's step times: the bound beside the headline.
+The scheduler that serves them, step by step, is scheduler.py's. `simulate` reads the
+steps from the serving scenario's compiles (serving.Scenario, the figures `serve`
+reads) and runs the same arrivals again on the roofline's step times: the bound beside
+the headline.
 """
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import math
 import random
-import sys
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import modelcost.language.spec as ir
 from modelcost.base.errors import SpecError
 from modelcost.base.frozen import Frozen
 from modelcost.base.hooks import shown
-from modelcost.base.record import Record, replace
+from modelcost.base.record import replace
 from modelcost.base.settings import (
     DEFAULT_REQUESTS,
     DEFAULT_SERVE_ESTIMATE,
-    MAX_EVENTS,
     MAX_REQUESTS,
-    MAX_STEPS,
     RATES,
     EstimateMode,
     estimate_mode,
@@ -71,21 +39,14 @@ from modelcost.roofline.compile import as_hardware, as_spec
 from modelcost.targets.hardware import Hardware
 
 from .scenario import Scenario, fitting
+from .scheduler import Trace, _each, cap_note, run
 from .serving_records import STATIC, Engine, check_request
 
 if TYPE_CHECKING:
     from modelcost.estimate.calibration import Calibration
 
-CONTEXT_BUCKETS = 32  # context buckets over 0..isl + osl (each 1/32 of the longest)
+
 PERCENTILES = (50, 90, 99)
-
-
-class StepTime(Protocol):
-    """A step's time in seconds: `decodes` sequences (0 or more) decoding one token each
-    at a mean `context`, beside a prefill `chunk` of prompt tokens (0 or more) from
-    requests of `isl` input tokens (0 when there is no chunk)."""
-
-    def __call__(self, decodes: int, context: int, chunk: int, isl: int) -> float: ...
 
 
 def poisson(rate: float, n: int, seed: int) -> tuple[float, ...]:
@@ -98,216 +59,6 @@ def poisson(rate: float, n: int, seed: int) -> tuple[float, ...]:
         t += -math.log(1.0 - rng.random()) / rate
         out.append(t)
     return tuple(out)
-
-
-def context_bucket(context: int, longest: int) -> int:
-    """`context` rounded up to a multiple of ⌈longest / CONTEXT_BUCKETS⌉, at most
-    `longest`."""
-    q = -(-longest // CONTEXT_BUCKETS)
-    return min(-(-context // q) * q, longest)
-
-
-def decodes_bucket(decodes: int) -> int:
-    """`decodes` rounded up to 6 significant bits (a multiple of 2^(bits − 6)): exact up
-    to 64 sequences, less than 1/32 more above, as the context's bucket."""
-    step = 1 << max(decodes.bit_length() - 6, 0)
-    return -(-decodes // step) * step
-
-
-def chunk_bucket(chunk: int) -> int:
-    """`chunk` rounded up to 5 significant bits (a multiple of 2^(bits − 5)): exact up to
-    32 tokens, at most 1/16 more above."""
-    step = 1 << max(chunk.bit_length() - 5, 0)
-    return -(-chunk // step) * step
-
-
-@dataclass(frozen=True)
-class Trace:
-    """What a run did to each request (NaN where a stopped run left it unfinished)."""
-
-    arrival: tuple[float, ...]
-    first: tuple[float, ...]  # when its first token came out
-    finish: tuple[float, ...]
-    end: float  # the time the run stopped
-    steps: int
-    shapes: int  # distinct (decodes, context, chunk) buckets timed
-    max_waiting: int  # the longest the queue grew
-    tokens: int  # output tokens made
-    stopped: bool  # at a cap, before every request finished
-    events: int = 0  # scheduler events: steps taking prompt tokens, stretches of decodes
-
-
-def cap_note(trace: Trace, finished: int, requests: int) -> str:
-    """What a stopped run says (nothing when every request finished)."""
-    if not trace.stopped:
-        return ""
-    cap = (f"{MAX_EVENTS:,}-event" if trace.events >= MAX_EVENTS and trace.steps < MAX_STEPS
-           else f"{MAX_STEPS:,}-step")  # fmt: skip
-    return (
-        f"stopped at the {cap} cap: {finished:,} of {requests:,} requests finished; "
-        "the figures are theirs"
-    )
-
-
-class ClosedLoop(Record, frozen=True):
-    """A benchmark client's load (vLLM's and SGLang's `bench_serving` with
-    `--max-concurrency C` and no request rate): `requests` requests, the first
-    `clients` sent at time 0 and each later one sent the moment a request finishes, so
-    `clients` are in flight until the last are sent."""
-
-    requests: int
-    clients: int
-
-
-Load = Sequence[float] | ClosedLoop  # arrival times (ascending), or a closed loop
-
-
-def _each(value: int | Sequence[int], n: int, name: str) -> tuple[int, ...]:
-    """A length per request: one for all, or one each (as many as the requests)."""
-    if isinstance(value, int):
-        return (value,) * n
-    if len(value) != n:
-        raise ValueError(f"{len(value)} {name} lengths for {n} requests")
-    return tuple(value)
-
-
-def run(
-    load: Load,
-    isl: int | Sequence[int],
-    prompt: int | Sequence[int],
-    osl: int | Sequence[int],
-    step: StepTime,
-    max_running: int,
-    budget: int = 0,
-    max_steps: int | None = None,
-    max_events: int | None = None,
-) -> Trace:
-    """Serve the requests of `load` (arrival times, or a closed loop of clients), each
-    of `prompt` new prompt tokens (of `isl`) and `osl` output tokens (one length for
-    all, or one a request), at most `max_running` running, `budget` tokens a step (0:
-    no budget, whole prompts), stopping after `max_steps` steps or `max_events` events
-    (default MAX_STEPS, MAX_EVENTS).
-
-    A step that takes no prompt tokens repeats until something changes: a request
-    finishes, the decodes' context crosses into the next bucket (it rises by one token
-    a step), the step cap, or (with room to admit it) the next arrival. Such a stretch
-    of k steps is taken at once, its end at k × the step's time after its start: the
-    run's work grows with its events (arrivals, prompt chunks, finishes, buckets), not
-    its steps. Each decoding request's tokens are the steps since its first, so the
-    decodes' context and their finishes are kept as sums and a heap, not per step."""
-    if budget and max_running > budget:
-        raise ValueError(f"{max_running} running sequences need a budget of as many tokens")
-    max_steps = MAX_STEPS if max_steps is None else max_steps
-    max_events = MAX_EVENTS if max_events is None else max_events
-    closed = isinstance(load, ClosedLoop)
-    n = load.requests if isinstance(load, ClosedLoop) else len(load)
-    isls, news, osls = _each(isl, n, "input"), _each(prompt, n, "prompt"), _each(osl, n, "output")
-    if isinstance(load, ClosedLoop):
-        sent = min(load.clients, n)  # requests whose arrival is known
-        arrival = [0.0] * sent + [math.nan] * (n - sent)
-    else:
-        arrival, sent = list(load), n
-    first, finish = [math.nan] * n, [math.nan] * n
-    prefilled = [0] * n
-    base = [0] * n  # a decoding request has made T − base[r] tokens after T steps
-    waiting: deque[int] = deque()
-    prefilling: list[int] = []  # running, prompt not done, in the order admitted
-    finishing: list[tuple[int, int]] = []  # (the step it finishes at, request): a heap
-    memo: dict[tuple[int, int, int, int], float] = {}
-    longest, top_isl = max(isls) + max(osls), max(isls)
-    now, arrived, done, steps, most_waiting, tokens, events = 0.0, 0, 0, 0, 0, 0, 0
-    d = spread = 0  # decoding requests; the sum over them of isl − base
-    while done < n:
-        while arrived < sent and arrival[arrived] <= now:
-            waiting.append(arrived)
-            arrived += 1
-        if not d and not prefilling and not waiting:
-            now = arrival[arrived]  # idle: on to the next arrival
-            continue
-        if steps >= max_steps or events >= max_events:
-            break
-        events += 1
-        most_waiting = max(most_waiting, len(waiting))
-        left = budget - d if budget else sys.maxsize  # no budget: whole prompts
-        takes: list[tuple[int, int]] = []
-        for r in prefilling:
-            if left <= 0:
-                break
-            takes.append((r, min(news[r] - prefilled[r], left)))
-            left -= takes[-1][1]
-        while waiting and d + len(prefilling) < max_running and left > 0:
-            r = waiting.popleft()
-            prefilling.append(r)
-            takes.append((r, min(news[r], left)))
-            left -= takes[-1][1]
-        chunk = sum(t for _, t in takes)
-        # the decodes' mean context, rounded up: ⌈Σ (isl + made) / d⌉ = T + ⌈spread / d⌉
-        context = steps + -(-spread // d) if d else top_isl
-        # the chunk's requests: their input length weighted by the tokens each takes
-        length = -(-sum(t * isls[r] for r, t in takes) // chunk) if chunk else 0
-        key = (decodes_bucket(d), context_bucket(context, longest),
-               chunk_bucket(chunk) if chunk else 0,
-               context_bucket(length, top_isl) if chunk else 0)  # fmt: skip
-        if budget and key[2] > budget:
-            key = (key[0], key[1], budget, key[3])
-        seconds = memo.get(key)
-        if seconds is None:
-            seconds = memo[key] = step(*key)
-            if not (seconds > 0 and math.isfinite(seconds)):
-                raise ValueError(f"step {key}: a time must be positive, got {seconds!r}")
-        k = 1
-        if not takes:  # decodes alone: the same step until something changes
-            k = min(finishing[0][0] - steps, max_steps - steps)
-            if key[1] < longest:
-                k = min(k, key[1] - context + 1)
-            room = d < max_running and (not budget or budget > d)
-            if k > 1 and arrived < sent:
-                if room:  # stop where a step would start at or after the next arrival
-                    k = min(k, _steps_until(now, seconds, arrival[arrived], k))
-                else:  # the queue grows: its longest at the last step's start
-                    last = now + (k - 1) * seconds
-                    queued = bisect.bisect_right(arrival, last, arrived, sent) - arrived
-                    most_waiting = max(most_waiting, len(waiting) + queued)
-        now = now + k * seconds if k > 1 else now + seconds
-        steps += k
-        tokens += d * k
-        started = []
-        for r, t in takes:
-            prefilled[r] += t
-            if prefilled[r] == news[r]:
-                first[r] = now
-                started.append(r)
-        if started:
-            tokens += len(started)
-            prefilling = [r for r in prefilling if prefilled[r] < news[r]]
-        for r in started:
-            if osls[r] == 1:
-                finish[r], done = now, done + 1
-                if closed and sent < n:
-                    arrival[sent], sent = now, sent + 1
-            else:
-                base[r] = steps - 1
-                heapq.heappush(finishing, (base[r] + osls[r], r))
-                d, spread = d + 1, spread + isls[r] - base[r]
-        while finishing and finishing[0][0] == steps:
-            r = heapq.heappop(finishing)[1]
-            finish[r], done = now, done + 1
-            d, spread = d - 1, spread - (isls[r] - base[r])
-            if closed and sent < n:
-                arrival[sent], sent = now, sent + 1
-    return Trace(tuple(arrival), tuple(first), tuple(finish), now, steps, len(memo),
-                 most_waiting, tokens, done < n, events)  # fmt: skip
-
-
-def _steps_until(start: float, seconds: float, arrival: float, most: int) -> int:
-    """The steps from `start` before one that would start at or after `arrival`: the
-    least j ≥ 1 with start + j × seconds ≥ arrival, at most `most`."""
-    j = max(1, min(most, math.ceil((arrival - start) / seconds)))
-    while j > 1 and start + (j - 1) * seconds >= arrival:
-        j -= 1
-    while j < most and start + j * seconds < arrival:
-        j += 1
-    return j
 
 
 def percentile(ordered: Sequence[float], p: float) -> float:

@@ -1,6 +1,6 @@
 """Serving curves as benchmark clients measure them: one layout (or each layout a
 search tries) under the load of vLLM's and SGLang's `bench_serving` at each of several
-concurrencies, simulated step by step (arrivals.run), as the dashboards plot them:
+concurrencies, simulated step by step (scheduler.run), as the dashboards plot them:
 output tokens/s per device against tokens/s per user, with TTFT, TPOT and end-to-end
 latency by percentile and the Pareto front over every point.
 
@@ -44,17 +44,9 @@ from modelcost.ir.graph import ONE_DEVICE, Parallel
 from modelcost.roofline.compile import as_hardware, as_spec
 from modelcost.targets.hardware import Hardware
 
-from .arrivals import (
-    ClosedLoop,
-    Latencies,
-    ScenarioSteps,
-    cap_note,
-    flat,
-    latencies,
-    one_batch,
-    run,
-)
+from .arrivals import Latencies, ScenarioSteps, flat, latencies, one_batch
 from .scenario import Scenario, fitting
+from .scheduler import ClosedLoop, cap_note, run
 from .serving_records import MAX_SEARCH_TP, STATIC, Engine, Room, check_request
 from .serving_search import has_experts, pareto_front, search_layouts
 

@@ -7,6 +7,8 @@ binary ones (1 GiB = 2**30 B).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from modelcost.base.record import Record
 from modelcost.base.version import __version__
 from modelcost.ir.report import PER_TOKEN, OpEntry, Report, comm_label
@@ -139,83 +141,96 @@ def _opt(value: float | None, fmt) -> Cell:
     return Cell("—", -1.0) if value is None else num(fmt(value), value)
 
 
-def _per_token(reports: list[Report]) -> Table:
-    def row(label: str, fn) -> tuple[Cell, ...]:
-        return (Cell(label), *(fn(r) for r in reports))
+CellOf = Callable[[Report], Cell]  # one figure of a report, as its column's cell
 
-    t = lambda r: r.totals  # noqa: E731
-    rows = (
-        row(
-            "tokens per step",
-            lambda r: num(f"{t(r).per_token.tokens_per_step:,}", t(r).per_token.tokens_per_step),
-        ),
-        row(
-            "step time",
-            lambda r: num(duration(t(r).per_token.ms_per_step / 1e3), t(r).per_token.ms_per_step),
-        ),
-        row(
-            PER_TOKEN,
-            lambda r: num(duration(t(r).per_token.ms_per_token / 1e3), t(r).per_token.ms_per_token),
-        ),
-        row(
-            "tokens/s",
-            lambda r: num(fixed(t(r).per_token.tokens_per_s, 1), t(r).per_token.tokens_per_s),
-        ),
-        *(
-            (
-                row("devices", lambda r: Cell(f"{r.workload.layout.devices}")),
-                row(
-                    "tokens/s per device",
-                    lambda r: num(
-                        fixed(t(r).per_token.tokens_per_s_device, 1),
-                        t(r).per_token.tokens_per_s_device,
-                    ),
-                ),
-                row("collectives", lambda r: num(duration(t(r).comm_s), t(r).comm_s)),
-                row(
-                    "collectives exposed",
-                    lambda r: num(duration(t(r).comm_exposed_s), t(r).comm_exposed_s),
-                ),
-                row("pipeline bubble", lambda r: num(duration(t(r).bubble_s), t(r).bubble_s)),
-            )
-            if any(r.workload.layout.devices > 1 for r in reports)
-            else ()
-        ),
-        row("FLOPs", lambda r: num(si(t(r).flops), t(r).flops)),
-        row("bytes", lambda r: num(si(t(r).bytes), t(r).bytes)),
-        row("intensity (FLOP/B)", lambda r: num(fixed(t(r).intensity, 1), t(r).intensity)),
-        row(
-            "bound",
-            lambda r: Cell(f"{t(r).bound} ({pct(t(r).compute_share)} of time compute-bound)"),
-        ),
-        row("MFU bound", lambda r: num(pct(t(r).mfu_bound), t(r).mfu_bound)),
-        *(
-            (
-                row("estimate: step time", lambda r: _opt(t(r).estimate_s, duration)),
-                row("estimate: share of roofline", lambda r: _opt(t(r).efficiency, pct)),
-                row("estimate: MFU", lambda r: _opt(t(r).mfu_estimate, pct)),
-            )
-            if any(r.totals.estimate_s is not None for r in reports)
-            else ()
-        ),
-        row("weights (GiB)", lambda r: num(fixed(t(r).memory.weights / GIB), t(r).memory.weights)),
-        row(
-            "KV cache (GiB)", lambda r: num(fixed(t(r).memory.kv_cache / GIB), t(r).memory.kv_cache)
-        ),
-        row(
-            "activations (GiB)",
-            lambda r: num(fixed(t(r).memory.activations / GIB), t(r).memory.activations),
-        ),
-        row("memory total (GiB)", lambda r: num(fixed(t(r).memory.total / GIB), t(r).memory.total)),
-    )
+
+def _step_cells() -> list[tuple[str, CellOf]]:
+    """Tokens and time per step, per token, per second."""
+    return [
+        ("tokens per step", lambda r: num(f"{r.totals.per_token.tokens_per_step:,}",
+                                          r.totals.per_token.tokens_per_step)),
+        ("step time", lambda r: num(duration(r.totals.per_token.ms_per_step / 1e3),
+                                    r.totals.per_token.ms_per_step)),
+        (PER_TOKEN, lambda r: num(duration(r.totals.per_token.ms_per_token / 1e3),
+                                  r.totals.per_token.ms_per_token)),
+        ("tokens/s", lambda r: num(fixed(r.totals.per_token.tokens_per_s, 1),
+                                   r.totals.per_token.tokens_per_s)),
+    ]  # fmt: skip
+
+
+def _layout_cells() -> list[tuple[str, CellOf]]:
+    """What a layout of more than one device adds: its devices, collectives, bubble."""
+    return [
+        ("devices", lambda r: Cell(f"{r.workload.layout.devices}")),
+        ("tokens/s per device", lambda r: num(fixed(r.totals.per_token.tokens_per_s_device, 1),
+                                              r.totals.per_token.tokens_per_s_device)),
+        ("collectives", lambda r: num(duration(r.totals.comm_s), r.totals.comm_s)),
+        ("collectives exposed", lambda r: num(duration(r.totals.comm_exposed_s),
+                                              r.totals.comm_exposed_s)),
+        ("pipeline bubble", lambda r: num(duration(r.totals.bubble_s), r.totals.bubble_s)),
+    ]  # fmt: skip
+
+
+def _work_cells() -> list[tuple[str, CellOf]]:
+    """The work: FLOPs, bytes, intensity, what bounds it, the MFU bound."""
+    return [
+        ("FLOPs", lambda r: num(si(r.totals.flops), r.totals.flops)),
+        ("bytes", lambda r: num(si(r.totals.bytes), r.totals.bytes)),
+        ("intensity (FLOP/B)", lambda r: num(fixed(r.totals.intensity, 1), r.totals.intensity)),
+        ("bound", lambda r: Cell(f"{r.totals.bound} ({pct(r.totals.compute_share)} of time "
+                                 "compute-bound)")),
+        ("MFU bound", lambda r: num(pct(r.totals.mfu_bound), r.totals.mfu_bound)),
+    ]  # fmt: skip
+
+
+def _estimate_cells() -> list[tuple[str, CellOf]]:
+    """The kernels' estimate beside the roofline."""
+    return [
+        ("estimate: step time", lambda r: _opt(r.totals.estimate_s, duration)),
+        ("estimate: share of roofline", lambda r: _opt(r.totals.efficiency, pct)),
+        ("estimate: MFU", lambda r: _opt(r.totals.mfu_estimate, pct)),
+    ]
+
+
+def _memory_cells() -> list[tuple[str, CellOf]]:
+    """The memory a device holds, by part."""
+    return [
+        ("weights (GiB)", lambda r: num(fixed(r.totals.memory.weights / GIB),
+                                        r.totals.memory.weights)),
+        ("KV cache (GiB)", lambda r: num(fixed(r.totals.memory.kv_cache / GIB),
+                                         r.totals.memory.kv_cache)),
+        ("activations (GiB)", lambda r: num(fixed(r.totals.memory.activations / GIB),
+                                            r.totals.memory.activations)),
+        ("memory total (GiB)", lambda r: num(fixed(r.totals.memory.total / GIB),
+                                             r.totals.memory.total)),
+    ]  # fmt: skip
+
+
+def _per_token(reports: list[Report]) -> Table:
+    cells = _step_cells()
+    if any(r.workload.layout.devices > 1 for r in reports):
+        cells += _layout_cells()
+    cells += _work_cells()
+    if any(r.totals.estimate_s is not None for r in reports):
+        cells += _estimate_cells()
+    cells += _memory_cells()
+    rows = tuple((Cell(label), *(cell(r) for r in reports)) for label, cell in cells)
     headers = ("", *(r.workload.phase for r in reports))
     return Table("per-token", headers, rows, (False, *(True for _ in reports)))
 
 
 def _phase(r: Report, extent: Extent) -> PhaseView:
     phase = r.workload.phase
-    kinds = Table(
-        f"kinds-{phase}",
+    w = r.workload
+    heading = f"{phase.capitalize()}: batch {w.batch}, {w.label}"
+    return PhaseView(phase, heading, _kinds_table(r), _layers_table(r), _ops_table(r),
+                     _kernels_table(r), _phase_charts(r, extent))  # fmt: skip
+
+
+def _kinds_table(r: Report) -> Table:
+    """Time by op kind."""
+    return Table(
+        f"kinds-{r.workload.phase}",
         ("kind", "FLOPs", "bytes", "time (ms)", "share"),
         tuple(
             (
@@ -229,8 +244,12 @@ def _phase(r: Report, extent: Extent) -> PhaseView:
         ),
         (False, True, True, True, True),
     )
-    layers = Table(
-        f"layers-{phase}",
+
+
+def _layers_table(r: Report) -> Table:
+    """Time by layer group."""
+    return Table(
+        f"layers-{r.workload.phase}",
         (
             "group",
             "block",
@@ -258,48 +277,52 @@ def _phase(r: Report, extent: Extent) -> PhaseView:
         ),
         (False, False, False, True, True, True, True, True, True),
     )
+
+
+def _op_row(o: OpEntry, estimated: bool, training: bool) -> tuple[Cell, ...]:
+    """One op's row of the ops table."""
+    k = o.kernel
+    kernel = Cell("")
+    if k is not None:
+        kernel = Cell(k.id or "none", href=k.url, title=k.reason)
+    return (
+        Cell(o.name),
+        Cell(o.kind),
+        num(str(o.count), o.count),
+        Cell(o.shape_label),
+        Cell(_dtype(o)),
+        num(si(o.flops), o.flops),
+        num(si(o.bytes), o.bytes),
+        num(fixed(o.intensity, 1), o.intensity),
+        num(fixed(o.compute_s * 1e6), o.compute_s),
+        num(fixed(o.memory_s * 1e6), o.memory_s),
+        num(fixed(o.time_s * 1e6), o.time_s),
+        Cell(o.bound),
+        *(
+            (
+                Cell(
+                    fixed((o.estimate_s or 0) * 1e6),
+                    o.estimate_s or 0,
+                    title=o.estimate_reason,
+                ),
+                num(pct(o.efficiency or 0), o.efficiency or 0),
+            )
+            if estimated
+            else ()
+        ),
+        *_backward_cells(o, training),
+        num(pct(o.share), o.share),
+        kernel,
+        *((Cell(_why(o)),) if estimated else ()),
+    )
+
+
+def _ops_table(r: Report) -> Table:
+    """Every op: its figures, its estimate and backward where the report has them."""
     training = any(o.backward is not None for o in r.ops)
     estimated = r.totals.estimate_s is not None
-    op_rows = []
-    for o in r.ops:
-        k = o.kernel
-        kernel = Cell("")
-        if k is not None:
-            kernel = Cell(k.id or "none", href=k.url, title=k.reason)
-        op_rows.append(
-            (
-                Cell(o.name),
-                Cell(o.kind),
-                num(str(o.count), o.count),
-                Cell(o.shape_label),
-                Cell(_dtype(o)),
-                num(si(o.flops), o.flops),
-                num(si(o.bytes), o.bytes),
-                num(fixed(o.intensity, 1), o.intensity),
-                num(fixed(o.compute_s * 1e6), o.compute_s),
-                num(fixed(o.memory_s * 1e6), o.memory_s),
-                num(fixed(o.time_s * 1e6), o.time_s),
-                Cell(o.bound),
-                *(
-                    (
-                        Cell(
-                            fixed((o.estimate_s or 0) * 1e6),
-                            o.estimate_s or 0,
-                            title=o.estimate_reason,
-                        ),
-                        num(pct(o.efficiency or 0), o.efficiency or 0),
-                    )
-                    if estimated
-                    else ()
-                ),
-                *_backward_cells(o, training),
-                num(pct(o.share), o.share),
-                kernel,
-                *((Cell(_why(o)),) if estimated else ()),
-            )
-        )
-    ops = Table(
-        f"ops-{phase}",
+    return Table(
+        f"ops-{r.workload.phase}",
         (
             "op",
             "kind",
@@ -319,11 +342,15 @@ def _phase(r: Report, extent: Extent) -> PhaseView:
             "kernel",
             *(("why (estimate)",) if estimated else ()),
         ),
-        tuple(op_rows),
+        tuple(_op_row(o, estimated, training) for o in r.ops),
         (False, False, True, False, False, True, True, True, True, True, True, False,
          *((True, True) if estimated else ()), *((True, True) if training else ()), True,
          False, *((False,) if estimated else ())),
     )  # fmt: skip
+
+
+def _kernels_table(r: Report) -> Table:
+    """The Gluon kernels that would serve the GEMMs."""
     kernel_rows = []
     for u in r.kernels:
         attained = [o for o in r.ops if o.name in u.ops]
@@ -339,8 +366,8 @@ def _phase(r: Report, extent: Extent) -> PhaseView:
                 num(pct(u.share), u.share),
             )
         )
-    kernels = Table(
-        f"kernels-{phase}",
+    return Table(
+        f"kernels-{r.workload.phase}",
         (
             "kernel",
             "published TFLOPS (measured on)",
@@ -352,6 +379,11 @@ def _phase(r: Report, extent: Extent) -> PhaseView:
         tuple(kernel_rows),
         (False, False, True, True, True, True),
     )
+
+
+def _phase_charts(r: Report, extent: Extent) -> tuple[Chart, ...]:
+    """The roofline and the time by kind and by layer group."""
+    phase = r.workload.phase
     chart = roofline_for(r, extent)
     kind_bar = stacked_bar_svg(
         [(k.kind, k.time_s, kind_color(k.kind)) for k in r.kinds], "time by op kind"
@@ -369,14 +401,11 @@ def _phase(r: Report, extent: Extent) -> PhaseView:
         ],
         "time by layer group",
     )
-    w = r.workload
-    heading = f"{phase.capitalize()}: batch {w.batch}, {w.label}"
-    charts = (
+    return (
         Chart(f"{phase}-roofline", f"Roofline ({phase})", chart),
         Chart(f"{phase}-kinds", f"Time by op kind ({phase})", kind_bar),
         Chart(f"{phase}-layers", f"Time by layer group ({phase})", layer_bar),
     )
-    return PhaseView(phase, heading, kinds, layers, ops, kernels, charts)
 
 
 def _points(r: Report) -> list[Point]:
