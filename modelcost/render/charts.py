@@ -135,6 +135,43 @@ def roofline_extent(points: list[Point], roofs: list[Roof], bandwidth: float) ->
 LABELLED = 3  # the ops with the largest shares are named on the chart
 
 
+class _Plot(Record, frozen=True):
+    """A log-log plot area: where it sits in the SVG (left, top, its width and height)
+    and the decades its axes span."""
+
+    left: int
+    top: int
+    pw: int
+    ph: int
+    x0: int
+    x1: int
+    y0: int
+    y1: int
+
+    def X(self, v: float) -> float:
+        return self.left + (math.log10(v) - self.x0) / (self.x1 - self.x0) * self.pw
+
+    def Y(self, v: float) -> float:
+        return self.top + self.ph - (math.log10(v) - self.y0) / (self.y1 - self.y0) * self.ph
+
+
+def _grid(p: _Plot) -> list[str]:
+    """The plot's frame, and a grid line with its tick at every decade of each axis."""
+    left, top, pw, ph = p.left, p.top, p.pw, p.ph
+    out = [f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="plot"/>']
+    for d in range(p.x0, p.x1 + 1):
+        x = _r(p.X(10.0**d))
+        out.append(f'<line x1="{x}" y1="{top}" x2="{x}" y2="{top + ph}" class="grid"/>')
+        out.append(f'<text x="{x}" y="{top + ph + 16}" class="tick" text-anchor="middle">'
+                   f"{_tick(d)}</text>")  # fmt: skip
+    for d in range(p.y0, p.y1 + 1):
+        y = _r(p.Y(10.0**d))
+        out.append(f'<line x1="{left}" y1="{y}" x2="{left + pw}" y2="{y}" class="grid"/>')
+        out.append(f'<text x="{left - 6}" y="{y}" class="tick" text-anchor="end" '
+                   f'dominant-baseline="middle">{_tick(d)}</text>')  # fmt: skip
+    return out
+
+
 def roofline_svg(
     points: list[Point],
     roofs: list[Roof],
@@ -149,106 +186,28 @@ def roofline_svg(
     largest named), a legend by share of time, and a note for the ops without FLOPs,
     which are not plotted. Pages stretch it to their width (the style sheet)."""
     left, right, top, bottom = 70, 170, 20, 66
-    pw, ph = width - left - right, height - top - bottom
     e = extent or roofline_extent(points, roofs, bandwidth)
-
-    def X(ai: float) -> float:
-        return left + (math.log10(ai) - e.x0) / (e.x1 - e.x0) * pw
-
-    def Y(f: float) -> float:
-        return top + ph - (math.log10(f) - e.y0) / (e.y1 - e.y0) * ph
-
+    p = _Plot(left, top, width - left - right, height - top - bottom, e.x0, e.x1, e.y0, e.y1)
+    mid = _r(top + p.ph / 2)
     out = [
         svg_open("roofline", width, height, "roofline chart"),
-        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="plot"/>',
+        *_grid(p),
+        f'<text x="{_r(left + p.pw / 2)}" y="{top + p.ph + 34}" class="axis" '
+        'text-anchor="middle">arithmetic intensity (FLOP/byte)</text>',
+        f'<text x="14" y="{mid}" class="axis" text-anchor="middle" '
+        f'transform="rotate(-90 14 {mid})">attainable FLOP/s</text>',
     ]
-    for d in range(e.x0, e.x1 + 1):
-        x = _r(X(10.0**d))
-        out.append(f'<line x1="{x}" y1="{top}" x2="{x}" y2="{top + ph}" class="grid"/>')
-        out.append(
-            f'<text x="{x}" y="{top + ph + 16}" class="tick" text-anchor="middle">{_tick(d)}</text>'
-        )
-    for d in range(e.y0, e.y1 + 1):
-        y = _r(Y(10.0**d))
-        out.append(f'<line x1="{left}" y1="{y}" x2="{left + pw}" y2="{y}" class="grid"/>')
-        out.append(
-            f'<text x="{left - 6}" y="{y}" class="tick" text-anchor="end" '
-            f'dominant-baseline="middle">{_tick(d)}</text>'
-        )
-    out.append(
-        f'<text x="{_r(left + pw / 2)}" y="{top + ph + 34}" class="axis" '
-        'text-anchor="middle">arithmetic intensity (FLOP/byte)</text>'
-    )
-    out.append(
-        f'<text x="14" y="{_r(top + ph / 2)}" class="axis" text-anchor="middle" '
-        f'transform="rotate(-90 14 {_r(top + ph / 2)})">attainable FLOP/s</text>'
-    )
-    lo, hi = 10.0**e.x0, 10.0**e.x1
-    start = max(lo, 10.0**e.y0 / bandwidth)  # where the bandwidth roof enters the plot
+    start = max(10.0**e.x0, 10.0**e.y0 / bandwidth)  # where the bandwidth roof enters
     placed: list[tuple[float, float, float]] = []  # labels drawn: (x from, x to, y)
-    for roof in roofs:
-        ridge = roof.peak / bandwidth
-        pts = [(start, start * bandwidth), (ridge, roof.peak), (hi, roof.peak)]
-        path = " ".join(f"{_r(X(a))},{_r(Y(f))}" for a, f in pts if lo <= a <= hi)
-        out.append(f'<polyline points="{path}" class="roof"/>')
-        rx, ry = _r(X(ridge)), _r(Y(roof.peak))
-        out.append(
-            f'<circle cx="{rx}" cy="{ry}" r="3" class="ridge">'
-            f"<title>ridge {ridge:,.1f} FLOP/B ({escape(roof.label)})</title></circle>"
-        )
-        knee = f"{ridge:,.0f} FLOP/B"
-        out.append(f'<text x="{rx}" y="{ry}" dx="5" dy="13" class="ridge-label">{knee}</text>')
-        kx, ky = X(ridge) + 5, Y(roof.peak) + 9  # its middle: a baseline 13 px down
-        placed.append((kx, kx + _width(knee), ky))
-        out.append(
-            f'<text x="{left + pw + 6}" y="{ry}" class="roof-label" '
-            f'dominant-baseline="middle">{escape(roof.label)} {si(roof.peak, "FLOP/s")}'
-            "</text>"
-        )
-    # the bandwidth roof's label, along its slope
-    a0 = start * 1.6
-    x_a, y_a = X(a0), Y(a0 * bandwidth)
-    angle = math.degrees(math.atan2(Y(a0 * 10 * bandwidth) - y_a, X(a0 * 10) - x_a))
-    out.append(
-        f'<text x="{_r(x_a)}" y="{_r(y_a)}" dy="-5" class="bw-label" '
-        f'transform="rotate({_r(angle)} {_r(x_a)} {_r(y_a)})">HBM {bandwidth / 1e12:,.2f} TB/s'
-        "</text>"
-    )
-    plotted = [p for p in points if _plotted(p)]
-    share: dict[str, float] = {}
-    for p in plotted:
-        share[p.kind] = share.get(p.kind, 0.0) + p.share
-    ranked = sorted(plotted, key=lambda p: (-p.share, p.name))
-    for p in ranked:  # the largest drawn first, the small ones on top
-        radius = _r(2.5 + 14 * math.sqrt(p.share))
-        out.append(
-            f'<circle cx="{_r(X(p.intensity))}" cy="{_r(Y(p.flops_per_s))}" r="{radius}" '
-            f'class="op-point" fill="{kind_color(p.kind)}" data-name="{escape(p.name)}" '
-            f'data-kind="{escape(p.kind)}"><title>{escape(p.tooltip)}</title></circle>'
-        )
-    for p in ranked[:LABELLED]:
-        text = p.label or p.name
-        tx, ty = X(p.intensity) + 4 + 14 * math.sqrt(p.share), Y(p.flops_per_s)
-        while any(abs(ty - y) < 12 and tx < x1 and x0 < tx + _width(text)
-                  for x0, x1, y in placed):  # fmt: skip
-            ty += 12  # below a label already there (a knee's, or ops at one point)
-        placed.append((tx, tx + _width(text), ty))
-        out.append(
-            f'<text x="{_r(tx)}" y="{_r(ty)}" class="op-label" dominant-baseline="middle">'
-            f"{escape(text)}</text>"
-        )
-    kinds = sorted(share, key=lambda k: (-share[k], k))
-    ly = top + ph - 14 * len(kinds)
-    for i, kind in enumerate(kinds):
-        ky = ly + 14 * i
-        out.append(
-            f'<rect x="{left + pw + 8}" y="{ky - 8}" width="9" height="9" '
-            f'fill="{kind_color(kind)}"/><text x="{left + pw + 21}" y="{ky}" class="legend">'
-            f"{escape(kind)} {share[kind] * 100:.0f}%</text>"
-        )
-    hidden = [p for p in points if not _plotted(p)]
+    out += _roof_lines(p, roofs, bandwidth, start, placed)
+    out.append(_bandwidth_label(p, bandwidth, start))
+    plotted = [q for q in points if _plotted(q)]
+    ranked = sorted(plotted, key=lambda q: (-q.share, q.name))
+    out += _op_points(p, ranked, placed)
+    out += _kind_legend(p, plotted)
+    hidden = [q for q in points if not _plotted(q)]
     if hidden:
-        off = sum(p.share for p in hidden)
+        off = sum(q.share for q in hidden)
         unplotted = plural(len(hidden), "op")
         out.append(
             f'<text x="{left}" y="{height - 6}" class="note">not plotted: {unplotted} '
@@ -256,6 +215,91 @@ def roofline_svg(
         )
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _roof_lines(p: _Plot, roofs: list[Roof], bandwidth: float, start: float,
+                placed: list[tuple[float, float, float]]) -> list[str]:  # fmt: skip
+    """Each precision's roof from where the bandwidth roof enters, its ridge point and
+    knee labelled (the knee's label recorded in `placed`), its peak named at the right."""
+    lo, hi = 10.0**p.x0, 10.0**p.x1
+    out = []
+    for roof in roofs:
+        ridge = roof.peak / bandwidth
+        pts = [(start, start * bandwidth), (ridge, roof.peak), (hi, roof.peak)]
+        path = " ".join(f"{_r(p.X(a))},{_r(p.Y(f))}" for a, f in pts if lo <= a <= hi)
+        out.append(f'<polyline points="{path}" class="roof"/>')
+        rx, ry = _r(p.X(ridge)), _r(p.Y(roof.peak))
+        out.append(
+            f'<circle cx="{rx}" cy="{ry}" r="3" class="ridge">'
+            f"<title>ridge {ridge:,.1f} FLOP/B ({escape(roof.label)})</title></circle>"
+        )
+        knee = f"{ridge:,.0f} FLOP/B"
+        out.append(f'<text x="{rx}" y="{ry}" dx="5" dy="13" class="ridge-label">{knee}</text>')
+        kx, ky = p.X(ridge) + 5, p.Y(roof.peak) + 9  # its middle: a baseline 13 px down
+        placed.append((kx, kx + _width(knee), ky))
+        out.append(
+            f'<text x="{p.left + p.pw + 6}" y="{ry}" class="roof-label" '
+            f'dominant-baseline="middle">{escape(roof.label)} {si(roof.peak, "FLOP/s")}'
+            "</text>"
+        )
+    return out
+
+
+def _bandwidth_label(p: _Plot, bandwidth: float, start: float) -> str:
+    """The bandwidth roof's label, along its slope."""
+    a0 = start * 1.6
+    x_a, y_a = p.X(a0), p.Y(a0 * bandwidth)
+    angle = math.degrees(math.atan2(p.Y(a0 * 10 * bandwidth) - y_a, p.X(a0 * 10) - x_a))
+    return (
+        f'<text x="{_r(x_a)}" y="{_r(y_a)}" dy="-5" class="bw-label" '
+        f'transform="rotate({_r(angle)} {_r(x_a)} {_r(y_a)})">HBM {bandwidth / 1e12:,.2f} TB/s'
+        "</text>"
+    )
+
+
+def _op_points(p: _Plot, ranked: list[Point],
+               placed: list[tuple[float, float, float]]) -> list[str]:  # fmt: skip
+    """Every op a point sized by its share of the time, the largest drawn first (the
+    small ones on top); the LABELLED largest named, each label below any already there
+    (a knee's, or ops at one point)."""
+    out = []
+    for q in ranked:
+        radius = _r(2.5 + 14 * math.sqrt(q.share))
+        out.append(
+            f'<circle cx="{_r(p.X(q.intensity))}" cy="{_r(p.Y(q.flops_per_s))}" r="{radius}" '
+            f'class="op-point" fill="{kind_color(q.kind)}" data-name="{escape(q.name)}" '
+            f'data-kind="{escape(q.kind)}"><title>{escape(q.tooltip)}</title></circle>'
+        )
+    for q in ranked[:LABELLED]:
+        text = q.label or q.name
+        tx, ty = p.X(q.intensity) + 4 + 14 * math.sqrt(q.share), p.Y(q.flops_per_s)
+        while any(abs(ty - y) < 12 and tx < x1 and x0 < tx + _width(text)
+                  for x0, x1, y in placed):  # fmt: skip
+            ty += 12
+        placed.append((tx, tx + _width(text), ty))
+        out.append(
+            f'<text x="{_r(tx)}" y="{_r(ty)}" class="op-label" dominant-baseline="middle">'
+            f"{escape(text)}</text>"
+        )
+    return out
+
+
+def _kind_legend(p: _Plot, plotted: list[Point]) -> list[str]:
+    """The op kinds plotted, by their share of the time, at the plot's bottom right."""
+    share: dict[str, float] = {}
+    for q in plotted:
+        share[q.kind] = share.get(q.kind, 0.0) + q.share
+    kinds = sorted(share, key=lambda k: (-share[k], k))
+    ly = p.top + p.ph - 14 * len(kinds)
+    out = []
+    for i, kind in enumerate(kinds):
+        ky = ly + 14 * i
+        out.append(
+            f'<rect x="{p.left + p.pw + 8}" y="{ky - 8}" width="9" height="9" '
+            f'fill="{kind_color(kind)}"/><text x="{p.left + p.pw + 21}" y="{ky}" class="legend">'
+            f"{escape(kind)} {share[kind] * 100:.0f}%</text>"
+        )
+    return out
 
 
 class Series(Record, frozen=True):
@@ -304,75 +348,68 @@ def line_svg(
     xa, xb, ya, yb = over if over is not None else domain(series, lines)
     x0, x1 = _decades(xa, xb * 1.01)
     y0, y1 = _decades(ya, yb * 1.01)
-    x1, y1 = max(x1, x0 + 1), max(y1, y0 + 1)
-
-    def X(v: float) -> float:
-        return left + (math.log10(v) - x0) / (x1 - x0) * pw
-
-    def Y(v: float) -> float:
-        return top + ph - (math.log10(v) - y0) / (y1 - y0) * ph
-
-    out = [
-        svg_open(
-            "line-chart",
-            width,
-            height,
-            f"{y_label} against {x_label}",
-            f' data-chart="{escape(name)}"',
-        ),
-        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="plot"/>',
-    ]
-    for d in range(x0, x1 + 1):
-        gx = _r(X(10.0**d))
-        out.append(f'<line x1="{gx}" y1="{top}" x2="{gx}" y2="{top + ph}" class="grid"/>')
-        out.append(f'<text x="{gx}" y="{top + ph + 16}" class="tick" text-anchor="middle">'
-                   f"{_tick(d)}</text>")  # fmt: skip
-    for d in range(y0, y1 + 1):
-        gy = _r(Y(10.0**d))
-        out.append(f'<line x1="{left}" y1="{gy}" x2="{left + pw}" y2="{gy}" class="grid"/>')
-        out.append(f'<text x="{left - 6}" y="{gy}" class="tick" text-anchor="end" '
-                   f'dominant-baseline="middle">{_tick(d)}</text>')  # fmt: skip
+    p = _Plot(left, top, pw, ph, x0, max(x1, x0 + 1), y0, max(y1, y0 + 1))
+    label = f"{y_label} against {x_label}"
+    out = [svg_open("line-chart", width, height, label, f' data-chart="{escape(name)}"'),
+           *_grid(p)]  # fmt: skip
     out.append(f'<text x="{_r(left + pw / 2)}" y="{height - 8}" class="axis x-axis" '
                f'text-anchor="middle">{escape(x_label)}</text>')  # fmt: skip
     mid = _r(top + ph / 2)
     out.append(f'<text x="14" y="{mid}" class="axis y-axis" text-anchor="middle" '
                f'transform="rotate(-90 14 {mid})">{escape(y_label)}</text>')  # fmt: skip
-    for label, value in lines:
-        ly = _r(Y(value))
+    for said, value in lines:
+        ly = _r(p.Y(value))
         out.append(f'<line x1="{left}" y1="{ly}" x2="{left + pw}" y2="{ly}" class="roof"/>')
         out.append(f'<text x="{left + 4}" y="{ly}" dy="-4" class="roof-label">'
-                   f"{escape(label)}</text>")  # fmt: skip
+                   f"{escape(said)}</text>")  # fmt: skip
     palette = {s.label: PALETTE[i % len(PALETTE)] for i, s in enumerate(series)}
     for s in series:
-        color = palette[s.label]
-        if interactive:
-            out.append(f'<g class="series-group" data-series="{escape(s.label)}">')
-        pts = [(x, y) for x, y in s.points if x > 0 and y > 0]
-        path = " ".join(f"{_r(X(x))},{_r(Y(y))}" for x, y in pts)
-        if s.joined:
-            out.append(f'<polyline points="{path}" fill="none" stroke="{color}" '
-                       f'class="series" data-series="{escape(s.label)}"/>')  # fmt: skip
-        tips = s.tips or ("",) * len(s.points)
-        for (x, y), filled, tip in zip(s.points, s.marked, tips, strict=True):
-            if x <= 0 or y <= 0:
-                continue
-            fill = color if filled else "white"
-            said = tip or f"{s.label}: {si(x)} {x_label}, {si(y)} {y_label}"
-            lines_said = "&#10;".join(escape(line) for line in said.split(NL))
-            data = f' data-tip="{lines_said}"' if interactive else ""
-            out.append(f'<circle cx="{_r(X(x))}" cy="{_r(Y(y))}" r="3" fill="{fill}" '
-                       f'stroke="{color}" class="pt{" marked" if filled else ""}"{data}>'
-                       f"<title>{escape(said.replace(NL, '; '))}</title></circle>")  # fmt: skip
-        if interactive:
-            out.append("</g>")
+        out += _series(p, s, palette[s.label], x_label, y_label, interactive)
+    out += _series_legend(p, series, palette, interactive)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _series(p: _Plot, s: Series, color: str, x_label: str, y_label: str,
+            interactive: bool) -> list[str]:  # fmt: skip
+    """One series: its line (where joined) and its points, each with its tip; in a
+    group of its own on an interactive chart."""
+    out = []
+    if interactive:
+        out.append(f'<g class="series-group" data-series="{escape(s.label)}">')
+    pts = [(x, y) for x, y in s.points if x > 0 and y > 0]
+    path = " ".join(f"{_r(p.X(x))},{_r(p.Y(y))}" for x, y in pts)
+    if s.joined:
+        out.append(f'<polyline points="{path}" fill="none" stroke="{color}" '
+                   f'class="series" data-series="{escape(s.label)}"/>')  # fmt: skip
+    tips = s.tips or ("",) * len(s.points)
+    for (x, y), filled, tip in zip(s.points, s.marked, tips, strict=True):
+        if x <= 0 or y <= 0:
+            continue
+        fill = color if filled else "white"
+        said = tip or f"{s.label}: {si(x)} {x_label}, {si(y)} {y_label}"
+        lines_said = "&#10;".join(escape(line) for line in said.split(NL))
+        data = f' data-tip="{lines_said}"' if interactive else ""
+        out.append(f'<circle cx="{_r(p.X(x))}" cy="{_r(p.Y(y))}" r="3" fill="{fill}" '
+                   f'stroke="{color}" class="pt{" marked" if filled else ""}"{data}>'
+                   f"<title>{escape(said.replace(NL, '; '))}</title></circle>")  # fmt: skip
+    if interactive:
+        out.append("</g>")
+    return out
+
+
+def _series_legend(p: _Plot, series: list[Series], palette: dict[str, str],
+                   interactive: bool) -> list[str]:  # fmt: skip
+    """A legend entry a series, in order, at the plot's top right; on an interactive
+    chart each a button of its series."""
+    out = []
     for i, s in enumerate(series):
-        ky = top + 8 + 14 * i
-        entry = (f'<rect x="{left + pw + 8}" y="{ky - 8}" width="9" height="9" '
-                 f'fill="{palette[s.label]}"/><text x="{left + pw + 21}" y="{ky}" '
+        ky = p.top + 8 + 14 * i
+        entry = (f'<rect x="{p.left + p.pw + 8}" y="{ky - 8}" width="9" height="9" '
+                 f'fill="{palette[s.label]}"/><text x="{p.left + p.pw + 21}" y="{ky}" '
                  f'class="legend">{escape(s.label)}</text>')  # fmt: skip
         if interactive:
             entry = (f'<g class="legend-item" data-series="{escape(s.label)}" role="button" '
                      f'tabindex="0" aria-pressed="true">{entry}</g>')  # fmt: skip
         out.append(entry)
-    out.append("</svg>")
-    return "\n".join(out)
+    return out
