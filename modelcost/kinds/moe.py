@@ -46,7 +46,6 @@ def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
     s, d, par = lw.s, op.dtypes, lw.par
     a = d.activations
     T, E, k = s.T, op.experts, op.top_k
-    ep, d_ff = par.ep, op.d_ff // par.expert_tp
     reps = par.expert_gather  # folded: the dp replicas whose tokens the expert group takes
     x = lw.enter(e, name, op.dim, a)
     # routers are kept in the activation dtype even when experts are quantized
@@ -55,30 +54,51 @@ def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
         T, E, k, op.router.value, a, op.groups, op.groups_kept, op.correction_bias
     )
     route = e.add(f"{name}.routing", routing, (router,), out=T * k * ROUTE_BYTES)
-    src = x
-    if reps > 1:  # the group's other dp replicas' tokens (vLLM's allgather_reducescatter)
-        src = lw.collective(
-            e, f"{name}.dispatch.all_gather", "all_gather", reps * T * op.dim, a, x, "gather"
-        )
     # the rows this rank's experts take: each token copy once (folded: the group's
     # reps·T·k copies over its ep ranks, at least the mean, in whole rows)
-    rows = ceil_div(reps * T * k, ep) if par.folded else T * k
+    rows = ceil_div(reps * T * k, par.ep) if par.folded else T * k
+    # the exchange's routing: a row travels once to each rank holding its experts
+    fanout = Fanout(experts=E, top_k=k, groups=op.groups, groups_kept=op.groups_kept)
+    disp = _dispatch(lw, e, op, name, x, route, rows, fanout)
+    dn = _experts(lw, e, op, name, rows, disp)
+    out = _combine(lw, e, op, name, dn, route, rows, fanout)
+    if op.shared_experts:
+        out = _shared(lw, e, op, name, x, out)
+    e.stream = lw.exit(e, name, op.dim, a, out)
+
+
+def _dispatch(lw: Lowerer, e: Emit, op: ir.MoE, name: str, x: str, route: str, rows: int,
+              fanout: Fanout) -> str:  # fmt: skip
+    """The tokens to their experts: the group's other dp replicas' gathered first
+    (folded: vLLM's allgather_reducescatter), each token copy once, and (ep from dp)
+    each token to its experts' ranks by all-to-all."""
+    a, par = op.dtypes.activations, lw.par
+    src = x
+    if par.expert_gather > 1:
+        src = lw.collective(e, f"{name}.dispatch.all_gather", "all_gather",
+                            par.expert_gather * lw.s.T * op.dim, a, x, "gather")  # fmt: skip
     disp = e.add(
         f"{name}.dispatch",
         MoECommOp(rows, op.dim, "dispatch", a),
         (src, route),
         out=rows * op.dim * bpe(a),
     )
-    # the exchange's routing: a row travels once to each rank holding its experts
-    fanout = Fanout(experts=E, top_k=k, groups=op.groups, groups_kept=op.groups_kept)
-    if ep > 1 and not par.folded:  # each token to its experts' ranks (mean)
+    if par.ep > 1 and not par.folded:  # each token to its experts' ranks (mean)
         disp = lw.collective(
             e, f"{name}.dispatch.all_to_all", "all_to_all", rows * op.dim, a, disp, "ep",
             fanout,
         )  # fmt: skip
-    # the experts this rank holds that any token of the ep ranks (folded: of the reps
-    # replicas) reaches
-    hit = expected_experts_hit(E, k, T * reps if par.folded else T * ep) / ep
+    return disp
+
+
+def _experts(lw: Lowerer, e: Emit, op: ir.MoE, name: str, rows: int, disp: str) -> str:
+    """The experts this rank holds on the rows routed to them: gate and up projection,
+    the activation (and the gating product), the down projection; as many experts
+    weighed as any token of the ep ranks (folded: of the group's replicas) reaches."""
+    d, par, T = op.dtypes, lw.par, lw.s.T
+    a, d_ff = d.activations, op.d_ff // par.expert_tp
+    E, k, ep = op.experts, op.top_k, par.ep
+    hit = expected_experts_hit(E, k, T * par.expert_gather if par.folded else T * ep) / ep
     hit = int(hit) if float(hit).is_integer() else hit
     up_n = (2 if op.act.gated else 1) * d_ff
     gu = lw.experts(e, f"{name}.experts.gate_up", rows, op.dim, up_n, hit, d, disp)
@@ -96,8 +116,16 @@ def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
             (h,),
             out=h_bytes,
         )
-    dn = lw.experts(e, f"{name}.experts.down", rows, d_ff, op.dim, hit, d, h)
-    if ep > 1 and not par.folded:  # and back to the token's own rank
+    return lw.experts(e, f"{name}.experts.down", rows, d_ff, op.dim, hit, d, h)
+
+
+def _combine(lw: Lowerer, e: Emit, op: ir.MoE, name: str, dn: str, route: str, rows: int,
+             fanout: Fanout) -> str:  # fmt: skip
+    """The experts' outputs back to each token's rank (ep from dp: all-to-all), weighed
+    and summed, and (folded) each replica's tokens reduce-scattered over the group."""
+    a, par, T = op.dtypes.activations, lw.par, lw.s.T
+    reps = par.expert_gather
+    if par.ep > 1 and not par.folded:  # and back to the token's own rank
         dn = lw.collective(
             e, f"{name}.combine.all_to_all", "all_to_all", rows * op.dim, a, dn, "ep",
             fanout,
@@ -109,33 +137,31 @@ def lower(lw: Lowerer, e: Emit, op: ir.MoE, name: str) -> None:
         out=reps * T * op.dim * bpe(a),
     )
     if reps > 1:  # each replica's tokens back, summed over the group's dp ranks
-        out = lw.collective(
-            e,
-            f"{name}.combine.reduce_scatter",
-            "reduce_scatter",
-            reps * T * op.dim,
-            a,
-            out,
-            "gather",
-        )
-    if op.shared_experts:  # run as one MLP of the shared experts' summed width
-        width = op.shared_experts * op.shared_d_ff // lw.tp
-        sh = lw.ffn(e, f"{name}.shared", op.dim, width, op.act, op.bias, d, x)
-        if op.shared_gate:  # sigmoid(x · w_gate) scales the shared experts' output
-            g = lw.gemm_node(e, f"{name}.shared_gate", gemm(T, 1, op.dim, False, d, a),
-                             (x,))  # fmt: skip
-            g = e.add(f"{name}.shared_gate.sigmoid", UnaryOp((T, 1), "sigmoid", a, a), (g,),
-                      out=T * bpe(a))  # fmt: skip
-            sh = e.add(f"{name}.shared_gate.mul",
-                       BinaryOp((T, op.dim), (T, 1), "mul", a, a, a), (sh, g),
-                       out=T * op.dim * bpe(a))  # fmt: skip
-        out = e.add(
-            f"{name}.shared_add",
-            BinaryOp((T, op.dim), (T, op.dim), "add", a, a, a),
-            (out, sh),
-            out=T * op.dim * bpe(a),
-        )
-    e.stream = lw.exit(e, name, op.dim, a, out)
+        out = lw.collective(e, f"{name}.combine.reduce_scatter", "reduce_scatter",
+                            reps * T * op.dim, a, out, "gather")  # fmt: skip
+    return out
+
+
+def _shared(lw: Lowerer, e: Emit, op: ir.MoE, name: str, x: str, out: str) -> str:
+    """The shared experts, run as one MLP of their summed width (its output scaled by
+    sigmoid(x · w_gate) where the model gates it), added to the routed experts'."""
+    d, T = op.dtypes, lw.s.T
+    a = d.activations
+    width = op.shared_experts * op.shared_d_ff // lw.tp
+    sh = lw.ffn(e, f"{name}.shared", op.dim, width, op.act, op.bias, d, x)
+    if op.shared_gate:
+        g = lw.gemm_node(e, f"{name}.shared_gate", gemm(T, 1, op.dim, False, d, a), (x,))
+        g = e.add(f"{name}.shared_gate.sigmoid", UnaryOp((T, 1), "sigmoid", a, a), (g,),
+                  out=T * bpe(a))  # fmt: skip
+        sh = e.add(f"{name}.shared_gate.mul",
+                   BinaryOp((T, op.dim), (T, 1), "mul", a, a, a), (sh, g),
+                   out=T * op.dim * bpe(a))  # fmt: skip
+    return e.add(
+        f"{name}.shared_add",
+        BinaryOp((T, op.dim), (T, op.dim), "add", a, a, a),
+        (out, sh),
+        out=T * op.dim * bpe(a),
+    )
 
 
 def _params(op: ir.MoE, tp: int, ep: int) -> tuple[int, int]:
