@@ -158,18 +158,62 @@ def search(
     one rank count are served at once by `jobs` worker processes or as Ray tasks
     (`executor`, `address`: executors.py), in order."""
     check_request(isl, osl, None, tpot, ttft)
-    if objective not in OBJECTIVES:
-        raise SpecError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}",
-                        filename="modelcost")  # fmt: skip
+    _check_objective(objective)
     spec, hw = as_spec(spec), as_hardware(hw)
     experts = has_experts(spec)
-    tried: list[tuple[Parallel, Serving]] = []
-    refused: list[str] = []
-    over: list[str] = []  # layouts beyond `max_devices`
+    top = MAX_SEARCH_TP if max_devices is None else min(MAX_SEARCH_TP, max_devices)
+    work = (spec, hw, isl, osl, tpot, ttft, engine, estimate, calibration, speculation,
+            moe_imbalance)  # fmt: skip
     # pipelines where tp alone fills the scale-up domain (not beside a --pp given, nor
     # with speculative decoding, which is modelled without them)
     piped = base.pp == 1 and speculation is None
-    top = MAX_SEARCH_TP if max_devices is None else min(MAX_SEARCH_TP, max_devices)
+    tried, refused = _try_ranks(work, base, experts, piped, top, max_devices,
+                                (jobs, executor, address))  # fmt: skip
+    what = f"{'layout' if experts else 'tensor-parallel size'} up to {top}"
+    if not tried:  # nothing to compare: an error, as `serve` on one layout says it
+        said = f"no {what} runs {spec.name} on {hw.title} with {isl:,} + {osl:,}-token requests"
+        raise SpecError(said, filename="modelcost", hint=group_reasons(refused))
+    pick = _pick(tried, objective, work)
+    return Search.trusted(
+        model=spec.name, model_title=spec.title, hardware=hw.name, hardware_title=hw.title,
+        isl=isl, osl=osl, tried=tuple(s for _, s in tried), refused=tuple(refused),
+        objective=objective, chosen=pick, points=_points([s for _, s in tried], pick, tpot, ttft),
+        **({"why": f"no {what} meets the targets"} if pick is None else {}),
+    )  # fmt: skip
+
+
+def _check_objective(objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise SpecError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}",
+                        filename="modelcost")  # fmt: skip
+
+
+def _pick(tried: list[tuple[Parallel, Serving]], objective: Objective,
+          work: tuple) -> Serving | None:  # fmt: skip
+    """The answer of the layout `objective` chooses (`_choose`), served again where
+    `latency` chose another concurrency than its figures were read at; None where no
+    layout meets the targets."""
+    tpot, ttft = work[4], work[5]
+    if (chosen := _choose(tried, objective, tpot, ttft)) is None:
+        return None
+    (par, served), n = chosen
+    if n == served.concurrency:
+        return served
+    spec, hw, isl, osl, *_, engine, estimate, calibration, speculation, imbalance = work
+    return serve(spec, hw, isl, osl, par, n, tpot, ttft, engine, estimate, calibration,
+                 speculation, imbalance)  # fmt: skip
+
+
+def _try_ranks(work: tuple, base: Parallel, experts: bool, piped: bool, top: int,
+               max_devices: int | None, run: tuple[int, Executor, str | None],
+               ) -> tuple[list[tuple[Parallel, Serving]], list[str]]:  # fmt: skip
+    """Each rank count's layouts served (1, 2, 4, … up to `top`; past the scale-up
+    domain only until one meets the targets), `run` = (jobs, executor, address): those
+    that ran, and why the others did not (those over `max_devices` said together)."""
+    hw: Hardware = work[1]
+    tried: list[tuple[Parallel, Serving]] = []
+    refused: list[str] = []
+    over: list[str] = []  # layouts beyond `max_devices`
     ranks = 1
     while ranks <= top:
         if ranks > hw.scaleup_domain and any(s.meets_targets for _, s in tried):
@@ -180,10 +224,7 @@ def search(
                 over.append(_named(par))
             else:
                 layouts.append(par)
-        work = (spec, hw, isl, osl, tpot, ttft, engine, estimate, calibration, speculation,
-                moe_imbalance)  # fmt: skip
-        answers = in_order(_serve_each, work, [[par] for par in layouts], jobs, executor,
-                           address)  # fmt: skip
+        answers = in_order(_serve_each, work, [[par] for par in layouts], *run)
         for par, answer in zip(layouts, answers, strict=True):
             if isinstance(answer, Serving):
                 tried.append((par, answer))
@@ -192,30 +233,7 @@ def search(
         ranks *= 2
     if over:
         refused.append(f"{' / '.join(over)}: over the budget of {max_devices:,} devices")
-    what = "layout" if experts else "tensor-parallel size"
-    if not tried:  # nothing to compare: an error, as `serve` on one layout says it
-        raise SpecError(
-            f"no {what} up to {top} runs {spec.name} on {hw.title} "
-            f"with {isl:,} + {osl:,}-token requests",
-            filename="modelcost",
-            hint=group_reasons(refused),
-        )
-    found = {"model": spec.name, "model_title": spec.title, "hardware": hw.name,
-             "hardware_title": hw.title, "isl": isl, "osl": osl,
-             "tried": tuple(s for _, s in tried), "refused": tuple(refused),
-             "objective": objective}  # fmt: skip
-    pick: Serving | None = None
-    if (chosen := _choose(tried, objective, tpot, ttft)) is not None:
-        (par, served), n = chosen
-        pick = served
-        if n != served.concurrency:  # latency: another concurrency
-            pick = serve(spec, hw, isl, osl, par, n, tpot, ttft, engine, estimate, calibration,
-                         speculation, moe_imbalance)  # fmt: skip
-    points = _points([s for _, s in tried], pick, tpot, ttft)
-    if pick is None:
-        why = f"no {what} up to {top} meets the targets"
-        return Search.trusted(**found, chosen=None, why=why, points=points)
-    return Search.trusted(**found, chosen=pick, points=points)
+    return tried, refused
 
 
 def _serve_each(work: tuple, layouts: list[Parallel]) -> list[Serving | str]:
