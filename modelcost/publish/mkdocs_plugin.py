@@ -239,93 +239,119 @@ class ModelcostPlugin(BasePlugin[ModelcostConfig]):
         return "\n".join(out + lines[done:])
 
     def _block(self, body: tuple[str, ...], src: str, fence: int) -> str:
-        from modelcost.analyses.diff import diff
-        from modelcost.render.formats import render_diff, render_markdown
-        from modelcost.render.view import build_view
         from modelcost.roofline.compile import compile_report
 
-        where = f"{src}:{fence}"
-        keys: dict[str, str] = {}
-        lines: dict[str, int] = {}  # the page line of each key
-        raws: dict[str, str] = {}  # and its text
-        for n, raw in enumerate(body, fence + 1):
-            text = raw.split("#", 1)[0].strip()
-            if not text:
-                continue
-            name, sep, value = text.partition(":")
-            name = name.strip()
-            if not sep or name not in BLOCK_KEYS:
-                keys_known = ", ".join(BLOCK_KEYS)
-                raise PluginError(
-                    f"{src}:{n}: modelcost block: expected `key: value` with a key of "
-                    f"{keys_known}, got {raw.strip()!r}"
-                )
-            if not value.strip():  # `hw:` alone would name mkdocs.yml's folder
-                raise PluginError(f"{src}:{n}: modelcost block: `{name}:` needs a value")
-            keys[name], lines[name], raws[name] = value.strip(), n, raw
-        show = keys.get("show", "report")
-        if show not in SHOWS:
-            at = f"{src}:{lines['show']}"
-            raise PluginError(f"{at}: show: {show!r} is not one of {', '.join(SHOWS)}")
-        if "spec" not in keys or "hw" not in keys:
-            raise PluginError(f"{where}: a modelcost block needs `spec:` and `hw:`")
-        if show == "diff" and "vs" not in keys:
-            raise PluginError(f"{where}: show: diff needs `vs: B.model`")
+        keys, lines, raws = _block_keys(body, src, fence)
+        show, phases = _block_checked(keys, lines, src, fence)
         hw = self._hardware(keys["hw"], src, lines["hw"], raws["hw"])
-
-        def ints(name: str) -> int | None:
-            if name not in keys:
-                return None
-            try:
-                value = int(keys[name].replace("_", ""))
-            except ValueError:
-                value = 0
-            if value <= 0:
-                at = f"{src}:{lines[name]}"
-                raise PluginError(f"{at}: {name}: {keys[name]!r} is not a positive whole number")
-            return value
-
-        phases = [p.strip() for p in keys.get("phase", "prefill,decode").split(",") if p.strip()]
-        bad = [p for p in phases if p not in Phase.__members__]
-        if bad or not phases:
-            at = f"{src}:{lines.get('phase', fence)}"
-            raise PluginError(f"{at}: phase: {', '.join(bad) or 'none'} is not one of "
-                              f"{', '.join(Phase)}")  # fmt: skip
-
-        if keys.get("estimate", DEFAULT_ESTIMATE) not in ESTIMATE_MODES:
-            raise PluginError(f"{src}:{lines['estimate']}: estimate: {keys['estimate']!r} is "
-                              f"not one of {', '.join(ESTIMATE_MODES)}")  # fmt: skip
-        if keys.get("engine", DEFAULT_ENGINE) not in ENGINES:
-            raise PluginError(f"{src}:{lines['engine']}: engine: {keys['engine']!r} is "
-                              f"not one of {', '.join(ENGINES)}")  # fmt: skip
         estimate, calibration = self._estimation(
             keys.get("estimate", DEFAULT_ESTIMATE), keys.get("calibrate"), hw
         )
         how = costing(estimate=estimate, calibration=calibration,
                       engine=keys.get("engine", DEFAULT_ENGINE))  # fmt: skip
 
+        def number(name: str) -> int | None:
+            return _block_int(keys, lines, src, name)
+
         def reports(path: str) -> list:
             spec = load_spec(self.root / path, root=self.confine)
-            batch, seq, context = ints("batch") or DEFAULT_BATCH, ints("seq"), ints("context")
-            asked = Workload(Phase(phases[0]), batch, seq, context)
+            batch = number("batch") or DEFAULT_BATCH
+            asked = Workload(Phase(phases[0]), batch, number("seq"), number("context"))
             check_reads([Phase(p) for p in phases], given_options(asked))
             return [compile_report(spec, hw, for_phase(replace(asked, phase=Phase(p))), how=how)
                     for p in phases]  # fmt: skip
 
         a = reports(keys["spec"])
-        if show == "diff":
-            b = reports(keys["vs"])
-            return _demote(render_diff(diff(a, b), "md", charts="inline", sides=(a, b)))
-        if show == "report":
-            return _demote(render_markdown(a, "inline"))
-        view = build_view(a)
-        if show == "summary":
-            return f"{view.summary.markdown()}\n\n{view.per_token.markdown()}\n"
-        tables = [f"**{p.heading}**\n\n{p.kinds.markdown()}" for p in view.phases]
-        return "\n\n".join(tables) + "\n"
+        return _shown(show, a, reports(keys["vs"]) if show == "diff" else None)
 
 
 def _demote(markdown: str) -> str:
     """A report inside a page: its headings one level down (only our headings start a
     line with `#`: user text is escaped)."""
     return re.sub(r"^(#{1,5}) ", r"#\1 ", markdown, flags=re.M)
+
+
+def _block_keys(body: tuple[str, ...], src: str,
+                fence: int) -> tuple[dict[str, str], dict[str, int], dict[str, str]]:  # fmt: skip
+    """A block's `key: value` lines (comments after `#`): each key's value, its page
+    line and its text; a line that is not one, or a key without a value, is an error
+    at its line."""
+    keys: dict[str, str] = {}
+    lines: dict[str, int] = {}  # the page line of each key
+    raws: dict[str, str] = {}  # and its text
+    for n, raw in enumerate(body, fence + 1):
+        text = raw.split("#", 1)[0].strip()
+        if not text:
+            continue
+        name, sep, value = text.partition(":")
+        name = name.strip()
+        if not sep or name not in BLOCK_KEYS:
+            keys_known = ", ".join(BLOCK_KEYS)
+            raise PluginError(
+                f"{src}:{n}: modelcost block: expected `key: value` with a key of "
+                f"{keys_known}, got {raw.strip()!r}"
+            )
+        if not value.strip():  # `hw:` alone would name mkdocs.yml's folder
+            raise PluginError(f"{src}:{n}: modelcost block: `{name}:` needs a value")
+        keys[name], lines[name], raws[name] = value.strip(), n, raw
+    return keys, lines, raws
+
+
+def _block_checked(keys: dict[str, str], lines: dict[str, int], src: str,
+                   fence: int) -> tuple[str, list[str]]:  # fmt: skip
+    """What a block shows and its phases, every key it needs given and every value one
+    of its choices; else an error at the key's line (the fence's where one is missing)."""
+    where = f"{src}:{fence}"
+    show = keys.get("show", "report")
+    if show not in SHOWS:
+        raise PluginError(f"{src}:{lines['show']}: show: {show!r} is not one of "
+                          f"{', '.join(SHOWS)}")  # fmt: skip
+    if "spec" not in keys or "hw" not in keys:
+        raise PluginError(f"{where}: a modelcost block needs `spec:` and `hw:`")
+    if show == "diff" and "vs" not in keys:
+        raise PluginError(f"{where}: show: diff needs `vs: B.model`")
+    phases = [p.strip() for p in keys.get("phase", "prefill,decode").split(",") if p.strip()]
+    bad = [p for p in phases if p not in Phase.__members__]
+    if bad or not phases:
+        at = f"{src}:{lines.get('phase', fence)}"
+        raise PluginError(f"{at}: phase: {', '.join(bad) or 'none'} is not one of "
+                          f"{', '.join(Phase)}")  # fmt: skip
+    if keys.get("estimate", DEFAULT_ESTIMATE) not in ESTIMATE_MODES:
+        raise PluginError(f"{src}:{lines['estimate']}: estimate: {keys['estimate']!r} is "
+                          f"not one of {', '.join(ESTIMATE_MODES)}")  # fmt: skip
+    if keys.get("engine", DEFAULT_ENGINE) not in ENGINES:
+        raise PluginError(f"{src}:{lines['engine']}: engine: {keys['engine']!r} is "
+                          f"not one of {', '.join(ENGINES)}")  # fmt: skip
+    return show, phases
+
+
+def _block_int(keys: dict[str, str], lines: dict[str, int], src: str, name: str) -> int | None:
+    """A count key's value (`1_024` as Python writes it), None when not given; not a
+    positive whole number is an error at its line."""
+    if name not in keys:
+        return None
+    try:
+        value = int(keys[name].replace("_", ""))
+    except ValueError:
+        value = 0
+    if value <= 0:
+        at = f"{src}:{lines[name]}"
+        raise PluginError(f"{at}: {name}: {keys[name]!r} is not a positive whole number")
+    return value
+
+
+def _shown(show: str, a: list, b: list | None) -> str:
+    """The block's Markdown: the report, its summary, its kinds, or the diff of a and b."""
+    from modelcost.analyses.diff import diff
+    from modelcost.render.formats import render_diff, render_markdown
+    from modelcost.render.view import build_view
+
+    if b is not None:
+        return _demote(render_diff(diff(a, b), "md", charts="inline", sides=(a, b)))
+    if show == "report":
+        return _demote(render_markdown(a, "inline"))
+    view = build_view(a)
+    if show == "summary":
+        return f"{view.summary.markdown()}\n\n{view.per_token.markdown()}\n"
+    tables = [f"**{p.heading}**\n\n{p.kinds.markdown()}" for p in view.phases]
+    return "\n\n".join(tables) + "\n"
