@@ -20,6 +20,7 @@ from modelcost.base.errors import SpecError
 from modelcost.base.record import Record
 from modelcost.estimate.costing import DEFAULT_COSTING, Costing
 from modelcost.estimate.kernels import serve
+from modelcost.ir.graph import OpGraph
 from modelcost.ir.report import (
     HardwareInfo,
     KernelChoice,
@@ -72,6 +73,26 @@ def _op_facts(op: OpRecord, hw: Hardware) -> _OpFacts:
     )
 
 
+def _backward(t: NodeTime, e: NodeEstimate | None) -> PassTiming | None:
+    """An op's backward pass as the report says it, where it has one."""
+    cn = t.costed
+    if t.back is None or cn.bwd is None:
+        return None
+    bc, bm, tb = t.back
+    estimated = e.backward if e is not None else None
+    return PassTiming.trusted(
+        flops=float(cn.bwd.flops),
+        bytes=float(cn.bwd.bytes),
+        intensity=_intensity(cn.bwd.flops, cn.bwd.bytes),
+        compute_s=bc,
+        memory_s=bm,
+        time_s=tb,
+        bound=_bound(bc, bm, cn.node.op.unit),
+        estimate_s=estimated.time_s if estimated is not None else None,
+        estimate_reason=estimated.reason if estimated is not None else None,
+    )
+
+
 def _op_entry(
     t: NodeTime,
     groups: dict,
@@ -86,20 +107,6 @@ def _op_entry(
     f = facts.get(op)
     if f is None:
         f = facts[op] = _op_facts(op, hw)
-    back = None
-    if t.back is not None and cn.bwd is not None:
-        bc, bm, tb = t.back
-        back = PassTiming.trusted(
-            flops=float(cn.bwd.flops),
-            bytes=float(cn.bwd.bytes),
-            intensity=_intensity(cn.bwd.flops, cn.bwd.bytes),
-            compute_s=bc,
-            memory_s=bm,
-            time_s=tb,
-            bound=_bound(bc, bm, op.unit),
-            estimate_s=e.backward.time_s if e is not None and e.backward is not None else None,
-            estimate_reason=e.backward.reason if e is not None and e.backward is not None else None,
-        )
     return OpEntry.trusted(
         name=n.name,
         layer=g.layers[0] if g is not None and g.layers else None,
@@ -125,7 +132,7 @@ def _op_entry(
         bound=_bound(t.compute_s, t.memory_s, op.unit),
         attained_flops=cn.fwd.flops / t.time_s if t.time_s else 0.0,
         kernel=f.kernel,
-        backward=back,
+        backward=_backward(t, e),
         total_time_s=t.total_s,
         share=t.total_s / busy if busy else 0.0,
         estimate_s=e.forward.time_s if e is not None else None,
@@ -149,8 +156,7 @@ def build_report(
     does not fit (compile.py finds a layout)."""
     peak, bandwidth = how.peak, how.bandwidth
     graph = costed.graph
-    w, shape, facts = graph.workload, graph.shape, graph.facts
-    par = shape.par
+    facts = graph.facts
     groups = {g.name: g for g in graph.groups}
     kept = _only_kinds(costed, only) if only is not None else None
     shared: dict[OpRecord, _OpFacts] = {}  # equal ops share their shape, dtypes, kernel
@@ -170,7 +176,6 @@ def build_report(
         ]
     else:
         ops = [_op_entry(t, groups, hw, busy, None, shared) for t in times]
-    main_peak, main_precision = matrix_peak(graph, hw, peak)
     return Report.trusted(
         model=ModelInfo.trusted(
             name=facts.name,
@@ -179,44 +184,58 @@ def build_report(
             params_active=facts.params_active,
             params_device=facts.device_dense + facts.device_experts,
         ),
-        hardware=HardwareInfo.trusted(
-            name=hw.name,
-            title=hw.title,
-            vendor=hw.vendor,
-            arch=hw.arch,
-            peak=peak,
-            bandwidth=bandwidth,
-            memory_bandwidth=hw.bandwidth(bandwidth),
-            memory_capacity=hw.capacity,
-            memory_basis=hw.capacity_basis,
-            scaleup_bandwidth=hw.scaleup_per_direction,
-            scaleup_domain=hw.scaleup_domain,
-            scaleout_bandwidth=hw.scaleout_bandwidth,
-            knee=main_peak / hw.bandwidth(bandwidth),
-            knee_precision=main_precision,
-        ),
-        workload=WorkloadInfo.trusted(
-            phase=w.phase.value,
-            batch=shape.batch,
-            seq=shape.seq,
-            context=shape.n_kv,
-            logits=None if shape.decode else ("all" if shape.logits_all else "last"),
-            tokens=shape.T_job,
-            prefix=shape.prefix,
-            chunk=shape.chunk,
-            prompt=shape.prompt,
-            streams=dict(shape.streams),
-            joined=shape.joined,
-            label=shape.label,
-            conventions=costed.conventions.value,
-            layout=_layout_info(par),
-        ),
+        hardware=_hardware_info(graph, hw, how),
+        workload=_workload_info(costed),
         totals=tot,
         layers=_layers(ops, times, graph, share),
         kinds=_kinds(ops, times, share),
         kernels=_kernels(ops, share),
         ops=tuple(ops),
         notes=graph.notes,
+    )
+
+
+def _hardware_info(graph: OpGraph, hw: Hardware, how: Costing) -> HardwareInfo:
+    """The target as the report says it: its figures at the peaks `how` reads, and the
+    knee of the graph's main matrix precision."""
+    peak, bandwidth = how.peak, how.bandwidth
+    main_peak, main_precision = matrix_peak(graph, hw, peak)
+    return HardwareInfo.trusted(
+        name=hw.name,
+        title=hw.title,
+        vendor=hw.vendor,
+        arch=hw.arch,
+        peak=peak,
+        bandwidth=bandwidth,
+        memory_bandwidth=hw.bandwidth(bandwidth),
+        memory_capacity=hw.capacity,
+        memory_basis=hw.capacity_basis,
+        scaleup_bandwidth=hw.scaleup_per_direction,
+        scaleup_domain=hw.scaleup_domain,
+        scaleout_bandwidth=hw.scaleout_bandwidth,
+        knee=main_peak / hw.bandwidth(bandwidth),
+        knee_precision=main_precision,
+    )
+
+
+def _workload_info(costed: CostedGraph) -> WorkloadInfo:
+    """The workload as lowered: its token geometry, conventions and layout."""
+    w, shape = costed.graph.workload, costed.graph.shape
+    return WorkloadInfo.trusted(
+        phase=w.phase.value,
+        batch=shape.batch,
+        seq=shape.seq,
+        context=shape.n_kv,
+        logits=None if shape.decode else ("all" if shape.logits_all else "last"),
+        tokens=shape.T_job,
+        prefix=shape.prefix,
+        chunk=shape.chunk,
+        prompt=shape.prompt,
+        streams=dict(shape.streams),
+        joined=shape.joined,
+        label=shape.label,
+        conventions=costed.conventions.value,
+        layout=_layout_info(shape.par),
     )
 
 
