@@ -244,6 +244,59 @@ def for_phase(w: Workload) -> Workload:
                    context=None if "context" in unread else w.context, parallel=layout)  # fmt: skip
 
 
+def _sequence(spec: ir.Spec, w: Workload, patch: ir.PatchEmbed | None, limit: int | None,
+              notes: list[str]) -> int:  # fmt: skip
+    """The sequence length: as given, else the default within the learned positions
+    (`limit`), noted; a model with a patch embedding takes its image's tokens, and
+    another length given is an error."""
+    S = w.seq
+    if S is None:  # decode reads no sequence length: its note would say nothing true
+        said = [] if w.phase is Phase.decode else notes
+        S = _default_length("sequence length", DEFAULT_SEQ, limit, spec, said)
+    if patch is None:
+        return S
+    image_tokens = patch.tokens
+    if w.seq is not None and w.seq != image_tokens:
+        raise SpecError(
+            f"`{spec.name}` takes its sequence length from its image: {image_tokens} "
+            f"tokens, not seq {w.seq}",
+            filename="modelcost",
+            hint="leave --seq out for a model with a patch embedding",
+        )
+    notes.append(
+        f"sequence length {image_tokens} is set by the image: ({patch.image}/{patch.patch})² "
+        "patches" + (" + 1 class token" if patch.cls_token else "")
+    )
+    return image_tokens
+
+
+def _check_splits(spec: ir.Spec, w: Workload, S: int) -> None:
+    """The layout's splits of the work, checked: the interleaved schedule (not for
+    decode), each layer's sharding and the batch's split (check_layout), context
+    parallelism's split of the sequence (not for decode)."""
+    par = w.parallel
+    if par.vpp > 1 and w.phase is Phase.decode:  # Megatron's schedules run forward-only
+        raise refuse(  # too (prefill, evaluation); no serving engine interleaves a decode
+            f"--vpp {par.vpp} interleaves Megatron-LM's pipeline schedule (training, or a "
+            "forward-only prefill); a serving engine's decode runs no such schedule",
+            "leave --vpp at 1 for decode",
+        )
+    check_layout(spec, par, w.batch)
+    if par.cp > 1:
+        if w.phase is Phase.decode:
+            raise SpecError(
+                "context parallelism splits a sequence's tokens: decode has one per sequence",
+                filename="modelcost",
+                hint="use --tp or --dp for decode",
+            )
+        if S % par.cp:
+            raise SpecError(
+                f"--cp {par.cp} does not divide the sequence length {S}",
+                filename="modelcost",
+                hint=f"use a sequence length that is a multiple of {par.cp}",
+            )
+
+
 def workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
     check_reads((w.phase,), given_options(w), w.parallel.weight_copies)
     notes: list[str] = []
@@ -255,24 +308,7 @@ def workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             hint="use --phase prefill (a forward pass) or train",
         )
     limit = positions.positions if positions is not None else None
-    S = w.seq
-    if S is None:  # decode reads no sequence length: its note would say nothing true
-        said = [] if w.phase is Phase.decode else notes
-        S = _default_length("sequence length", DEFAULT_SEQ, limit, spec, said)
-    if patch is not None:
-        image_tokens = patch.tokens
-        if w.seq is not None and w.seq != image_tokens:
-            raise SpecError(
-                f"`{spec.name}` takes its sequence length from its image: {image_tokens} "
-                f"tokens, not seq {w.seq}",
-                filename="modelcost",
-                hint="leave --seq out for a model with a patch embedding",
-            )
-        S = image_tokens
-        notes.append(
-            f"sequence length {S} is set by the image: ({patch.image}/{patch.patch})² patches"
-            + (" + 1 class token" if patch.cls_token else "")
-        )
+    S = _sequence(spec, w, patch, limit, notes)
     if w.context is not None:
         context = w.context
     elif w.phase is Phase.decode:
@@ -288,27 +324,8 @@ def workload_shape(spec: ir.Spec, w: Workload) -> tuple[Shape, list[str]]:
             hint=f"use at most {positions.positions}",
         )
     par = w.parallel
-    if par.vpp > 1 and w.phase is Phase.decode:  # Megatron's schedules run forward-only
-        raise refuse(  # too (prefill, evaluation); no serving engine interleaves a decode
-            f"--vpp {par.vpp} interleaves Megatron-LM's pipeline schedule (training, or a "
-            "forward-only prefill); a serving engine's decode runs no such schedule",
-            "leave --vpp at 1 for decode",
-        )
-    check_layout(spec, par, w.batch)
+    _check_splits(spec, w, S)
     B = w.batch // par.dp // par.microbatches  # sequences per microbatch of a replica
-    if par.cp > 1:
-        if w.phase is Phase.decode:
-            raise SpecError(
-                "context parallelism splits a sequence's tokens: decode has one per sequence",
-                filename="modelcost",
-                hint="use --tp or --dp for decode",
-            )
-        if S % par.cp:
-            raise SpecError(
-                f"--cp {par.cp} does not divide the sequence length {S}",
-                filename="modelcost",
-                hint=f"use a sequence length that is a multiple of {par.cp}",
-            )
     prompt = _serving_extras(spec, w)
     streams, joins = _stream_lengths(spec, w)
     S += sum(n for _, n in joins)  # image tokens join the text
@@ -376,35 +393,40 @@ def _stream_lengths(
             hint="use --tp, --dp and --ep with encoder-decoder and multimodal models",
         )
     given = dict(w.streams)
-    lengths: list[tuple[str, int]] = []
-    for st in own.values():
-        n = given.get(st.name, st.length)
-        fixed = _fixed_length(st)
-        if fixed and n != st.length:
-            raise SpecError(
-                f"stream `{st.name}` of `{spec.name}` takes its length from its {fixed}: "
-                f"{st.length} tokens, not {n}",
-                filename="modelcost",
-                hint=f"leave --stream {st.name} out",
-            )
-        positions = next((op.positions for op, _ in walk(st.body)
-                          if isinstance(op, ir.PositionEmbedding)), None)  # fmt: skip
-        if positions is not None and n > positions:
-            raise SpecError(
-                f"stream `{st.name}` of `{spec.name}` has {positions} learned positions, "
-                f"fewer than its length {n}",
-                filename="modelcost",
-                hint=f"--stream {st.name}={positions} at most",
-            )
-        if n < st.joins:
-            raise SpecError(
-                f"stream `{st.name}` joins {st.joins} tokens: its length {n} is shorter",
-                filename="modelcost",
-                hint=f"--stream {st.name}={st.joins} at least",
-            )
-        lengths.append((st.name, n))
+    lengths = tuple((st.name, _stream_length(spec, st, given.get(st.name, st.length)))
+                    for st in own.values())  # fmt: skip
     joins = tuple((st.name, st.joins) for st in own.values() if st.joins)
-    return tuple(lengths), joins
+    return lengths, joins
+
+
+def _stream_length(spec: ir.Spec, st: ir.Stream, n: int) -> int:
+    """Stream `st`'s length `n`, checked: a fixed length (a tower's image, an audio
+    window) not changed, within its learned positions, no shorter than the tokens it
+    joins."""
+    fixed = _fixed_length(st)
+    if fixed and n != st.length:
+        raise SpecError(
+            f"stream `{st.name}` of `{spec.name}` takes its length from its {fixed}: "
+            f"{st.length} tokens, not {n}",
+            filename="modelcost",
+            hint=f"leave --stream {st.name} out",
+        )
+    positions = next((op.positions for op, _ in walk(st.body)
+                      if isinstance(op, ir.PositionEmbedding)), None)  # fmt: skip
+    if positions is not None and n > positions:
+        raise SpecError(
+            f"stream `{st.name}` of `{spec.name}` has {positions} learned positions, "
+            f"fewer than its length {n}",
+            filename="modelcost",
+            hint=f"--stream {st.name}={positions} at most",
+        )
+    if n < st.joins:
+        raise SpecError(
+            f"stream `{st.name}` joins {st.joins} tokens: its length {n} is shorter",
+            filename="modelcost",
+            hint=f"--stream {st.name}={st.joins} at least",
+        )
+    return n
 
 
 @per_object
