@@ -47,7 +47,6 @@ from modelcost.base.resources import kernel_table
 from modelcost.base.settings import (
     DEFAULT_OBJECTIVE,
     DEFAULT_SERVE_ESTIMATE,
-    OBJECTIVES,
     EstimateMode,
     Objective,
     estimate_mode,
@@ -61,7 +60,7 @@ from .pools import Pool, Pools
 from .scenario import Scenario, fitting
 from .serving import largest_meeting
 from .serving_records import STATIC, Binds, Bound, Engine, Room, check_request
-from .serving_search import choice_key, has_experts, search_layouts
+from .serving_search import check_objective, choice_key, has_experts, search_layouts
 
 if TYPE_CHECKING:
     from modelcost.estimate.calibration import Calibration
@@ -442,6 +441,61 @@ def _best_counts(pre: _Prefill, dec: _Decode, budget: int, request_bytes: float,
     return None if best is None else (int(best[2]), int(best[3]))
 
 
+def _pools_alone(work: tuple, devices: int, objective: Objective, tpot: float | None,
+                 refused: list[str]) -> tuple[list[_Prefill], list[_Decode], float]:  # fmt: skip
+    """Each candidate layout (`work` = spec, hw, isl, osl, engine, estimate mode,
+    calibration, imbalance) as one prefill and one decode instance: those that run, a
+    request's KV cache, and why the others do not (added to `refused`)."""
+    spec, hw, isl, osl, engine, mode, calibration, moe_imbalance = work
+    prefills: list[_Prefill] = []
+    decodes: list[_Decode] = []
+    request_bytes = 0.0
+    for par in candidate_layouts(spec, hw):
+        if par.devices > devices - 1:
+            break
+        pools = Pools(prefill=Pool(count=1, parallel=par), decode=Pool(count=1, parallel=par))
+        sc_p, sc_d = _scenarios(spec, hw, pools, isl, osl, engine, mode, calibration,
+                                moe_imbalance)  # fmt: skip
+        try:
+            prefills.append(_Prefill(sc_p))
+            request_bytes = request_cache(sc_p)
+        except SpecError as err:
+            refused.append(f"prefill {par.label or 'tp 1'}: {err.message}")
+        try:
+            n, room = _decode_pick(sc_d, 1 if objective == "latency" else None, tpot)
+            decodes.append(_Decode(sc_d, n, room))
+        except SpecError as err:
+            refused.append(f"decode {par.label or 'tp 1'}: {err.message}")
+    return prefills, decodes, request_bytes
+
+
+def _pairs(prefills: list[_Prefill], decodes: list[_Decode], devices: int,
+           request_bytes: float, targets: tuple[float | None, float | None, Objective],
+           refused: list[str]) -> list[Disaggregated]:  # fmt: skip
+    """Every pair of a prefill and a decode layout at its best counts within `devices`
+    (`targets` = tpot, ttft, objective); the pairs over the budget said in one line of
+    `refused`."""
+    tpot, ttft, objective = targets
+    tried: list[Disaggregated] = []
+    over: list[str] = []  # pairs whose one instance each is already over the budget
+    for pre in prefills:
+        for dec in decodes:
+            n_p, n_d = pre.sc.par.devices, dec.sc.par.devices
+            if n_p + n_d > devices:
+                over.append(f"{pre.sc.par.label or 'tp 1'} : {dec.sc.par.label or 'tp 1'}")
+                continue
+            counts = _best_counts(pre, dec, devices, request_bytes, ttft, objective)
+            if counts is None:  # no counts meet TTFT: the smallest pair, and why
+                counts = (1, 1)
+            tried.append(_combine(pre, dec, counts, request_bytes, tpot, ttft))
+    if over:
+        refused.append(
+            f"{len(over):,} pair{'s' if len(over) > 1 else ''} of pool layouts over "
+            f"the budget of {devices} devices (one instance each), e.g. {over[0]}"
+        )
+    return tried
+
+
 def search_disagg(
     spec: ir.Spec | str | Path,
     hw: Hardware | str | Path,
@@ -463,52 +517,16 @@ def search_disagg(
     (the lowest TPOT it can give)."""
     check_request(isl, osl, None, tpot, ttft)
     _check_engine(engine)
-    if objective not in OBJECTIVES:
-        raise SpecError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}",
-                        filename="modelcost")  # fmt: skip
+    check_objective(objective)
     if not 2 <= devices <= MAX_DEVICES:
         raise SpecError(f"the device budget must be 2 to {MAX_DEVICES:,} (a prefill and a "
                         f"decode device at least), got {devices}", filename="modelcost",
                         hint="--devices N")  # fmt: skip
     spec, hw = as_spec(spec), as_hardware(hw)
-    mode = estimate_mode(estimate)
+    work = (spec, hw, isl, osl, engine, estimate_mode(estimate), calibration, moe_imbalance)
     refused: list[str] = []
-    prefills: list[_Prefill] = []
-    decodes: list[_Decode] = []
-    request_bytes = 0.0
-    for par in candidate_layouts(spec, hw):
-        if par.devices > devices - 1:
-            break
-        pools = Pools(prefill=Pool(count=1, parallel=par), decode=Pool(count=1, parallel=par))
-        sc_p, sc_d = _scenarios(spec, hw, pools, isl, osl, engine, mode, calibration,
-                                moe_imbalance)  # fmt: skip
-        try:
-            prefills.append(_Prefill(sc_p))
-            request_bytes = request_cache(sc_p)
-        except SpecError as err:
-            refused.append(f"prefill {par.label or 'tp 1'}: {err.message}")
-        try:
-            n, room = _decode_pick(sc_d, 1 if objective == "latency" else None, tpot)
-            decodes.append(_Decode(sc_d, n, room))
-        except SpecError as err:
-            refused.append(f"decode {par.label or 'tp 1'}: {err.message}")
-    tried: list[Disaggregated] = []
-    over: list[str] = []  # pairs whose one instance each is already over the budget
-    for pre in prefills:
-        for dec in decodes:
-            n_p, n_d = pre.sc.par.devices, dec.sc.par.devices
-            if n_p + n_d > devices:
-                over.append(f"{pre.sc.par.label or 'tp 1'} : {dec.sc.par.label or 'tp 1'}")
-                continue
-            counts = _best_counts(pre, dec, devices, request_bytes, ttft, objective)
-            if counts is None:  # no counts meet TTFT: the smallest pair, and why
-                counts = (1, 1)
-            tried.append(_combine(pre, dec, counts, request_bytes, tpot, ttft))
-    if over:
-        refused.append(
-            f"{len(over):,} pair{'s' if len(over) > 1 else ''} of pool layouts over "
-            f"the budget of {devices} devices (one instance each), e.g. {over[0]}"
-        )
+    prefills, decodes, request_bytes = _pools_alone(work, devices, objective, tpot, refused)
+    tried = _pairs(prefills, decodes, devices, request_bytes, (tpot, ttft, objective), refused)
     if not tried:
         raise SpecError(
             f"no pair of pool layouts runs {spec.name} on {hw.title} within {devices} "

@@ -158,7 +158,7 @@ def search(
     one rank count are served at once by `jobs` worker processes or as Ray tasks
     (`executor`, `address`: executors.py), in order."""
     check_request(isl, osl, None, tpot, ttft)
-    _check_objective(objective)
+    check_objective(objective)
     spec, hw = as_spec(spec), as_hardware(hw)
     experts = has_experts(spec)
     top = MAX_SEARCH_TP if max_devices is None else min(MAX_SEARCH_TP, max_devices)
@@ -182,7 +182,8 @@ def search(
     )  # fmt: skip
 
 
-def _check_objective(objective: str) -> None:
+def check_objective(objective: str) -> None:
+    """An objective the searches know, else a SpecError naming them."""
     if objective not in OBJECTIVES:
         raise SpecError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}",
                         filename="modelcost")  # fmt: skip
