@@ -249,27 +249,10 @@ def simulate(
     _check(rate, requests, seed)
     one_batch(parallel, "serve it without --rate (a pipeline's figures, static batches)")
     spec, hw = as_spec(spec), as_hardware(hw)
-    mode = estimate_mode(estimate)
-    # the memory's limit alone, as the engine keeps it: serve's, without a budget
-    memory = Scenario(spec, hw, parallel, isl, osl, replace(engine, budget=0))
-    room = fitting(memory)
-    fit = room.most
-    if concurrency is not None and concurrency > fit:
-        raise SpecError(f"--concurrency {concurrency:,}: at most {room.said}",
-                        filename="modelcost")  # fmt: skip
-    most = concurrency or fit
-    if engine.budget:  # a step decodes every running sequence: the budget must hold them
-        most = min(most, engine.budget)
-    sc = Scenario(spec, hw, parallel, isl, osl, engine, mode, calibration,
-                   moe_imbalance=moe_imbalance)  # fmt: skip
-    try:  # a step carries prompts beside its decodes: the model must have such a step
-        sc.decode(1, isl + osl, sc.new, timed=True)
-    except SpecError as err:
-        raise SpecError(
-            f"--rate runs prompts beside decodes in one step, and {err.message}",
-            filename="modelcost",
-            hint="serve it without --rate (static batches)",
-        ) from None
+    most = _max_running(spec, hw, parallel, isl, osl, engine, concurrency)
+    sc = Scenario(spec, hw, parallel, isl, osl, engine, estimate_mode(estimate), calibration,
+                  moe_imbalance=moe_imbalance)  # fmt: skip
+    _check_mixed_step(sc, isl + osl)
     arrivals = poisson(rate / parallel.dp, requests, seed)
 
     def figures(bound: bool) -> tuple[Latencies, Trace]:
@@ -278,8 +261,6 @@ def simulate(
         return latencies(trace, osl, parallel.dp), trace
 
     head, trace = figures(False)
-    bound = figures(True)[0] if sc.kernels else head
-    note = cap_note(trace, head.finished, requests)
     return Arrivals.trusted(
         model=spec.name,
         model_title=spec.title,
@@ -298,6 +279,31 @@ def simulate(
         budget=engine.budget,
         estimate="kernels" if sc.kernels else "roofline",
         figures=head,
-        bound=bound,
-        note=note,
+        bound=figures(True)[0] if sc.kernels else head,
+        note=cap_note(trace, head.finished, requests),
     )
+
+
+def _check_mixed_step(sc: Scenario, length: int) -> None:
+    """A step carries prompts beside its decodes: the model must have such a step."""
+    try:
+        sc.decode(1, length, sc.new, timed=True)
+    except SpecError as err:
+        raise SpecError(
+            f"--rate runs prompts beside decodes in one step, and {err.message}",
+            filename="modelcost",
+            hint="serve it without --rate (static batches)",
+        ) from None
+
+
+def _max_running(spec: ir.Spec, hw: Hardware, parallel: Parallel, isl: int, osl: int,
+                 engine: Engine, concurrency: int | None) -> int:  # fmt: skip
+    """The sequences a replica runs at most: `concurrency`, or the most its memory holds
+    as the engine keeps it (serve's limit, without a budget), and no more than the
+    token budget, since a step decodes every running sequence."""
+    room = fitting(Scenario(spec, hw, parallel, isl, osl, replace(engine, budget=0)))
+    if concurrency is not None and concurrency > room.most:
+        raise SpecError(f"--concurrency {concurrency:,}: at most {room.said}",
+                        filename="modelcost")  # fmt: skip
+    most = concurrency or room.most
+    return min(most, engine.budget) if engine.budget else most
