@@ -300,6 +300,35 @@ def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
     (hw,) = tree.children
     name_tok, *entries = hw.children
     top = [e for e in entries if e.data == "field"]
+    sections = _sections(reader, entries)
+    values = reader.fields(top, TOP_FIELDS, "hardware")
+    _check_top(reader, top, values)
+    tables = {}
+    for sname in SECTIONS:
+        allowed = dict.fromkeys(PRECISIONS, "compute")
+        if sname == "achievable":
+            allowed |= ACHIEVABLE_EXTRA
+        body = sections[sname].children[1:] if sname in sections else []
+        tables[sname] = reader.fields(body, allowed, sname)
+    _check_complete(reader, name_tok, values, tables, sections)
+    ach = tables["achievable"]
+    # every value typed and range-checked by the reader above: no second validation
+    achievable = Achievable.trusted(
+        matrix={k: v for k, v in ach.items() if k in PRECISIONS},
+        memory_bandwidth=ach.get("memory_bandwidth"),
+        source=ach.get("source", ""),
+    )
+    return Hardware.trusted(
+        name=str(name_tok),
+        matrix=tables["matrix"],
+        vector=tables["vector"],
+        achievable=achievable,
+        **values,
+    )
+
+
+def _sections(reader: _Reader, entries: list[Any]) -> dict[str, Any]:
+    """The file's sections by name, each known and given once."""
     sections: dict[str, Any] = {}
     for e in entries:
         if e.data == "section":
@@ -310,7 +339,12 @@ def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
             if sname in sections:
                 raise reader.error(f"section `{sname}` appears twice", e.children[0])
             sections[sname] = e
-    values = reader.fields(top, TOP_FIELDS, "hardware")
+    return sections
+
+
+def _check_top(reader: _Reader, top: list[Any], values: dict[str, Any]) -> None:
+    """The top-level fields that depend on each other: a memory source says where a
+    reported memory comes from; the in-switch reduction is one the file can name."""
     if "memory_source" in values and "memory_reported" not in values:
         node = next(f for f in top if str(f.children[0]) == "memory_source")
         raise reader.error(
@@ -329,13 +363,17 @@ def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
             did_you_mean(str(reduction), IN_SWITCH_REDUCTIONS)
             or '"nvls" where the scale-up switch reduces (NVLink SHARP), else "none"',
         )
-    tables = {}
-    for sname in SECTIONS:
-        allowed = dict.fromkeys(PRECISIONS, "compute")
-        if sname == "achievable":
-            allowed |= ACHIEVABLE_EXTRA
-        body = sections[sname].children[1:] if sname in sections else []
-        tables[sname] = reader.fields(body, allowed, sname)
+
+
+def _check_complete(
+    reader: _Reader,
+    name_tok: Any,
+    values: dict[str, Any],
+    tables: dict[str, dict[str, Any]],
+    sections: dict[str, Any],
+) -> None:
+    """Every required field and the matrix and vector sections given; fp32 among the
+    vector rates."""
     required = [f for f in TOP_FIELDS if f not in OPTIONAL]
     missing = [f for f in required if f not in values]
     for sname in ("matrix", "vector"):
@@ -349,17 +387,3 @@ def parse_hardware(text: str, filename: str = "<string>") -> Hardware:
     if "fp32" not in tables["vector"]:
         node = sections["vector"].children[0] if "vector" in sections else name_tok
         raise reader.error("the `vector` section needs `fp32`", node)
-    ach = tables["achievable"]
-    # every value typed and range-checked by the reader above: no second validation
-    achievable = Achievable.trusted(
-        matrix={k: v for k, v in ach.items() if k in PRECISIONS},
-        memory_bandwidth=ach.get("memory_bandwidth"),
-        source=ach.get("source", ""),
-    )
-    return Hardware.trusted(
-        name=str(name_tok),
-        matrix=tables["matrix"],
-        vector=tables["vector"],
-        achievable=achievable,
-        **values,
-    )
