@@ -183,6 +183,32 @@ def _curve(sc: Scenario, most: int) -> tuple[CurvePoint, ...]:
     )
 
 
+def _bound(sc: Scenario, n: int) -> Bound:
+    """The same figures at the roofline: the bound beside the estimate."""
+    isl, osl = sc.isl, sc.osl
+    b_tpot, b_first, b_out = sc.tpot(n, bound=True), sc.ttft(n, bound=True), sc.output_rate(n, True)
+    return Bound.trusted(
+        ttft_s=b_first,
+        ttft_worst_s=sc.ttft(n, bound=True, worst=True),
+        tpot_s=b_tpot,
+        latency_s=b_first + osl * b_tpot,
+        output_tokens_per_s=b_out,
+        total_tokens_per_s=b_out * (isl + osl) / osl,
+        output_tokens_per_s_device=b_out / sc.par.devices,
+    )
+
+
+def _held(sc: Scenario, n: int) -> tuple[float, float]:
+    """(the memory a device holds with `n` sequences at their full length, its
+    capacity): with a draft, its weights and cache and any larger activations too."""
+    at_full = sc.decode(n, sc.isl + sc.osl).memory
+    memory = at_full.total
+    if sc.draft is not None:
+        d = sc.draft_decode(n, sc.isl + sc.osl).memory
+        memory += d.weights + d.kv_cache + max(d.activations - at_full.activations, 0.0)
+    return memory, at_full.capacity
+
+
 def _figures(
     sc: Scenario,
     room: Room,
@@ -195,21 +221,7 @@ def _figures(
     par, isl, osl = sc.par, sc.isl, sc.osl
     tpot, first, worst = sc.tpot(n), sc.ttft(n), sc.ttft(n, worst=True)
     out = sc.output_rate(n)
-    b_tpot, b_first, b_out = sc.tpot(n, bound=True), sc.ttft(n, bound=True), sc.output_rate(n, True)
-    bound = Bound.trusted(
-        ttft_s=b_first,
-        ttft_worst_s=sc.ttft(n, bound=True, worst=True),
-        tpot_s=b_tpot,
-        latency_s=b_first + osl * b_tpot,
-        output_tokens_per_s=b_out,
-        total_tokens_per_s=b_out * (isl + osl) / osl,
-        output_tokens_per_s_device=b_out / par.devices,
-    )
-    at_full = sc.decode(n, isl + osl).memory
-    memory = at_full.total
-    if sc.draft is not None:  # the draft's weights and cache, and any larger activations
-        d = sc.draft_decode(n, isl + osl).memory
-        memory += d.weights + d.kv_cache + max(d.activations - at_full.activations, 0.0)
+    memory, capacity = _held(sc, n)
     return Serving.trusted(
         model=sc.spec.name,
         model_title=sc.spec.title,
@@ -240,10 +252,10 @@ def _figures(
         total_tokens_per_s=out * (isl + osl) / osl,
         output_tokens_per_s_device=out / par.devices,
         estimate="kernels" if sc.kernels else "roofline",
-        bound=bound,
+        bound=_bound(sc, n),
         memory=memory,
-        capacity=at_full.capacity,
-        fits=memory <= at_full.capacity,
+        capacity=capacity,
+        fits=memory <= capacity,
         kv_per_sequence=room.per_sequence,
         meets_targets=met,
         why=why,
