@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import modelcost.language.spec as ir
@@ -234,12 +234,7 @@ def search_training(
     attention's exchange); `full` hides them all as far as the compute lasts. `grads`:
     the gradients' dtype (graph.Parallel.grads). The layouts are priced by `jobs`
     worker processes or as Ray tasks (`executor`, `address`: executors.py), in order."""
-    if not 1 <= devices <= MAX_DEVICES:
-        raise SpecError(f"--devices must be from 1 to {MAX_DEVICES:,}, got {devices:,}",
-                        filename="modelcost")  # fmt: skip
-    if global_batch < 1 or seq < 1 or not micro_batches or min(micro_batches) < 1:
-        raise SpecError("--global-batch, --seq and --micro-batch must be positive",
-                        filename="modelcost")  # fmt: skip
+    _check_search(devices, global_batch, seq, micro_batches)
     spec, hw = as_spec(spec), as_hardware(hw)
     layouts = list(candidate_layouts(devices, global_batch, hw.scaleup_domain,
                                      tuple(sorted(set(micro_batches))), has_experts(spec),
@@ -255,17 +250,7 @@ def search_training(
     how = costing(estimate=estimate)
     work = (spec, hw, global_batch, seq, how)
     chunks = [layouts[i : i + 64] for i in range(0, len(layouts), 64)]
-    rows: list[TrainingLayout] = []
-    refused: Counter[str] = Counter()
-    too_big = 0
-    for answer in in_order(_price, work, chunks, jobs, executor, address):
-        if isinstance(answer, TrainingLayout):
-            rows.append(answer)
-        elif answer is None:
-            too_big += 1
-        else:
-            refused[_reason(answer)] += 1
-    rows.sort(key=lambda r: (-r.rank, r.memory_bytes, r.layout))
+    rows, refused, too_big = _tally(in_order(_price, work, chunks, jobs, executor, address))
     return TrainingSearch(
         model=spec.name,
         model_title=spec.title,
@@ -276,7 +261,35 @@ def search_training(
         seq=seq,
         estimated=how.estimated,
         tried=len(layouts),
-        layouts=tuple(rows),
-        refused=tuple(sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))),
+        layouts=rows,
+        refused=refused,
         too_big=too_big,
     )
+
+
+def _check_search(devices: int, global_batch: int, seq: int,
+                  micro_batches: tuple[int, ...]) -> None:  # fmt: skip
+    if not 1 <= devices <= MAX_DEVICES:
+        raise SpecError(f"--devices must be from 1 to {MAX_DEVICES:,}, got {devices:,}",
+                        filename="modelcost")  # fmt: skip
+    if global_batch < 1 or seq < 1 or not micro_batches or min(micro_batches) < 1:
+        raise SpecError("--global-batch, --seq and --micro-batch must be positive",
+                        filename="modelcost")  # fmt: skip
+
+
+def _tally(answers: Iterable[TrainingLayout | str | None],
+           ) -> tuple[tuple[TrainingLayout, ...], tuple[tuple[str, int], ...], int]:  # fmt: skip
+    """The layouts that fit, best first; why the others were refused, with how many
+    each reason refused (the most first); and how many do not fit."""
+    rows: list[TrainingLayout] = []
+    refused: Counter[str] = Counter()
+    too_big = 0
+    for answer in answers:
+        if isinstance(answer, TrainingLayout):
+            rows.append(answer)
+        elif answer is None:
+            too_big += 1
+        else:
+            refused[_reason(answer)] += 1
+    rows.sort(key=lambda r: (-r.rank, r.memory_bytes, r.layout))
+    return tuple(rows), tuple(sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))), too_big
