@@ -233,6 +233,17 @@ def _layout_curve(
     return curve, sc.kernels
 
 
+def _on_front(done: list[Curve]) -> tuple[Curve, ...]:
+    """The curves with each point marked where it is on the Pareto front of them all
+    (throughput per device against tokens/s per user)."""
+    every = [(p.output_tokens_per_s_device, p.output_tokens_per_s_user or 0.0)
+             for c in done for p in c.points]  # fmt: skip
+    front = iter(pareto_front(every))
+    return tuple(c.model_copy(update={"points": tuple(p.model_copy(update={"front": next(front)})
+                                                      for p in c.points)})
+                 for c in done)  # fmt: skip
+
+
 def curves(
     spec: ir.Spec | str | Path,
     hw: Hardware | str | Path,
@@ -276,12 +287,6 @@ def curves(
         raise SpecError(f"no layout tried runs {spec.name} on {hw.title} with {isl:,} + "
                         f"{osl:,}-token requests", filename="modelcost",
                         hint="; ".join(refused))  # fmt: skip
-    every = [(p.output_tokens_per_s_device, p.output_tokens_per_s_user or 0.0)
-             for c in done for p in c.points]  # fmt: skip
-    front = iter(pareto_front(every))
-    done = [c.model_copy(update={"points": tuple(p.model_copy(update={"front": next(front)})
-                                                 for p in c.points)})
-            for c in done]  # fmt: skip
     probe = Scenario(spec, hw, tried[0], isl, osl, engine)
     return Curves.trusted(
         model=spec.name,
@@ -295,7 +300,7 @@ def curves(
         engine=engine.label,
         cached=probe.cached,
         estimate="kernels" if kernels else "roofline",
-        curves=tuple(done),
+        curves=_on_front(done),
         refused=tuple(refused),
     )
 
