@@ -31,6 +31,28 @@ def _serve_out(text: str, output, met: bool, why: str, args: argparse.Namespace)
     return status
 
 
+def _check_pool_flags(args: argparse.Namespace, layout_given: bool) -> None:
+    """What --disagg and --search --devices refuse: --devices without a search, the
+    flags of other serving modes, layout flags (the pools or the search give the
+    layouts), and requests without lengths."""
+    what = "--disagg" if args.disagg is not None else "--search --devices"
+    if args.disagg is None and not args.search:
+        raise SpecError("--devices is a search's budget: it goes with --search (aggregated "
+                        "and disaggregated) or --disagg --search", filename="modelcost",
+                        hint="add --search")  # fmt: skip
+    given = (("--mix", args.mix is not None), ("--rate", args.rate is not None),
+             ("--speculative", args.speculative),
+             (f"the layout flags ({what} chooses the layouts)" if args.search else
+              "the layout flags (--disagg gives the pools')", layout_given))  # fmt: skip
+    others = [flag for flag, on in given if on]
+    if others:
+        raise SpecError(f"{what}: leave out {', '.join(others)}", filename="modelcost",
+                        hint="e.g. --disagg 2xtp4:1xtp8" if args.disagg is not None
+                        else "e.g. --search --devices 16")  # fmt: skip
+    if not (args.isl and args.osl):
+        raise SpecError("give --isl and --osl", filename="modelcost")
+
+
 def _serve_disagg(args: argparse.Namespace, spec, hw, engine, layout, estimate,
                   calibration) -> tuple[bool, str, str]:  # fmt: skip
     """`serve --disagg`: a prefill pool and a decode pool (disagg.py), or `--search`
@@ -48,22 +70,7 @@ def _serve_disagg(args: argparse.Namespace, spec, hw, engine, layout, estimate,
         render_disagg_search,
     )
 
-    what = "--disagg" if args.disagg is not None else "--search --devices"
-    if args.disagg is None and not args.search:
-        raise SpecError("--devices is a search's budget: it goes with --search (aggregated "
-                        "and disaggregated) or --disagg --search", filename="modelcost",
-                        hint="add --search")  # fmt: skip
-    given = (("--mix", args.mix is not None), ("--rate", args.rate is not None),
-             ("--speculative", args.speculative),
-             (f"the layout flags ({what} chooses the layouts)" if args.search else
-              "the layout flags (--disagg gives the pools')", layout != Parallel()))  # fmt: skip
-    others = [flag for flag, on in given if on]
-    if others:
-        raise SpecError(f"{what}: leave out {', '.join(others)}", filename="modelcost",
-                        hint="e.g. --disagg 2xtp4:1xtp8" if args.disagg is not None
-                        else "e.g. --search --devices 16")  # fmt: skip
-    if not (args.isl and args.osl):
-        raise SpecError("give --isl and --osl", filename="modelcost")
+    _check_pool_flags(args, layout != Parallel())
     objective = args.objective or DEFAULT_OBJECTIVE
     if args.disagg is None:  # both modes within the budget
         if args.concurrency:
