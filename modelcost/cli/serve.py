@@ -55,12 +55,8 @@ from .serve_modes import (
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from modelcost.analyses.serving import serve
-    from modelcost.analyses.serving_mix import load_mix, serve_mix
     from modelcost.analyses.serving_records import Engine
-    from modelcost.analyses.serving_search import search
     from modelcost.language.resolve import load_spec
-    from modelcost.render.serving_format import render_mix, render_search, render_serving
     from modelcost.targets.hardware import load_hardware
 
     try:
@@ -84,33 +80,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return _serve_out(text, args.output, met, why, args)
         if args.rate is not None or args.requests is not None or args.seed is not None:
             return _serve_arrivals(args, spec, hw, engine, layout, estimate, calibration)
-        if args.mix is not None:
-            if args.isl or args.osl or args.search or args.concurrency:
-                raise SpecError("--mix gives the requests: leave out --isl, --osl, "
-                                "--concurrency and --search", filename="modelcost")  # fmt: skip
-            mix = serve_mix(spec, hw, load_mix(args.mix), layout, args.tpot, args.ttft, engine,
-                            estimate, calibration, speculation, args.moe_imbalance)  # fmt: skip
-            met, why = mix.meets_targets, "a request class misses them"
-            text = render_mix(mix, args.format)
-        else:
-            if not (args.isl and args.osl):
-                raise SpecError("give --isl and --osl (or a --mix file)", filename="modelcost")
-            if args.search:
-                if args.concurrency:
-                    raise SpecError("--search chooses the concurrency too: leave out "
-                                    "--concurrency", filename="modelcost")  # fmt: skip
-                found = search(spec, hw, args.isl, args.osl, args.tpot, args.ttft, engine, layout,
-                               estimate, calibration, speculation,
-                               args.objective or DEFAULT_OBJECTIVE, args.moe_imbalance,
-                               jobs=args.jobs, executor=args.executor,
-                               address=args.address)  # fmt: skip
-                met, why = found.chosen is not None, found.why
-                text = render_search(found, args.format)
-            else:
-                one = serve(spec, hw, args.isl, args.osl, layout, args.concurrency, args.tpot,
-                            args.ttft, engine, estimate, calibration, speculation,
-                            args.moe_imbalance)  # fmt: skip
-                met, why, text = one.meets_targets, one.why, render_serving(one, args.format)
+        given = (spec, hw, engine, layout, estimate, calibration, speculation)
+        met, why, text = (_serve_mix(args, *given) if args.mix is not None
+                          else _serve_requests(args, *given))  # fmt: skip
     except SpecError as err:
         _report(err)
         return EXIT_BAD_INPUT
@@ -240,3 +212,43 @@ def _pools(p: argparse.ArgumentParser) -> None:
                    help="with --search: worker processes serving a rank count's "
                    "layouts at once (default 1)")  # fmt: skip
     _executor_options(p, "searched layouts")
+
+
+def _serve_mix(args: argparse.Namespace, spec, hw, engine, layout, estimate, calibration,
+               speculation) -> tuple[bool, str, str]:  # fmt: skip
+    """`serve --mix`: a request mix on one layout; (targets met, why not, the answer)."""
+    from modelcost.analyses.serving_mix import load_mix, serve_mix
+    from modelcost.render.serving_format import render_mix
+
+    if args.isl or args.osl or args.search or args.concurrency:
+        raise SpecError("--mix gives the requests: leave out --isl, --osl, "
+                        "--concurrency and --search", filename="modelcost")  # fmt: skip
+    mix = serve_mix(spec, hw, load_mix(args.mix), layout, args.tpot, args.ttft, engine,
+                    estimate, calibration, speculation, args.moe_imbalance)  # fmt: skip
+    return mix.meets_targets, "a request class misses them", render_mix(mix, args.format)
+
+
+def _serve_requests(args: argparse.Namespace, spec, hw, engine, layout, estimate, calibration,
+                    speculation) -> tuple[bool, str, str]:  # fmt: skip
+    """`serve --isl --osl`: one layout at one concurrency (or the most that meets the
+    targets), or with `--search` the layouts tried and the one chosen; (targets met, why
+    not, the answer)."""
+    from modelcost.analyses.serving import serve
+    from modelcost.analyses.serving_search import search
+    from modelcost.render.serving_format import render_search, render_serving
+
+    if not (args.isl and args.osl):
+        raise SpecError("give --isl and --osl (or a --mix file)", filename="modelcost")
+    if not args.search:
+        one = serve(spec, hw, args.isl, args.osl, layout, args.concurrency, args.tpot,
+                    args.ttft, engine, estimate, calibration, speculation,
+                    args.moe_imbalance)  # fmt: skip
+        return one.meets_targets, one.why, render_serving(one, args.format)
+    if args.concurrency:
+        raise SpecError("--search chooses the concurrency too: leave out "
+                        "--concurrency", filename="modelcost")  # fmt: skip
+    found = search(spec, hw, args.isl, args.osl, args.tpot, args.ttft, engine, layout,
+                   estimate, calibration, speculation,
+                   args.objective or DEFAULT_OBJECTIVE, args.moe_imbalance,
+                   jobs=args.jobs, executor=args.executor, address=args.address)  # fmt: skip
+    return found.chosen is not None, found.why, render_search(found, args.format)
