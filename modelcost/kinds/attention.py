@@ -33,19 +33,29 @@ def keys(lw: Lowerer, op: ir.Attention | ir.MLA) -> int:
     return (s.n_kv + s.S) // 2
 
 
+def _projections(lw: Lowerer, e: Emit, op: ir.Attention, name: str, H: int, KV: int,
+                 x: str) -> tuple[str, str, str]:  # fmt: skip
+    """The query, key and value projections of this rank's H query and KV key-value
+    heads (the queries with their output gate where the model gates it): one fused GEMM,
+    or one each."""
+    s, d, hd = lw.s, op.dtypes, op.head_dim
+    if op.fused_qkv:
+        qkv = gemm(s.T, (H * (2 if op.gate else 1) + 2 * KV) * hd, op.dim, op.qkv_bias, d)
+        q = lw.gemm_node(e, f"{name}.qkv_proj", qkv, (x,))
+        return q, q, q
+    q_n = H * hd * (2 if op.gate else 1)  # the queries and their output gate
+    q = lw.gemm_node(e, f"{name}.q_proj", gemm(s.T, q_n, op.dim, op.qkv_bias, d), (x,))
+    k = lw.gemm_node(e, f"{name}.k_proj", gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,))
+    v = lw.gemm_node(e, f"{name}.v_proj", gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,))
+    return q, k, v
+
+
 def lower(lw: Lowerer, e: Emit, op: ir.Attention, name: str) -> None:
     s, d = lw.s, op.dtypes
     a, kv = d.activations, d.kv_cache
     (H, KV), hd = heads_per_rank(op, lw.tp), op.head_dim
     x = lw.enter(e, name, op.dim, a)
-    if op.fused_qkv:
-        qkv = gemm(s.T, (H * (2 if op.gate else 1) + 2 * KV) * hd, op.dim, op.qkv_bias, d)
-        q = k = v = lw.gemm_node(e, f"{name}.qkv_proj", qkv, (x,))
-    else:
-        q_n = H * hd * (2 if op.gate else 1)  # the queries and their output gate
-        q = lw.gemm_node(e, f"{name}.q_proj", gemm(s.T, q_n, op.dim, op.qkv_bias, d), (x,))
-        k = lw.gemm_node(e, f"{name}.k_proj", gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,))
-        v = lw.gemm_node(e, f"{name}.v_proj", gemm(s.T, KV * hd, op.dim, op.qkv_bias, d), (x,))
+    q, k, v = _projections(lw, e, op, name, H, KV, x)
     if op.qk_norm:
         q = lw.rmsnorm_node(e, f"{name}.q_norm", H, hd, a, q)
         k = lw.rmsnorm_node(e, f"{name}.k_norm", KV, hd, a, k)

@@ -19,6 +19,18 @@ MLA_DECODE_NOTE = (
 )
 
 
+def _queries(lw: Lowerer, e: Emit, op: ir.MLA, name: str, H: int, x: str) -> str:
+    """This rank's H heads' queries: through the low-rank projection and its norm where
+    the model has one (DeepSeek-V2/V3's q_lora_rank), else one GEMM."""
+    s, d, a = lw.s, op.dtypes, op.dtypes.activations
+    n = H * (op.qk_nope_head_dim + op.qk_rope_head_dim)
+    if not op.q_lora_rank:
+        return lw.gemm_node(e, f"{name}.q_proj", gemm(s.T, n, op.dim, False, d), (x,))
+    q = lw.gemm_node(e, f"{name}.q_a_proj", gemm(s.T, op.q_lora_rank, op.dim, False, d), (x,))
+    q = lw.rmsnorm_node(e, f"{name}.q_a_norm", 1, op.q_lora_rank, a, q)
+    return lw.gemm_node(e, f"{name}.q_b_proj", gemm(s.T, n, op.q_lora_rank, False, d), (q,))
+
+
 def lower(lw: Lowerer, e: Emit, op: ir.MLA, name: str) -> None:
     s, d = lw.s, op.dtypes
     a, kv = d.activations, d.kv_cache
@@ -30,17 +42,7 @@ def lower(lw: Lowerer, e: Emit, op: ir.MLA, name: str) -> None:
         op.kv_lora_rank,
     )
     x = lw.enter(e, name, op.dim, a)
-    if op.q_lora_rank:
-        q = lw.gemm_node(e, f"{name}.q_a_proj", gemm(s.T, op.q_lora_rank, op.dim, False, d), (x,))
-        q = lw.rmsnorm_node(e, f"{name}.q_a_norm", 1, op.q_lora_rank, a, q)
-        q = lw.gemm_node(
-            e,
-            f"{name}.q_b_proj",
-            gemm(s.T, H * (nope + rope), op.q_lora_rank, False, d),
-            (q,),
-        )
-    else:
-        q = lw.gemm_node(e, f"{name}.q_proj", gemm(s.T, H * (nope + rope), op.dim, False, d), (x,))
+    q = _queries(lw, e, op, name, H, x)
     c = lw.gemm_node(e, f"{name}.kv_a_proj", gemm(s.T, r + rope, op.dim, False, d), (x,))
     c = lw.rmsnorm_node(e, f"{name}.kv_a_norm", 1, r, a, c)
     q = e.add(
