@@ -38,7 +38,7 @@ FOLDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     )),
     ("language", "the .model language: syntax, parse, resolve, the Spec IR", (
         "", "syntax", "parse", "fmt", "vocabulary", "spec_base", "spec_mixers", "spec_layers",
-        "spec", "recipes", "loader", "expressions",
+        "spec", "recipes", "loader", "expressions", "roles",
         "resolve",
         "grammar_tables", "regen_tables",
     )),

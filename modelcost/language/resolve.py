@@ -5,23 +5,26 @@ and expressions with late binding, expands blocks and repeats, fills dtype defau
 role, binds layer statements to the built-in vocabulary, and checks everything a spec
 can get wrong. Every failure is a SpecError pointing at the culprit.
 
-Its parts: loader.py (files and imports) and expressions.py (scopes, arithmetic,
-arguments); this module resolves a model from them.
+Its parts: loader.py (files and imports), expressions.py (scopes, arithmetic,
+arguments) and roles.py (the dtypes and recipe a scope sets); this module resolves a
+model from them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import modelcost.language.spec as ir
 import modelcost.language.syntax as s
 from modelcost.base.bulk import in_bulk
-from modelcost.base.dtypes import DType, dtype_names, lookup_dtype
+from modelcost.base.dtypes import DType
 from modelcost.base.errors import SpecError, did_you_mean
 
 from .expressions import MAX_DEPTH, Bound, Def, Scope, Symbol, _bind, _coerce, _show, evaluate
 from .loader import LoadedFile, Loader, Source, _or_shipped
 from .recipes import RECIPES
+from .roles import ROLE_CHAIN, role_dtype, role_recipe
 from .spec import walk
 from .vocabulary import (
     REQUIRED,
@@ -47,16 +50,6 @@ MAX_OPS = 20_000
 
 
 METADATA = ("title",)
-
-
-ROLE_CHAIN = {  # role -> the names that set it, most specific first
-    "weights": ("weight_dtype", "dtype"),
-    "activations": ("act_dtype", "dtype"),
-    "kv_cache": ("kv_dtype", "act_dtype", "dtype"),
-}
-
-
-DEFAULT_DTYPE = DType.bf16
 
 
 class _Resolver:
@@ -147,18 +140,7 @@ class _Resolver:
         src, what = unit.src, f"stream `{stmt.name}`"
         if stmt.name in self.streams:
             raise src.error(f"{what} is declared twice", stmt.pos, "give each stream its own name")
-        names = [a.name for a in self.STREAM_ARGS]
-        call = s.OpCall(stmt.name, stmt.args, True, stmt.pos)
-        kinds = {a.name: a.type for a in self.STREAM_ARGS}
-        bound = _bind(call, names, names[:2], what, scope, src, kinds)
-        v = {a.name: _coerce(a, bound[a.name], what) if a.name in bound else a.default
-             for a in self.STREAM_ARGS}  # fmt: skip
-        length, joins, auxiliary = v["length"], int(v["joins"]), bool(v["auxiliary"])  # type: ignore[call-overload]
-        length = None if length is None else int(length)  # type: ignore[call-overload]
-
-        def at(name: str) -> s.Pos:
-            return bound[name].pos if name in bound else stmt.pos
-
+        length, joins, auxiliary, at = self._stream_args(stmt, scope, src, what)
         if auxiliary and (length is not None or joins):
             raise src.error(
                 f"{what} is auxiliary: it runs over the main sequence's tokens",
@@ -188,20 +170,27 @@ class _Resolver:
             width=width or 0,
             body=tuple(body),
         )
-        patch = next((op for op, _ in walk(node.body) if isinstance(op, ir.PatchEmbed)), None)
-        if patch is not None:
-            tokens = patch.tokens
-            if tokens != length:
-                raise src.error(
-                    f"{what} is {tokens} tokens long by its image "
-                    f"(({patch.image}/{patch.patch})² patches"
-                    + (" + 1 class token" if patch.cls_token else "")
-                    + f"), not {length}",
-                    at("length"),
-                    f"length = {tokens}",
-                )
+        _check_image_length(node, length, at("length"), src, what)
         self.streams[stmt.name] = (node, stmt)
         return node
+
+    def _stream_args(self, stmt: s.Stream, scope: Scope, src: Source, what: str,
+                     ) -> tuple[int | None, int, bool, Callable[[str], s.Pos]]:  # fmt: skip
+        """A stream's arguments bound and coerced: (length, joins, auxiliary, where each
+        argument was written, or the statement where it was not)."""
+        names = [a.name for a in self.STREAM_ARGS]
+        call = s.OpCall(stmt.name, stmt.args, True, stmt.pos)
+        kinds = {a.name: a.type for a in self.STREAM_ARGS}
+        bound = _bind(call, names, names[:2], what, scope, src, kinds)
+        v = {a.name: _coerce(a, bound[a.name], what) if a.name in bound else a.default
+             for a in self.STREAM_ARGS}  # fmt: skip
+        length = v["length"]
+
+        def at(name: str) -> s.Pos:
+            return bound[name].pos if name in bound else stmt.pos
+
+        joins = int(v["joins"])  # type: ignore[call-overload]
+        return None if length is None else int(length), joins, bool(v["auxiliary"]), at  # type: ignore[call-overload]
 
     def check_joins(self, body: list, src: Source) -> None:
         """A stream that joins the main sequence ends as wide as the main stream."""
@@ -423,46 +412,20 @@ class _Resolver:
         return ir.Block.trusted(name=bdef.name, body=tuple(body))
 
 
-def role_recipe(scope: Scope, src: Source) -> str:
-    """The precision recipe from the innermost scope that sets `recipe` (else none)."""
-    current: Scope | None = scope
-    while current is not None:
-        if current.defines("recipe"):
-            value = current._value("recipe", src, s.NOWHERE)
-            if isinstance(value, Symbol) and value.name in RECIPES:
-                return value.name
-            d = current.defs.get("recipe")
-            raise (d.unit.src if d else src).error(
-                f"`recipe` must be a precision recipe, got {_show(value)}",
-                d.expr.pos if d else s.NOWHERE,
-                did_you_mean(str(value), RECIPES) or f"recipes: {', '.join(RECIPES)}",
-            )
-        current = current.parent
-    return "none"
-
-
-def role_dtype(scope: Scope, role: str, src: Source) -> DType:
-    """The dtype for a role, from the innermost scope that sets it (or `dtype`)."""
-    names = ROLE_CHAIN[role]
-    current: Scope | None = scope
-    while current is not None:
-        for name in names:
-            if current.defines(name):
-                value = current._value(name, src, s.NOWHERE)
-                d = current.defs.get(name)
-                pos = d.expr.pos if d else s.NOWHERE
-                where = d.unit.src if d else src
-                dt = lookup_dtype(value.name) if isinstance(value, Symbol) else None
-                if dt is None:
-                    raise where.error(
-                        f"`{name}` must be a dtype, got {_show(value)}",
-                        pos,
-                        did_you_mean(str(value), dtype_names())
-                        or f"dtypes: {', '.join(dtype_names())}",
-                    )
-                return dt
-        current = current.parent
-    return DEFAULT_DTYPE
+def _check_image_length(node: ir.Stream, length: int | None, pos: s.Pos, src: Source,
+                        what: str) -> None:  # fmt: skip
+    """A stream with a patch embedding is as long as its image's tokens."""
+    patch = next((op for op, _ in walk(node.body) if isinstance(op, ir.PatchEmbed)), None)
+    if patch is None or patch.tokens == length:
+        return
+    raise src.error(
+        f"{what} is {patch.tokens} tokens long by its image "
+        f"(({patch.image}/{patch.patch})² patches"
+        + (" + 1 class token" if patch.cls_token else "")
+        + f"), not {length}",
+        pos,
+        f"length = {patch.tokens}",
+    )
 
 
 def _model_chain(name: str, unit: LoadedFile) -> list[tuple[s.ModelDef, LoadedFile]]:
