@@ -88,7 +88,7 @@ FOLDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "", "site", "mkdocs_plugin", "mkdocs_cache", "mkdocs_fences",
     )),
     ("cli", "the command line: a module a command, the options table", (
-        "", "options", "progress", "reference", "calibrate", "check", "common", "compile",
+        "", "values", "options", "progress", "reference", "calibrate", "check", "common", "compile",
         "diff", "fmt", "hw", "importing", "params", "schema", "serve", "serve_modes", "site",
         "sweep", "train", "zoo",
     )),

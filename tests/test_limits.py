@@ -18,7 +18,7 @@ from modelcost.analyses.serving_mix import RequestClass, load_mix, serve_mix
 from modelcost.analyses.sweeps import LAYOUT_AXES, grid_size, sweep
 from modelcost.base.errors import SpecError
 from modelcost.base.settings import MAX_MIX_CLASSES, MAX_POINTS, SHARES
-from modelcost.cli.options import counts
+from modelcost.cli.values import counts
 from modelcost.ir.graph import Parallel, Phase
 from modelcost.targets.hardware import load_hardware
 

@@ -10,7 +10,7 @@ from conftest import MODELS, run_cli
 
 from modelcost import SpecError, load_spec
 from modelcost.analyses.sweeps import row, sweep
-from modelcost.cli.options import counts, positive
+from modelcost.cli.values import counts, positive
 from modelcost.ir.graph import Parallel, Phase, Workload
 from modelcost.render.sweep_format import render_sweep
 from modelcost.roofline.compile import compile_report

@@ -22,7 +22,8 @@ from .common import (
     _report,
     _usage,
 )
-from .options import ENGINE, ESTIMATE, LAYOUT, MOE, ROOFLINE, WORKLOAD, add_options, positive
+from .options import ENGINE, ESTIMATE, LAYOUT, MOE, ROOFLINE, WORKLOAD, add_options
+from .values import positive
 
 
 def cmd_compile(args: argparse.Namespace) -> int:

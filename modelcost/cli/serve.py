@@ -31,19 +31,7 @@ from .common import (
     _report,
     _share,
 )
-from .options import (
-    ESTIMATE,
-    MOE,
-    SITE_LAYOUT,
-    add_options,
-    concurrencies,
-    length_ratio,
-    positive,
-    rate,
-    requests,
-    seconds,
-    seed,
-)
+from .options import ESTIMATE, MOE, SITE_LAYOUT, add_options
 from .serve_modes import (
     _curve_asked,
     _serve_arrivals,
@@ -52,6 +40,7 @@ from .serve_modes import (
     _serve_out,
     _speculation,
 )
+from .values import concurrencies, length_ratio, positive, rate, requests, seconds, seed
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -20,7 +20,8 @@ from .common import (
     _executor_options,
     _report,
 )
-from .options import ENGINE, ESTIMATE, LAYOUT, ROOFLINE, add_options, positive
+from .options import ENGINE, ESTIMATE, LAYOUT, ROOFLINE, add_options
+from .values import positive
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

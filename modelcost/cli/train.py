@@ -8,7 +8,8 @@ from modelcost.base.errors import SpecError
 from modelcost.base.settings import DEFAULT_SERVE_ESTIMATE, TRAIN_MICRO_BATCHES, TRAIN_TOP
 
 from .common import EXIT_BAD_INPUT, SPEC_HELP, _check_executor, _emit, _executor_options, _report
-from .options import add_options, counts, positive
+from .options import add_options
+from .values import counts, positive
 
 
 def cmd_train(args: argparse.Namespace) -> int:
