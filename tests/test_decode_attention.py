@@ -3,6 +3,7 @@ bandwidth, the split-KV grid, GQA packing) and prefill attention at the rate of 
 the engines run: by hand from their sources (specs/kernels/attention.json)."""
 
 import json
+import math
 
 import pytest
 from conftest import MODELS
@@ -14,6 +15,7 @@ from modelcost.base.resources import specs_dir
 from modelcost.estimate.attention_rates import (
     decode_blocks,
     decode_kernels,
+    decode_rate,
     engine_prefill,
     split_kv,
 )
@@ -255,3 +257,47 @@ def test_a_decode_report_says_which_kernel_reads_the_cache() -> None:
     assert sdpa.estimate_reason.startswith("decode: ")
     assert "FlashInfer batch decode (paged KV)" in sdpa.estimate_reason
     assert sdpa.estimate_s >= sdpa.time_s
+
+
+# ---- MLA decode on gfx942 at the rates AITER's kernel was published at (issue 34 item 3)
+
+# AITER mla_decode_fwd on MI300X, batch 128, 128 heads, bf16, page size 1 (ROCm/gpuaidev
+# @2d217d5, aiter_mla_decode_kernel.ipynb and its chart): ms by context
+AITER_MLA_MS = {1024: 0.68, 2048: 0.81, 4096: 1.05, 6144: 1.18, 8192: 1.43}
+
+
+def _mla_decode(batch: int, heads: int, context: int) -> SdpaOp:
+    return SdpaOp(batch, 1, heads, context, 1, 576, 512, causal=False, act=DType.bf16,
+                  kv=DType.bf16, flash_impl=True, v_in_k=True)  # fmt: skip
+
+
+@pytest.mark.parametrize("context", sorted(AITER_MLA_MS))
+@pytest.mark.parametrize("part", ["mi300x", "mi325x"])
+def test_mla_decode_on_gfx942_takes_the_published_time(part, context) -> None:
+    # at the published shape the estimate is the published time, plus the launch every
+    # op pays and the split-KV combine's launch where the grid splits the keys
+    op = _mla_decode(128, 128, context)
+    hw = load_hardware(part)
+    splits = decode_blocks(op, hw.compute_units)[1]
+    e = _estimate(op, hw)
+    launches = LAUNCH_S * (2 if splits > 1 else 1)
+    assert e.time_s == pytest.approx(AITER_MLA_MS[context] * 1e-3 + launches, rel=1e-12)
+    assert "AITER mla_decode_fwd (gfx942)" in e.reason and "compute-bound" in e.reason
+
+
+def test_mla_decode_rate_between_published_contexts() -> None:
+    # between 2,048 and 4,096 keys the rate is interpolated in log(context): at 3,000,
+    # r = r2048^(1-w) · r4096^w, w = ln(3000/2048)/ln 2, each rate the published FLOPs
+    # 2·128·128·ctx·(576 + 512) over the published time
+    (k,) = [k for k in decode_kernels() if k.id == "aiter-mla-decode-mi300x"]
+    r2, r4 = (2 * 128 * 128 * c * 1088 / (AITER_MLA_MS[c] * 1e-3) for c in (2048, 4096))
+    w = math.log(3000 / 2048) / math.log(2)
+    assert decode_rate(k, 3000)[0] == pytest.approx(r2 ** (1 - w) * r4**w, rel=1e-12)
+    # outside the published contexts, the nearest published rate: 54 TFLOPS below, 204 above
+    assert decode_rate(k, 512)[0] == pytest.approx(2 * 128 * 128 * 1024 * 1088 / 0.68e-3)
+    assert decode_rate(k, 32768)[0] == pytest.approx(2 * 128 * 128 * 8192 * 1088 / 1.43e-3)
+
+
+def test_mla_decode_elsewhere_keeps_its_kernel() -> None:
+    # H100 reads the latent cache at FlashMLA's published bandwidth, as before
+    assert "FlashMLA" in _estimate(_mla_decode(128, 128, 4096), H100).reason

@@ -5,12 +5,13 @@ separate kernels."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import cache
 from itertools import pairwise
 
 from modelcost.base.frozen import Frozen
-from modelcost.base.record import Record
+from modelcost.base.record import Record, replace
 from modelcost.base.resources import kernel_table
 from modelcost.perfmodel import SdpaOp
 from modelcost.perfmodel.attention import keys_read, math_kernels
@@ -57,6 +58,37 @@ class DecodeKernel(Frozen):
     source: str
     fixed_us: float | None = None  # a call's time beyond its bytes (None: not published)
     fixed_source: str | None = None
+    # published times by context (seconds) at one shape: batch, query heads, QK and V
+    # head dims (one latent KV head for mla); None: no times published
+    shape: tuple[int, int, int, int] | None = None
+    times: tuple[tuple[int, float], ...] | None = None
+
+
+def decode_rate(k: DecodeKernel, context: int) -> tuple[float, str]:
+    """(FLOP/s, what it is) a decode kernel with published `times` sustains at `context`
+    keys: the FLOPs its source's shape does (2 · batch · heads · context · (QK + V head
+    dims), as SdpaOp counts a decode) over the published time, interpolated in
+    log(context) between the published contexts; the nearest published rate outside
+    them."""
+    assert k.shape is not None and k.times
+    B, H, d_qk, d_v = k.shape
+
+    def rate(ctx: int, seconds: float) -> float:
+        return 2 * B * H * ctx * (d_qk + d_v) / seconds
+
+    points = sorted(k.times)
+    at = f"{k.library} sustains {{}} at context {context:,} (published at batch {B}, {H} heads)"
+    if context <= points[0][0]:
+        r = rate(*points[0])
+    elif context >= points[-1][0]:
+        r = rate(*points[-1])
+    else:
+        (c0, s0), (c1, s1) = next(
+            (a, b) for a, b in itertools.pairwise(points) if a[0] <= context <= b[0]
+        )
+        w = math.log(context / c0) / math.log(c1 / c0)
+        r = math.exp((1 - w) * math.log(rate(c0, s0)) + w * math.log(rate(c1, s1)))
+    return r, at.format(_tflops(r))
 
 
 class EnginePrefill(Frozen):
@@ -151,6 +183,16 @@ def decode_bandwidth(op: SdpaOp, hw: Hardware) -> tuple[float, str]:
     return bw, f"{_tbs(bw)}: {k.library}, {k.fraction:.1%} of {_tbs(datasheet)}"
 
 
+def _published_fill(k: DecodeKernel, op: SdpaOp, units: int) -> float:
+    """The share of the CUs the grid of a decode kernel's published shape (at `op`'s
+    context) keeps busy, as `decode_blocks` lays it out."""
+    assert k.shape is not None
+    B, H, d_qk, d_v = k.shape
+    shaped = replace(op, B=B, H_Q=H, H_KV=1, N_Q=1, d_h_qk=d_qk, d_h_v=d_v)
+    blocks = decode_blocks(shaped, units)[0]
+    return blocks / (-(-blocks // units) * units)
+
+
 def _decode(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, rate: float):
     """A decode step's attention: the KV cache (and Q, O) read at the decode kernel's
     bandwidth, its share of it when the grid fills fewer CUs than draw the whole
@@ -173,6 +215,14 @@ def _decode(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, rate: float):
         grid += f", {share:.0%} of the bandwidth (the whole of it takes {full:.0f} CUs busy)"
     combine = LAUNCH_S if splits > 1 else 0.0
     k = decode_kernel(op, hw)
+    rate_said = f"compute-bound at {_tflops(rate)}"
+    if k is not None and k.times:  # the decode kernel's own published rate at this context,
+        rate, rate_said = decode_rate(k, op.N_KV)  # its grid's occupancy within it: only a
+        fill = min(1.0, (blocks / (waves * units)) / _published_fill(k, op, units))  # grid
+        compute = flops / (rate * fill)  # that fills less of the CUs than it did is slower
+        rate_said = f"compute-bound: {rate_said}" + (
+            f", {fill:.0%} of its grid" if fill < 1 else ""
+        )
     if k is not None and k.fixed_us is not None:  # its launch is the one `estimate` adds
         combine = k.fixed_us * 1e-6 - LAUNCH_S
         grid = grid.replace(f" (+{LAUNCH_S * 1e6:g} µs combine launch)", "")
@@ -181,7 +231,7 @@ def _decode(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, rate: float):
             f"{k.fixed_us:g} µs, the combine within it)"
         )
     if compute > memory:
-        return compute + combine, f"{grid}; compute-bound at {_tflops(rate)}"
+        return compute + combine, f"{grid}; {rate_said}"
     return memory + combine, f"{grid}; KV cache read at {said}"
 
 
