@@ -154,21 +154,23 @@ def run(
     max_steps = MAX_STEPS if max_steps is None else max_steps
     max_events = MAX_EVENTS if max_events is None else max_events
     r = _Run(load, isl, prompt, osl, max_running, budget)
+    busy, plan, stretch, advance = r.busy, r.plan, r.stretch, r.advance
     memo: dict[tuple[int, int, int, int], float] = {}
     while r.done < r.n:
-        if not r.busy():  # idle: on to the next arrival
+        if not busy():  # idle: on to the next arrival
             continue
         if r.steps >= max_steps or r.events >= max_events:
             break
         r.events += 1
-        takes, key, context = r.plan()
+        r.most_waiting = max(r.most_waiting, len(r.waiting))  # a step starts: its queue
+        takes, key, context = plan()
         seconds = memo.get(key)
         if seconds is None:
             seconds = memo[key] = step(*key)
             if not (seconds > 0 and math.isfinite(seconds)):
                 raise ValueError(f"step {key}: a time must be positive, got {seconds!r}")
-        k = 1 if takes else r.stretch(key[1], context, seconds, max_steps)
-        r.advance(takes, k, seconds)
+        k = 1 if takes else stretch(key[1], context, seconds, max_steps)
+        advance(takes, k, seconds)
     return Trace(tuple(r.arrival), tuple(r.first), tuple(r.finish), r.now, r.steps, len(memo),
                  r.most_waiting, r.tokens, r.done < r.n, r.events)  # fmt: skip
 
@@ -210,7 +212,8 @@ class _Run:
 
     def busy(self) -> bool:
         """Queue what has arrived by now; with nothing running or waiting, move the
-        clock to the next arrival and say so (False)."""
+        clock to the next arrival and say so (False). The queue counts toward the longest
+        only where a step starts (`run`), not where the run stops at a cap."""
         arrival, waiting, arrived, sent, now = (self.arrival, self.waiting, self.arrived,
                                                 self.sent, self.now)  # fmt: skip
         while arrived < sent and arrival[arrived] <= now:
@@ -220,7 +223,6 @@ class _Run:
         if not self.d and not self.prefilling and not waiting:
             self.now = arrival[arrived]
             return False
-        self.most_waiting = max(self.most_waiting, len(waiting))
         return True
 
     def plan(self) -> tuple[list[tuple[int, int]], tuple[int, int, int, int], int]:
@@ -229,10 +231,14 @@ class _Run:
         than `max_running` run; its bucketed shape (decodes, their context, the chunk,
         the chunk's input length weighted by the tokens each takes); the decodes' mean
         context, rounded up: ⌈Σ (isl + made) / d⌉ = T + ⌈spread / d⌉."""
-        d, news, prefilled, isls = self.d, self.news, self.prefilled, self.isls
+        d, prefilling, waiting = self.d, self.prefilling, self.waiting
+        full = d >= self.max_running or (self.budget and self.budget <= d)
+        if not prefilling and (not waiting or full):  # decodes alone, most events
+            context = self.steps + -(-self.spread // d)
+            return [], (decodes_bucket(d), context_bucket(context, self.longest), 0, 0), context
+        news, prefilled, isls = self.news, self.prefilled, self.isls
         left = self.budget - d if self.budget else sys.maxsize  # no budget: whole prompts
         takes: list[tuple[int, int]] = []
-        prefilling, waiting = self.prefilling, self.waiting
         for q in prefilling:
             if left <= 0:
                 break
@@ -279,13 +285,25 @@ class _Run:
         now = self.now = self.now + k * seconds if k > 1 else self.now + seconds
         steps = self.steps = self.steps + k
         self.tokens += self.d * k
-        prefilled, news, osls, isls, base = (
-            self.prefilled,
-            self.news,
-            self.osls,
-            self.isls,
-            self.base,
-        )
+        isls, base = self.isls, self.base
+        started = self._prefilled(takes, now) if takes else ()
+        for q in started:
+            if self.osls[q] == 1:
+                self._finished(q)
+            else:
+                base[q] = steps - 1
+                heapq.heappush(self.finishing, (base[q] + self.osls[q], q))
+                self.d, self.spread = self.d + 1, self.spread + isls[q] - base[q]
+        finishing = self.finishing
+        while finishing and finishing[0][0] == steps:
+            q = heapq.heappop(finishing)[1]
+            self.d, self.spread = self.d - 1, self.spread - (isls[q] - base[q])
+            self._finished(q)
+
+    def _prefilled(self, takes: list[tuple[int, int]], now: float) -> list[int]:
+        """Add the step's prompt tokens: the requests whose prompt it completes, each with
+        its first token `now` (and a token made)."""
+        prefilled, news = self.prefilled, self.news
         started = []
         for q, t in takes:
             prefilled[q] += t
@@ -295,18 +313,7 @@ class _Run:
         if started:
             self.tokens += len(started)
             self.prefilling = [q for q in self.prefilling if prefilled[q] < news[q]]
-        for q in started:
-            if osls[q] == 1:
-                self._finished(q)
-            else:
-                base[q] = steps - 1
-                heapq.heappush(self.finishing, (base[q] + osls[q], q))
-                self.d, self.spread = self.d + 1, self.spread + isls[q] - base[q]
-        finishing = self.finishing
-        while finishing and finishing[0][0] == steps:
-            q = heapq.heappop(finishing)[1]
-            self.d, self.spread = self.d - 1, self.spread - (isls[q] - base[q])
-            self._finished(q)
+        return started
 
     def _finished(self, q: int) -> None:
         """Request q is done now; in a closed loop its client sends the next request."""

@@ -155,8 +155,8 @@ DEFAULT_REQUESTS = 1_000  # requests one `--rate` run simulates
 MAX_REQUESTS = 100_000  # the most one run takes
 # A run's work grows with its scheduler events (a step taking prompt tokens, or a
 # stretch of identical decode steps taken at once: scheduler.run), not its steps: about
-# 2.5 µs an event (measured, scheduler.run with a constant step time: 20,000 requests of
-# 1,000 + 1,000 tokens one at a time, 360,000 events and 20 million steps, in 0.92 s).
+# 2.3 µs an event (measured, scheduler.run with a constant step time: 20,000 requests of
+# 1,000 + 1,000 tokens one at a time, 360,000 events and 20 million steps, in 0.82 s).
 # A run stops after MAX_EVENTS events or MAX_STEPS steps, saying so, its figures over
 # the requests that finished: a few seconds at most, and the steps far beyond any
 # benchmark's.
