@@ -13,6 +13,7 @@ from modelcost.base.dtypes import DType
 from modelcost.base.errors import SpecError
 from modelcost.ir.graph import Parallel, Workload
 from modelcost.lowering.lower import lower
+from modelcost.lowering.memory import kept_activations
 from modelcost.roofline.compile import compile_report
 from modelcost.roofline.footprint import footprint, microbatches_in_flight
 from modelcost.roofline.step import step_time
@@ -453,3 +454,28 @@ def test_the_gradient_dtype_as_megatron_keeps_it(weights, grads, want) -> None:
     from modelcost.lowering.memory import gradient_dtype
 
     assert gradient_dtype(weights, grads) is want
+
+
+def test_a_moe_layer_keeps_what_megatron_core_keeps(tmp_path) -> None:
+    # Qwen3-30B-A3B in FP8 current scaling, the layout of Megatron-Bridge's published H100
+    # run (point 1008): one microbatch of 2 × 4,096 = 8,192 tokens, hidden 2,048, 32 query
+    # and 4 KV heads of 128, 128 experts, top 8, expert width 768. Since Megatron-Core 0.13
+    # the routing weights scale the experts' activation (weighted SwiGLU, which keeps its
+    # input), and the combine is a pure un-permute that keeps nothing: the experts' outputs
+    # (8,192 · 8 rows of 2,048 in bf16, 256 MiB) and the routing are no longer kept.
+    # By hand, MiB a layer and microbatch: the QKV GEMMs' FP8 input 16, q before its norm
+    # 64, k and v 8 + 8, q and k after RoPE 72, attention's output 64, o_proj's FP8 input
+    # 32, the residual and the MoE norm's output 32 + 32, the router's logits 2, the
+    # experts' FP8 inputs 128 (gate/up) and 48 (down), gate/up's output 192 (the weighted
+    # SwiGLU's input), the residual 32: 730 MiB
+    spec = tmp_path / "q3.model"
+    spec.write_text(f'import "{MODELS / "qwen3-30b-a3b.model"}"\n'
+                    "model v extends qwen3_30b_a3b {\n  recipe = fp8_cs\n}\n")  # fmt: skip
+    layout = Parallel(pp=2, vpp=24, dp=8, microbatches=32, zero=1, ep=8, grads="param",
+                      overlap="megatron")  # fmt: skip
+    g = lower(load_spec(spec), Workload("train", 512, 4096, parallel=layout))
+    kept = kept_activations(g.nodes)
+    (layers,) = [grp for grp in g.groups if grp.name != "model"]
+    assert kept[layers.name] / 32 / layers.count == 730 * 2**20
+    r = compile_report(spec, "h100", Workload("train", 512, 4096, parallel=layout))
+    assert r.totals.memory.fits  # 68.4 GiB of the H100's 79.6, as the run fit

@@ -49,6 +49,20 @@ class MoECommOp(OpRecord, frozen=True):
     flops_bwd = flops
     bytes_bwd = bytes  # the gradient travels the reverse route, same volume
 
+    def backward_reads_inputs(self) -> bool:
+        """Neither direction's backward reads its inputs, so training keeps none for it:
+        a permutation's gradient is the gradient permuted back, and since Megatron-Core
+        0.13 the routing weights are applied in the experts' activation, not in the
+        combine ("Memory efficient token permutation", commit 2659630, 2025-04-09):
+        TEGroupedMLP calls weighted_bias_swiglu_impl(fc1_output, bias, permuted_probs),
+        which saves its input (the gate/up GEMM's output, kept here as the activation's
+        input) and the weights (k · 4 bytes a token, not counted), and the dispatcher's
+        combine calls
+        unpermute without probs, whose fused kernel (Transformer Engine
+        _moe_unpermute_mask_map) then saves only its row map
+        (`ctx.save_for_backward(row_id_map)`)."""
+        return False
+
 
 ROUTER_PROB_BYTES = 4  # fp32 routing weights
 ROUTER_INDEX_BYTES = 4  # int32 expert ids
