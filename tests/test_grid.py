@@ -7,6 +7,8 @@ import itertools
 
 import pytest
 from conftest import MODELS, ZOO
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import modelcost.analyses.grid as grid
 import modelcost.analyses.sweeps as sweeps
@@ -25,7 +27,7 @@ from modelcost.base.symbolic import (
 )
 from modelcost.estimate.costing import costing
 from modelcost.ir.graph import Parallel, Phase, Workload, settled
-from modelcost.language.resolve import load_spec
+from modelcost.language.resolve import load_spec, parse_spec
 from modelcost.roofline.compile import compile_totals
 from modelcost.roofline.step import add_up
 from modelcost.targets.hardware import load_hardware
@@ -277,3 +279,57 @@ def test_every_group_the_zoo_shares_equals_compile(name) -> None:
                 assert str(got) == str(err)
                 continue
             assert got == (graph.shape, want), (phase, par.label, n)
+
+
+# ---- a property: any small model's grid equals compile (issue 36 item 3) -------------
+
+
+@st.composite
+def _small_models(draw) -> str:
+    """A small decoder in the .model language: dense or mixture of experts, GQA or MHA,
+    gated or plain MLP, one to four layers."""
+    d, heads = draw(st.sampled_from([(256, 4), (512, 8), (768, 12)]))
+    kv = draw(st.sampled_from([k for k in (1, 2, 4, heads) if heads % k == 0]))
+    ff = d * draw(st.sampled_from([2, 3, 4]))
+    if draw(st.booleans()):
+        experts = draw(st.sampled_from([4, 8]))
+        ffn = f"moe({experts}, {draw(st.sampled_from([1, 2]))}, {ff}, act = swiglu)"
+    else:
+        ffn = f"mlp({ff}, act = {draw(st.sampled_from(['swiglu', 'gelu']))})"
+    return (
+        f"block layer {{\n rmsnorm\n attention({heads}, {kv}, rope = true)\n residual\n"
+        f" rmsnorm\n {ffn}\n residual\n}}\nmodel small {{\n d_model = {d}\n"
+        f" vocab = {draw(st.integers(1000, 50_000))}\n embed(vocab)\n"
+        f" repeat {draw(st.integers(1, 4))} {{\n  layer\n }}\n rmsnorm\n lm_head(vocab)\n}}\n"
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    text=_small_models(),
+    phase=st.sampled_from(["decode", "prefill", "train"]),
+    batch=st.sampled_from([1, 2, 4, 8]),
+    tp=st.sampled_from([1, 2]),
+    lengths=st.lists(st.integers(16, 8192), min_size=2, max_size=6, unique=True),
+    estimate=st.sampled_from(["roofline", "kernels"]),
+)
+def test_any_small_models_grid_equals_compile(text, phase, batch, tp, lengths, estimate) -> None:
+    # one lowering evaluated at every length gives, bit for bit, each length's own compile
+    # (or its own refusal), whatever the model: the grid has no case of its own to pass
+    spec = parse_spec(text)
+    how = costing(estimate=estimate)
+    base = Workload(Phase(phase), batch, parallel=Parallel(tp=tp))
+    try:
+        found = at_lengths(spec, H100, base, lengths, how)
+    except (SpecError, ValueError):
+        return  # a layout the model refuses: compile refuses it too (tested elsewhere)
+    if found is None:  # a length read unseen: every point is compiled on its own instead
+        return
+    field = length_field(base)
+    for n, got in zip(lengths, found, strict=True):
+        try:
+            graph, want = compile_totals(spec, H100, replace(base, **{field: n}), how)
+        except (SpecError, ValueError) as err:
+            assert isinstance(got, type(err)) and str(got) == str(err)
+            continue
+        assert got == (graph.shape, want)
