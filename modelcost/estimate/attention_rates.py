@@ -183,14 +183,18 @@ def decode_bandwidth(op: SdpaOp, hw: Hardware) -> tuple[float, str]:
     return bw, f"{_tbs(bw)}: {k.library}, {k.fraction:.1%} of {_tbs(datasheet)}"
 
 
+def _grid_fill(blocks: int, units: int) -> float:
+    """The share of `units` CUs a grid of `blocks` keeps busy over its waves."""
+    return blocks / (-(-blocks // units) * units)
+
+
 def _published_fill(k: DecodeKernel, op: SdpaOp, units: int) -> float:
     """The share of the CUs the grid of a decode kernel's published shape (at `op`'s
     context) keeps busy, as `decode_blocks` lays it out."""
     assert k.shape is not None
     B, H, d_qk, d_v = k.shape
     shaped = replace(op, B=B, H_Q=H, H_KV=1, N_Q=1, d_h_qk=d_qk, d_h_v=d_v)
-    blocks = decode_blocks(shaped, units)[0]
-    return blocks / (-(-blocks // units) * units)
+    return _grid_fill(decode_blocks(shaped, units)[0], units)
 
 
 def _decode(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, rate: float):
@@ -216,13 +220,14 @@ def _decode(op: SdpaOp, flops: float, nbytes: float, hw: Hardware, rate: float):
     combine = LAUNCH_S if splits > 1 else 0.0
     k = decode_kernel(op, hw)
     rate_said = f"compute-bound at {_tflops(rate)}"
-    if k is not None and k.times:  # the decode kernel's own published rate at this context,
-        rate, rate_said = decode_rate(k, op.N_KV)  # its grid's occupancy within it: only a
-        fill = min(1.0, (blocks / (waves * units)) / _published_fill(k, op, units))  # grid
-        compute = flops / (rate * fill)  # that fills less of the CUs than it did is slower
-        rate_said = f"compute-bound: {rate_said}" + (
-            f", {fill:.0%} of its grid" if fill < 1 else ""
-        )
+    if k is not None and k.times:
+        # the decode kernel's own published rate at this context, its grid's occupancy
+        # within it: only a grid that fills less of the CUs than it did is slower
+        rate, rate_said = decode_rate(k, op.N_KV)
+        fill = min(1.0, _grid_fill(blocks, units) / _published_fill(k, op, units))
+        compute = flops / (rate * fill)
+        less = f", {fill:.0%} of its grid" if fill < 1 else ""
+        rate_said = f"compute-bound: {rate_said}{less}"
     if k is not None and k.fixed_us is not None:  # its launch is the one `estimate` adds
         combine = k.fixed_us * 1e-6 - LAUNCH_S
         grid = grid.replace(f" (+{LAUNCH_S * 1e6:g} µs combine launch)", "")

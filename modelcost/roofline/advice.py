@@ -23,7 +23,7 @@ from modelcost.lowering.validate import workload_shape
 from modelcost.targets.hardware import Hardware
 
 from .cost import cost
-from .footprint import fits
+from .footprint import fits, memory_parts
 from .step import totals
 from .timing import time_nodes
 
@@ -36,7 +36,7 @@ def held_bytes(spec: ir.Spec, workload: Workload) -> float:
     shape, _ = workload_shape(spec, workload)
     par = shape.par
     facts = model_facts(spec, shape, stage(spec, par.pp, shape.train, par.vpp).held)
-    return facts.weight_bytes + facts.cache_bytes + facts.gradient_bytes + facts.optimizer_bytes
+    return sum(memory_parts(facts, 0.0).values())  # the footprint's parts, activations 0
 
 
 MAX_TP = 64
