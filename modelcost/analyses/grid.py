@@ -1,31 +1,35 @@
 """Many lengths at once: one layout and batch of a spec on a target, at every context (or
-sequence length) a sweep asks for, lowered once.
+sequence length) a sweep asks for, lowered once and evaluated as arrays.
 
 The workload is lowered with its length as a variable (symbolic.py), so the op records
-that depend on it are functions of it and the others are the same at every length. Each
-point's changing ops are rebuilt at its length, costed and timed (the same tables as
-`compile_totals`: an equal op is costed and timed once); the ops that do not change are
-costed and timed once for all the points. The step's sums (roofline.step_sums) are
-taken over lanes of the lengths (`Lanes`: a value per length, added element by element),
-in node order, with the same operations on the same Python numbers as one point's;
-each point's totals are then assembled as `compile_totals` assembles them.
-So a point's totals are the very ones `compile_totals` gives, at a fraction of the work.
+that depend on it are functions of it and the others are the same at every length; the
+checks that refuse a length (`workload_shape`) run on the variable too. The nodes that
+do not change are costed and timed once for all the points; each changing node is
+rebuilt at each length, costed and timed (the same tables as `compile_totals`: an equal
+op is costed and timed once). The step's sums (roofline.step_sums) are then taken over
+numpy arrays of the lengths, in node order, and the figures a sweep's row shows
+(roofline.step_figures: step, per-token figures, MFU, memory, fit, the estimate's step)
+computed from them by the same formulas a single point's totals take, on arrays
+(`Arrays`): element by element the same IEEE operations on the same numbers, so each
+point's figures are the very ones `compile_totals` gives. The model's facts (the KV
+cache grows with the context) and the token counts are evaluated at every length at
+once, as arrays of Python integers (dtype object: each element computed as Python
+computes it, so no integer overflows or rounds differently).
 
-A comparison the lowering makes on the length is a guard (symbolic.watching): the
-lowering serves the lengths where its guards come out alike, and the first other length
-takes a lowering of its own (a sliding window: two). Where the length's value escapes
-(a hash, a name that shows it), the lowering refuses the first length, or the rebuilt
-ops differ from real lowerings (run skewed, symbolic.skewed, so that a read C code makes
-unseen shows at the first length), `at_lengths` says so (None) and the caller computes
-each point on its own.
+A comparison the lowering or its checks make on the length is a guard
+(symbolic.watching): the lowering serves the lengths where its guards come out alike
+(evaluated over all the lengths at once), and the first other length takes a lowering
+of its own (a sliding window: two). Where the length's value escapes (a hash, a name
+that shows it), the lowering refuses the first length, or the rebuilt ops differ from
+real lowerings (run skewed, symbolic.skewed, so that a read C code makes unseen shows
+at the first length), `at_lengths` says so (None) and the caller computes each point on
+its own. A length the checks refuse is found by the checks alone (`_screen`).
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
-from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 import modelcost.language.spec as ir
 from modelcost.base.errors import SpecError
@@ -43,14 +47,60 @@ from modelcost.roofline.estimated import (
     collectives_engine,
     estimate_nodes,
     estimate_step,
-    with_estimate_step,
 )
 from modelcost.roofline.footprint import activation_bytes, memory_parts
-from modelcost.roofline.step import Column, Sums, assemble, column, matrix_peak, step_sums
+from modelcost.roofline.step import (
+    Column,
+    Scalars,
+    Sums,
+    column,
+    matrix_peak,
+    step_figures,
+    step_sums,
+)
 from modelcost.roofline.timing import NodeTime, node_time, op_times
 from modelcost.targets.hardware import Hardware
 
-Point = tuple[Shape, Totals] | SpecError | ValueError  # a point's shape and totals, or why not
+
+class Figures(NamedTuple):
+    """A point's figures, as a sweep's row shows them (besides what the points of one
+    layout and batch share: the model, target, phase, batch, engine and layout)."""
+
+    seq: int
+    context: int
+    step_ms: float
+    ms_per_token: float
+    tokens_per_s: float
+    tokens_per_s_device: float
+    bound: str
+    mfu_bound: float
+    memory: float  # bytes per device
+    capacity: float
+    fits: bool
+    estimate_ms: float | None  # --estimate kernels: the step as the kernels run it
+
+
+def figures_of(seq: int, context: int, t: Totals) -> Figures:
+    """The figures of a point computed on its own, read off its totals."""
+    return Figures(
+        seq,
+        context,
+        t.per_token.ms_per_step,
+        t.per_token.ms_per_token,
+        t.per_token.tokens_per_s,
+        t.per_token.tokens_per_s_device,
+        t.bound,
+        t.mfu_bound,
+        t.memory.total,
+        t.memory.capacity,
+        t.memory.fits,
+        t.estimate_s * 1e3 if t.estimate_s is not None else None,
+    )
+
+
+# a point's figures, or why not; the shape is one point's of the lowering that served it,
+# whose fields but its length (in the figures) are every such point's
+Point = tuple[Shape, Figures] | SpecError | ValueError
 
 
 def length_field(w: Workload) -> str:
@@ -60,74 +110,92 @@ def length_field(w: Workload) -> str:
 
 MAX_TEMPLATES = 4  # lowerings one group's lengths may take (a sliding window: two)
 SKEW = 1_000_003  # what a symbolic value's own number is off by (symbolic.skewed)
+_REFUSED = object()  # the checks refuse the template's own length
 
 
 def at_lengths(
     spec: ir.Spec, hw: Hardware, base: Workload, lengths: Sequence[int], how: Costing
 ) -> list[Point] | None:
-    """Each length's (shape, totals), or the error that refuses it, as `compile_totals`
-    of `base` at that length gives them (its `length_field`); None when the lengths
+    """Each length's figures, or the error that refuses it, as `compile_totals` of
+    `base` at that length gives them (its `length_field`); None when the lengths
     cannot share a lowering (the caller computes each on its own). Where a decision in
     the lowering splits them (`min(context, window)`), each side takes a lowering of its
     own, up to MAX_TEMPLATES; what is left is computed one by one. The batch is not such
     a variable: it changes every GEMM of the step, whose costs are computed anyway."""
-    field = length_field(base)
-    workloads: dict[int, Workload] = {}  # of the points with a shape
-    found: dict[int, Point] = {}
-    shapes: dict[int, Shape] = {}
-    for i, n in enumerate(lengths):
-        try:
-            w = settled(replace(base, **{field: n}), how.conventions)
-            shapes[i] = workload_shape(spec, w)[0]
-            workloads[i] = w
-        except (SpecError, ValueError) as err:  # as compile_totals refuses the point
-            found[i] = err
-    todo = list(workloads)
-    if len(todo) < 2:
+    if len(lengths) < 2:
         return None
+    field = length_field(base)
+    base = settled(base, how.conventions)
+    found: dict[int, Point] = {}
+    todo = list(range(len(lengths)))
+    screened = False
     for attempt in range(MAX_TEMPLATES):
         if len(todo) < 2:
             break
-        part = _region(spec, hw, lengths, workloads, shapes, todo, field, how)
-        if part is None:
+        part = _region(spec, hw, base, lengths, todo, field, how)
+        if part is _REFUSED and not screened:  # some lengths are refused: which
+            found.update(_screen(spec, base, field, lengths, todo))
+            todo, screened = [i for i in todo if i not in found], True
+            continue
+        if not isinstance(part, dict):
             if attempt == 0:
                 return None
             break
         found.update(part)
         todo = [i for i in todo if i not in part]
     for i in todo:  # the rest, each on its own
-        try:
-            graph, tot = compile_totals(spec, hw, workloads[i], how)
-            found[i] = (graph.shape, tot)
-        except (SpecError, ValueError) as err:
-            found[i] = err
+        found[i] = _alone(spec, hw, base, field, lengths[i], how)
     return [found[i] for i in range(len(lengths))]
+
+
+def _alone(spec: ir.Spec, hw: Hardware, base: Workload, field: str, x: int,
+           how: Costing) -> Point:  # fmt: skip
+    """The figures of `base` at length `x`, computed on its own (`compile_totals`), or
+    why not."""
+    try:
+        graph, tot = compile_totals(spec, hw, replace(base, **{field: x}), how)
+    except (SpecError, ValueError) as err:
+        return err
+    return graph.shape, figures_of(graph.shape.seq, graph.shape.n_kv, tot)
+
+
+def _screen(spec: ir.Spec, base: Workload, field: str, lengths: Sequence[int],
+            todo: list[int]) -> dict[int, SpecError | ValueError]:  # fmt: skip
+    """The lengths of `todo` the checks refuse, with why (as `compile_totals` refuses
+    them: its workload, its checks)."""
+    refused: dict[int, SpecError | ValueError] = {}
+    for i in todo:
+        try:
+            workload_shape(spec, replace(base, **{field: lengths[i]}))
+        except (SpecError, ValueError) as err:
+            refused[i] = err
+    return refused
 
 
 def _region(
     spec: ir.Spec,
     hw: Hardware,
+    base: Workload,
     lengths: Sequence[int],
-    workloads: dict[int, Workload],
-    shapes: dict[int, Shape],
     todo: list[int],
     field: str,
     how: Costing,
-) -> dict[int, tuple[Shape, Totals]] | None:
+) -> dict[int, Point] | object | None:
     """The points of `todo` that one lowering at the first of them serves (where its
-    decisions come out alike), with their totals; None when it serves none."""
-    template = _template(spec, workloads[todo[0]], field, lengths[todo[0]])
-    if template is None:
-        return None
-    graph, shape_at, watch = template
-    covered = [i for i in todo if watch.holds(lengths[i])]
+    decisions come out alike), with their figures; _REFUSED when the checks refuse the
+    first length, None when the lowering serves none."""
+    template = _template(spec, base, field, lengths[todo[0]])
+    if template is None or template is _REFUSED:
+        return template
+    graph, shape_at, watch = cast(tuple[OpGraph, Any, Watch], template)
+    import numpy as np
+
+    xs = np.array([lengths[i] for i in todo], dtype=object)
+    covered = [i for i, ok in zip(todo, watch.holding(xs).tolist(), strict=True) if ok]
     if not covered:  # the guards hold at the first length, where they were taken
         return None
     node_at = [instantiator(n) for n in graph.nodes]
     facts_at = instantiator(graph.facts)
-    for i in covered:
-        if (shape_at(lengths[i]) if shape_at else graph.shape) != shapes[i]:
-            return None  # the shape is not the template's at this length
     # values that C code reads without asking (a float raised to the length's power, an
     # index) were read off by SKEW: a real lowering at the first length shows any that
     # matters there; a read that saturates (the experts hit) may agree at the first
@@ -136,36 +204,39 @@ def _region(
     by_length = sorted(covered, key=lambda i: lengths[i])
     middle = by_length[len(by_length) // 2]
     for i in dict.fromkeys((covered[0], by_length[-1], middle, by_length[0])):
+        x = lengths[i]
         try:
-            checked = lower(spec, workloads[i])
+            checked = lower(spec, replace(base, **{field: x}))
         except (SpecError, ValueError):  # refused at a length the template served
             return None
-        x = lengths[i]
         if (
             _nodes_at(graph.nodes, node_at, x) != checked.nodes
             or (facts_at(x) if facts_at else graph.facts) != checked.facts
+            or (shape_at(x) if shape_at else graph.shape) != checked.shape
         ):
             return None
-    totals = _totals(graph, checked, node_at, facts_at, [lengths[i] for i in covered],
-                     [shapes[i] for i in covered], [workloads[i] for i in covered], hw,
-                     how)  # fmt: skip
-    return dict(zip(covered, totals, strict=True))
+    points = _Points(graph, checked, node_at, facts_at, shape_at, base, field)
+    found = _figures(points, [lengths[i] for i in covered], hw, how)
+    return {i: (checked.shape, f) for i, f in zip(covered, found, strict=True)}
 
 
-def _template(spec: ir.Spec, w: Workload, field: str, x0: int) -> tuple[OpGraph, Any, Watch] | None:
+def _template(spec: ir.Spec, w: Workload, field: str, x0: int) -> tuple | object | None:
     """The workload lowered with its length a variable worth `x0`, its shape's
     instantiator (None: the shape does not depend on the length) and the decisions the
-    length made; None when its value escaped (no guard says where the lowering holds),
-    or lowering refuses it or fails on the variable (a skewed number read by C code
-    past a bound): the points are then computed one by one, each as compile does."""
+    length made in the checks and the lowering; _REFUSED when the checks refuse `x0`;
+    None when its value escaped (no guard says where the lowering holds), or lowering
+    fails on the variable (a skewed number read by C code past a bound): the points are
+    then computed one by one, each as compile does."""
     try:
         # each symbolic value's own number off by SKEW: a read of it that nothing sees
         # gives a wrong op at x0 itself, which the real lowering at x0 then shows
-        with skewed(SKEW):
+        with skewed(SKEW), watching() as watch:
             symbolic = replace(w, **{field: length(x0)})
-            shape, notes = workload_shape(spec, symbolic)  # its checks decide: redone
-            with watching() as watch:
-                graph = lower(spec, symbolic, (shape, notes))
+            try:
+                shape, notes = workload_shape(spec, symbolic)
+            except (SpecError, ValueError):
+                return _REFUSED
+            graph = lower(spec, symbolic, (shape, notes))
     except Exception:  # any failure here leaves the points to the exact path
         return None
     if watch.escaped:
@@ -177,25 +248,32 @@ def _nodes_at(nodes: tuple[Node, ...], node_at: list, x: int) -> tuple[Node, ...
     return tuple(f(x) if f is not None else n for n, f in zip(nodes, node_at, strict=True))
 
 
-def _totals(
-    graph: OpGraph,
-    checked: OpGraph,
-    node_at: list,
-    facts_at: Any,
-    lengths: list[int],
-    shapes: list[Shape],
-    workloads: list[Workload],
-    hw: Hardware,
-    how: Costing,
-) -> list[tuple[Shape, Totals]]:
-    """Each length's totals: the fixed nodes costed and timed once, the changing ones
-    at each length, the sums over arrays of the lengths."""
+class _Points(NamedTuple):
+    """What a lowering shared by lengths gives to evaluate them: the lowering with the
+    length a variable (`graph`), one real lowering (`checked`), and the instantiators
+    of its nodes, facts and shape (None: the same at every length)."""
+
+    graph: OpGraph
+    checked: OpGraph
+    node_at: list
+    facts_at: Any
+    shape_at: Any
+    base: Workload
+    field: str
+
+
+def _figures(p: _Points, lengths: list[int], hw: Hardware, how: Costing) -> list[Figures]:
+    """Each length's figures: the fixed nodes costed and timed once, the changing ones
+    at each length, the sums and figures over arrays of the lengths."""
+    import numpy as np
+
+    graph, checked = p.graph, p.checked
     conventions, peak, bandwidth = how.conventions, how.peak, how.bandwidth
     train, again = checked.shape.train, checked.shape.par.recompute == "full"
     table = op_times(hw, peak, bandwidth)
     fixed: dict[int, NodeTime] = {}
     changing: dict[int, list[NodeTime]] = {}
-    for k, (n, f) in enumerate(zip(graph.nodes, node_at, strict=True)):
+    for k, (n, f) in enumerate(zip(graph.nodes, p.node_at, strict=True)):
         if f is None:
             fixed[k] = node_time(cost_node(n, conventions, train, again), hw, peak, bandwidth,
                                  table)  # fmt: skip
@@ -205,35 +283,56 @@ def _totals(
     columns = [column(fixed[k]) if k in fixed else _lanes_column(changing[k])
                for k in range(len(graph.nodes))]  # fmt: skip
     sums = step_sums(columns)
-    kernels = _estimated_sums(checked, fixed, changing, hw, how) if how.estimated else None
+    xs = np.array(lengths, dtype=object)
+    shape = p.shape_at(xs) if p.shape_at else checked.shape  # arrays where it changes
+    facts: ModelFacts = p.facts_at(xs) if p.facts_at else checked.facts
+    par = checked.shape.par
+    mem = memory_parts(facts, _activations(p, changing, lengths), ARRAYS.real)
     main_peak = matrix_peak(checked, hw, peak)[0]
-    # inference activations read only the nodes' sizes: the same at every length unless
-    # a size changes; training's read the layout's geometry too (computed at each)
-    fixed_sizes = not train and all(
+    f = step_figures(sums, par, ARRAYS.real(shape.T_job), mem, main_peak, hw.capacity, ARRAYS)
+    estimate: Any = None
+    if how.estimated:
+        estimate = estimate_step(_estimated_sums(checked, fixed, changing, hw, how), par,
+                                 ARRAYS) * 1e3  # fmt: skip
+    points = len(lengths)
+    values = (shape.seq, shape.n_kv, f.ms_per_step, f.ms_per_token, f.tokens_per_s,
+              f.tokens_per_s_device, f.bound, f.mfu_bound, f.memory, hw.capacity, f.fits,
+              estimate)  # fmt: skip
+    return list(map(Figures._make, zip(*(_each_point(v, points) for v in values), strict=True)))
+
+
+def _each_point(value: Any, n: int) -> list:
+    """A figure's value at each of `n` points, as Python numbers (an array's elements;
+    a value the same at every point, repeated)."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return value.tolist()
+    if isinstance(value, np.ndarray | np.generic):
+        value = value.item()
+    return [value] * n
+
+
+def _activations(p: _Points, changing: dict[int, list[NodeTime]], lengths: list[int]) -> Any:
+    """The activations alive at each length: at inference they read only the nodes'
+    sizes, the same at every length unless a size changes; training's read the
+    layout's geometry too (computed at each)."""
+    graph, checked = p.graph, p.checked
+    if not checked.shape.train and all(
         f is None or instantiator(n.out_bytes) is None
-        for n, f in zip(graph.nodes, node_at, strict=True)
-    )
-    activations = activation_bytes(checked) if fixed_sizes else None
+        for n, f in zip(graph.nodes, p.node_at, strict=True)
+    ):
+        return activation_bytes(checked)
     out = []
-    for i, (x, shape) in enumerate(zip(lengths, shapes, strict=True)):
-        facts: ModelFacts = facts_at(x) if facts_at else checked.facts
-        if activations is not None:
-            acts = activations
-        else:
-            nodes = tuple(changing[k][i].costed.node if k in changing else n
-                          for k, n in enumerate(graph.nodes))  # fmt: skip
-            point = OpGraph(facts, workloads[i], shape, nodes, checked.groups, checked.notes)
-            acts = activation_bytes(point)
-        tot = assemble(_at(sums, i), shape, memory_parts(facts, acts), main_peak, hw)
-        if kernels is not None:
-            tot = with_estimate_step(tot, estimate_step(_at(kernels, i), shape.par))
-        out.append((shape, tot))
+    for i, x in enumerate(lengths):
+        nodes = tuple(changing[k][i].costed.node if k in changing else n
+                      for k, n in enumerate(graph.nodes))  # fmt: skip
+        facts = p.facts_at(x) if p.facts_at else checked.facts
+        shape = p.shape_at(x) if p.shape_at else checked.shape
+        w = replace(p.base, **{p.field: x})
+        out.append(activation_bytes(OpGraph(facts, w, shape, nodes, checked.groups,
+                                            checked.notes)))  # fmt: skip
     return out
-
-
-def _at(sums: Sums, i: int) -> Sums:
-    """The sums of the i-th length."""
-    return Sums(*(v[i] if isinstance(v, Lanes) else v for v in sums))
 
 
 def _estimated_sums(
@@ -260,41 +359,70 @@ def _estimated_sums(
     return step_sums(columns)
 
 
-class Lanes(list):
-    """A value at each length: + and − act element by element (with a plain number, on
-    each), each element the Python number one point's sum would hold."""
+class Arrays(Scalars):
+    """Scalars' operations on numpy arrays of a sweep's points, each element computed
+    as Scalars computes one number (roofline.step_figures)."""
 
-    def __add__(self, other: Any) -> Lanes:
-        return Lanes(map(operator.add, self, _each(other)))
+    @staticmethod
+    def above_zero(x: Any) -> Any:
+        import numpy as np
 
-    def __radd__(self, other: Any) -> Lanes:
-        return Lanes(map(operator.add, _each(other), self))
+        return np.where(x > 0.0, x, 0.0)
 
-    def __sub__(self, other: Any) -> Lanes:
-        return Lanes(map(operator.sub, self, _each(other)))
+    @staticmethod
+    def smaller(a: Any, b: Any) -> Any:
+        import numpy as np
 
-    def __rsub__(self, other: Any) -> Lanes:
-        return Lanes(map(operator.sub, _each(other), self))
+        return np.where(b < a, b, a)
+
+    @staticmethod
+    def ratio(a: Any, b: Any) -> Any:
+        import numpy as np
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(b != 0, np.true_divide(a, b), 0.0)
+
+    @staticmethod
+    def pick(test: Any, a: Any, b: Any) -> Any:
+        import numpy as np
+
+        return np.where(test, a, b)
+
+    @staticmethod
+    def real(x: Any) -> Any:  # type: ignore[override]
+        """Floats: each element as float() converts it (a Python int, exactly)."""
+        import numpy as np
+
+        return np.asarray(x, dtype=np.float64) if isinstance(x, np.ndarray | list) else float(x)
 
 
-def _each(value: Any) -> Any:
-    return value if isinstance(value, Lanes) else repeat(value)
+ARRAYS = Arrays()
 
 
 def _lanes_column(times: list[NodeTime], found: list[NodeEstimate] | None = None) -> Column:
-    """A changing node's column: its figures at each length (its estimate `found` at
-    each, default the roofline's time)."""
+    """A changing node's column: its figures at each length, as arrays (its estimate
+    `found` at each, default the roofline's time)."""
     cols = [column(t) if found is None else column(t, found[i].total_s, found[i].held_s)
             for i, t in enumerate(times)]  # fmt: skip
     first = cols[0]
     return Column(
-        Lanes(c.seconds for c in cols),
-        Lanes(c.flops for c in cols),
-        Lanes(c.bytes for c in cols),
-        Lanes(c.compute_bound_s for c in cols),
-        Lanes(c.recomputed_flops for c in cols) if first.recomputed_flops is not None else None,
+        _lane(c.seconds for c in cols),
+        _lane(c.flops for c in cols),
+        _lane(c.bytes for c in cols),
+        _lane(c.compute_bound_s for c in cols),
+        _lane(c.recomputed_flops for c in cols) if first.recomputed_flops is not None else None,
         first.step,
         first.network,
         first.beside,
-        Lanes(c.held for c in cols),
+        _lane(c.held for c in cols),
     )
+
+
+def _lane(values: Any) -> Any:
+    """An array of a figure at each length: floats as float64 (the same numbers), any
+    other (a Python int) as itself (dtype object), so each sum is Python's."""
+    import numpy as np
+
+    items = list(values)
+    kind = np.float64 if all(type(v) is float for v in items) else object
+    return np.array(items, dtype=kind)

@@ -43,7 +43,7 @@ from modelcost.roofline.compile import compile_totals
 from modelcost.targets.hardware import Hardware, load_hardware
 
 from .executors import Executor, in_order
-from .grid import at_lengths
+from .grid import Figures, at_lengths, figures_of
 
 if TYPE_CHECKING:
     from modelcost.estimate.calibration import Calibration
@@ -102,46 +102,49 @@ class Sweep(Tabular, Frozen):
 def row(r: Report) -> SweepRow:
     """A point's row, read off its report."""
     w, lay = r.workload, r.workload.layout
-    return _row(r.model.name, r.hardware.name, w.phase, w.batch, w.seq, w.context,
-                (w.prefix, w.chunk, w.prompt), lay.label, lay.devices, r.totals)  # fmt: skip
+    return _row(r.model.name, r.hardware.name, w.phase, w.batch,
+                (w.prefix, w.chunk, w.prompt), lay.label, lay.devices,
+                figures_of(w.seq, w.context, r.totals))  # fmt: skip
 
 
 def point_row(graph: OpGraph, hw: Hardware, t: Totals) -> SweepRow:
     """A point's row from its graph and totals (`compile_totals`): what `row` reads off
     the report of the same point, without building the report."""
-    return shape_row(graph.facts.name, hw, graph.shape, t)
+    shape = graph.shape
+    return shape_row(graph.facts.name, hw, shape, figures_of(shape.seq, shape.n_kv, t))
 
 
-def shape_row(model: str, hw: Hardware, shape: Shape, t: Totals) -> SweepRow:
-    """A point's row from its model's name, its shape and its totals."""
-    return _row(model, hw.name, shape.phase.value, shape.batch, shape.seq, shape.n_kv,
+def shape_row(model: str, hw: Hardware, shape: Shape, f: Figures) -> SweepRow:
+    """A point's row from its model's name, its shape (all but its length) and its
+    figures (grid.py)."""
+    return _row(model, hw.name, shape.phase.value, shape.batch,
                 (shape.prefix, shape.chunk, shape.prompt), shape.par.label,
-                shape.par.devices, t)  # fmt: skip
+                shape.par.devices, f)  # fmt: skip
 
 
-def _row(model, hardware, phase, batch, seq, context, engine, layout, devices, t) -> SweepRow:
+def _row(model, hardware, phase, batch, engine, layout, devices, f: Figures) -> SweepRow:
     return SweepRow.trusted(
         model=model,
         hardware=hardware,
         phase=phase,
         batch=batch,
-        seq=seq,
-        context=context,
+        seq=f.seq,
+        context=f.context,
         prefix=engine[0],
         chunk=engine[1],
         prompt=engine[2],
         layout=layout,
         devices=devices,
-        step_ms=t.per_token.ms_per_step,
-        ms_per_token=t.per_token.ms_per_token,
-        tokens_per_s=t.per_token.tokens_per_s,
-        tokens_per_s_device=t.per_token.tokens_per_s_device,
-        bound=t.bound,
-        mfu_bound=t.mfu_bound,
-        memory=t.memory.total,
-        capacity=t.memory.capacity,
-        fits=t.memory.fits,
-        estimate_ms=t.estimate_s * 1e3 if t.estimate_s is not None else None,
+        step_ms=f.step_ms,
+        ms_per_token=f.ms_per_token,
+        tokens_per_s=f.tokens_per_s,
+        tokens_per_s_device=f.tokens_per_s_device,
+        bound=f.bound,
+        mfu_bound=f.mfu_bound,
+        memory=f.memory,
+        capacity=f.capacity,
+        fits=f.fits,
+        estimate_ms=f.estimate_ms,
     )
 
 
@@ -198,28 +201,27 @@ def _check_used(phases: Sequence[Phase], seq: list, context: list, axes: dict) -
     """An option no chosen phase reads is refused, naming the phase that would (a
     --context of prefill points was silently ignored): validate.check_reads, the rule
     every command shares, over the sweep's values."""
-    given = {}
+    given: dict[str, object] = {}
     if seq != [None]:
-        given["seq"] = _flag("seq", seq)
+        given["seq"] = _flag(seq)
     if context != [None]:
-        given["context"] = _flag("context", context)
+        given["context"] = _flag(context)
     if any(r != "none" for r in axes["recompute"]):
-        given["recompute"] = _flag("recompute", axes["recompute"])
+        given["recompute"] = _flag(axes["recompute"])
     if any(g != "fp32" for g in axes["grads"]):
-        given["grads"] = _flag("grads", axes["grads"])
+        given["grads"] = _flag(axes["grads"])
     if any(axes["offload"]):
-        given["offload"] = _flag("offload", axes["offload"])
+        given["offload"] = _flag(axes["offload"])
     if any(axes["zero"]):
-        given["zero"] = _flag("zero", axes["zero"])
+        given["zero"] = _flag(axes["zero"])
     if any(m > 1 for m in axes["microbatches"]) and axes["pp"] == [1]:
-        given["microbatches"] = _flag("microbatches", axes["microbatches"])
+        given["microbatches"] = _flag(axes["microbatches"])
     check_reads(phases, given, max(axes["dp"]) * max(axes["cp"]))
 
 
-def _flag(name: str, values: list) -> str:
-    """`--seq 128,256`: a swept option as typed, its first values where there are many."""
-    shown = ",".join(map(str, values[:3])) + (",…" if len(values) > 3 else "")
-    return f"--{name} {shown}"
+def _flag(values: list) -> str:
+    """`128,256`: a swept option's values as typed, its first values where there are many."""
+    return ",".join(map(str, values[:3])) + (",…" if len(values) > 3 else "")
 
 
 def check_calibration(calibration: Calibration | None, targets: Sequence[Hardware]) -> None:

@@ -54,6 +54,14 @@ class Watch:
         """Whether every decision comes out at length `x` as it did."""
         return all(g(x) for g in self.guards)
 
+    def holding(self, xs: Any) -> Any:
+        """`holds` at each of the lengths `xs`, a numpy array of them (of Python ints,
+        dtype object: each guard then computes as at one length): a boolean array."""
+        held: Any = xs == xs  # True at each
+        for g in self.guards:
+            held &= g(xs)
+        return held
+
 
 _WATCHES: list[Watch] = []
 
@@ -91,7 +99,7 @@ def _truth(self: Any) -> bool:
     result = bool(self._v)
     if _WATCHES:
         fs = self._fn
-        _guard(lambda x: bool(fs(x)) == result)
+        _guard(lambda x: (fs(x) != 0) == result)  # bool(v), on a number or an array
     return result
 
 

@@ -183,42 +183,43 @@ READ_BY: dict[str, tuple[Phase, ...]] = {
 }
 
 
-def given_options(w: Workload) -> dict[str, str]:
-    """The options of READ_BY that `w` sets, each as the flag a user types."""
-    par, out = w.parallel, {}
+def given_options(w: Workload) -> dict[str, object]:
+    """The options of READ_BY that `w` sets, each with its value (formatted only in a
+    refusal: a sweep's length stays a variable, grid.py)."""
+    par, out = w.parallel, dict[str, object]()
     if w.seq is not None:
-        out["seq"] = f"--seq {w.seq}"
+        out["seq"] = w.seq
     if w.context is not None:
-        out["context"] = f"--context {w.context}"
+        out["context"] = w.context
     if par.recompute != "none":
-        out["recompute"] = f"--recompute {par.recompute}"
+        out["recompute"] = par.recompute
     if par.grads != "fp32":
-        out["grads"] = f"--grads {par.grads}"
+        out["grads"] = par.grads
     if par.offload:
-        out["offload"] = f"--offload {par.offload}"
+        out["offload"] = par.offload
     if par.zero:
-        out["zero"] = f"--zero {par.zero}"
+        out["zero"] = par.zero
     if par.microbatches > 1 and par.pp == 1:
-        out["microbatches"] = f"--microbatches {par.microbatches}"
+        out["microbatches"] = par.microbatches
     return out
 
 
-def check_reads(phases: Sequence[Phase], given: dict[str, str], weight_copies: int = 2) -> None:
-    """Raise a SpecError for an option in `given` (READ_BY's name → the flag as typed)
-    that none of `phases` reads, or ZeRO over `weight_copies` of one."""
-    for name, said in given.items():
+def check_reads(phases: Sequence[Phase], given: dict[str, object], weight_copies: int = 2) -> None:
+    """Raise a SpecError for an option in `given` (READ_BY's name → its value, as the
+    user typed it) that none of `phases` reads, or ZeRO over `weight_copies` of one."""
+    for name, value in given.items():
         users = READ_BY[name]
         if not any(p in users for p in phases):
             pipeline = " or a pipeline (--pp)" if name == "microbatches" else ""
             raise SpecError(
-                f"{said} applies to {' and '.join(users)}{pipeline}, and the phases asked "
-                f"for are {', '.join(phases)}",
+                f"--{name} {value} applies to {' and '.join(users)}{pipeline}, and the "
+                f"phases asked for are {', '.join(phases)}",
                 filename="modelcost",
                 hint=f"add {users[0]} to --phase, or leave --{name} out",
             )
     if "zero" in given and weight_copies == 1:
         raise SpecError(
-            f"{given['zero']} shards over the data-parallel replicas, and there is one",
+            f"--zero {given['zero']} shards over the data-parallel replicas, and there is one",
             filename="modelcost",
             hint="add --dp (or --cp) ranks, or leave --zero out",
         )

@@ -6,7 +6,7 @@ and its receive.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from modelcost.base.record import Record, asdict, replace
 from modelcost.estimate.costing import DEFAULT_COSTING, Costing
@@ -17,7 +17,7 @@ from modelcost.perfmodel import CollectiveOp
 from modelcost.targets.hardware import Hardware
 
 from .cost import CostedGraph
-from .step import Sums, column, step_sums, step_time
+from .step import SCALARS, Scalars, Sums, column, step_sums, step_time
 from .timing import LINKS, NodeTime
 
 if TYPE_CHECKING:
@@ -36,11 +36,12 @@ def _with_estimate(
     return with_estimate_step(tot, estimate_step(sums, graph.shape.par))
 
 
-def estimate_step(sums: Sums, par: Parallel) -> float:
+def estimate_step(sums: Sums, par: Parallel, xp: Scalars = SCALARS) -> Any:
     """The step as the kernels run it, from the estimate's sums: the roofline's
-    composition (overlap, bubble) with the compute the collectives' SMs take."""
+    composition (overlap, bubble) with the compute the collectives' SMs take (arrays of
+    a sweep's points, with `xp` their operations: grid.py)."""
     return step_time(sums.busy, sums.once, sums.comm, par.pp, par.microbatches, par.overlap,
-                     par.vpp, sums.beside, sums.held)[0]  # fmt: skip
+                     par.vpp, sums.beside, sums.held, xp)[0]  # fmt: skip
 
 
 def with_estimate_step(tot: Totals, step: float) -> Totals:

@@ -5,6 +5,9 @@ backward keeps for the microbatches in flight on the stage that holds the most.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from modelcost.ir.graph import RECEIVED, ModelFacts, OpGraph
 from modelcost.lowering.memory import kept_activations, layer_sets, resident_bytes
 from modelcost.perfmodel import bpe
@@ -22,14 +25,17 @@ def footprint(graph: OpGraph) -> dict[str, float]:
     return memory_parts(graph.facts, activation_bytes(graph))
 
 
-def memory_parts(facts: ModelFacts, activations: float) -> dict[str, float]:
-    """The footprint's parts: the model's facts, and the activations kept alive."""
+def memory_parts(
+    facts: ModelFacts, activations: Any, real: Callable[[Any], Any] = float
+) -> dict[str, Any]:
+    """The footprint's parts: the model's facts, and the activations kept alive, each
+    made `real` (a float; a sweep's points: an array of floats, grid.py)."""
     return {
-        "weights": float(facts.weight_bytes),
-        "kv_cache": float(facts.cache_bytes),
-        "activations": float(activations),
-        "gradients": float(facts.gradient_bytes),
-        "optimizer_states": float(facts.optimizer_bytes),
+        "weights": real(facts.weight_bytes),
+        "kv_cache": real(facts.cache_bytes),
+        "activations": real(activations),
+        "gradients": real(facts.gradient_bytes),
+        "optimizer_states": real(facts.optimizer_bytes),
     }
 
 

@@ -12,13 +12,44 @@ from typing import Any, NamedTuple
 
 from modelcost.base.dtypes import DTYPES
 from modelcost.base.settings import DEFAULT_PEAK, GIB
-from modelcost.ir.graph import OpGraph, Shape
+from modelcost.ir.graph import OpGraph, Parallel, Shape
 from modelcost.ir.report import Memory, PeakMode, PerToken, Totals
 from modelcost.targets.hardware import Hardware
 
 from .cost import CostedGraph
 from .footprint import footprint
 from .timing import LINKS, NodeTime, _intensity
+
+
+class Scalars:
+    """The few operations a step's figures take besides + − × ÷ and comparisons, on
+    plain numbers. A sweep passes the same operations on arrays of its points
+    (grid.py's `Arrays`), so both compute a figure by the one formula written here."""
+
+    @staticmethod
+    def above_zero(x: Any) -> Any:
+        """max(0.0, x), as Python's max picks it (x only when x > 0.0)."""
+        return x if x > 0.0 else 0.0
+
+    @staticmethod
+    def smaller(a: Any, b: Any) -> Any:
+        """min(a, b), as Python's min picks it (b only when b < a)."""
+        return b if b < a else a
+
+    @staticmethod
+    def ratio(a: Any, b: Any) -> Any:
+        """a / b, and 0.0 where b is 0."""
+        return a / b if b else 0.0
+
+    @staticmethod
+    def pick(test: Any, a: Any, b: Any) -> Any:
+        """a where `test` holds, else b."""
+        return a if test else b
+
+    real = float  # a float (an int converted as float() converts it)
+
+
+SCALARS = Scalars()
 
 
 def add_up(values: Iterable) -> Any:
@@ -106,14 +137,60 @@ def totals(
                     advice)  # fmt: skip
 
 
-def _mfu(model_flops: float, step: float, peak: float) -> float:
-    """Model FLOPs over what the peak does in the step: at most 1, a step being no
-    shorter than its FLOPs at the peak (a sum of float quotients may round a hair past
-    it, as 1.0000000000000002: that is 1)."""
-    if not step:
-        return 0.0
-    mfu = model_flops / (step * peak)
-    return 1.0 if 1.0 < mfu <= 1.0 + 1e-9 else mfu
+def _mfu(model_flops: Any, step: Any, peak: float, xp: Scalars = SCALARS) -> Any:
+    """Model FLOPs over what the peak does in the step (0 for no step): at most 1, a
+    step being no shorter than its FLOPs at the peak (a sum of float quotients may round
+    a hair past it, as 1.0000000000000002: that is 1)."""
+    mfu = xp.ratio(model_flops, step * peak)
+    return xp.pick((mfu > 1.0) & (mfu <= 1.0 + 1e-9), 1.0, mfu)
+
+
+class StepFigures(NamedTuple):
+    """A point's step, its per-token figures, MFU bound, bound and memory total: plain
+    numbers, or arrays of a sweep's points (`step_figures`'s `xp`)."""
+
+    step: Any
+    exposed: Any
+    bubble: Any
+    ms_per_step: Any
+    ms_per_token: Any
+    tokens_per_s: Any
+    tokens_per_s_device: Any
+    mfu_bound: Any
+    bound: Any  # "compute" where compute-bound passes take at least half the busy time
+    memory: Any  # the footprint's total, bytes per device
+    fits: Any
+
+
+def step_figures(
+    sums: Sums,
+    par: Parallel,
+    tokens: Any,
+    mem: dict[str, Any],
+    main_peak: float,
+    capacity: float,
+    xp: Scalars = SCALARS,
+) -> StepFigures:
+    """What `assemble` and a sweep's row read of a point's sums (`step_sums`), its job's
+    tokens a step and its footprint's parts `mem`."""
+    busy, compute_bound = sums.busy, sums.compute_bound
+    step, exposed, bubble = step_time(busy, sums.once, sums.comm, par.pp, par.microbatches,
+                                      par.overlap, par.vpp, sums.beside, xp=xp)  # fmt: skip
+    tokens_per_s = xp.ratio(tokens, step)
+    total_mem = add_up(mem.values())
+    return StepFigures(
+        step,
+        exposed,
+        bubble,
+        step * 1e3,
+        step * 1e3 / tokens,
+        tokens_per_s,
+        tokens_per_s / par.devices,
+        _mfu(sums.model_flops, step, main_peak, xp),
+        xp.pick(compute_bound >= busy - compute_bound, "compute", "memory"),
+        total_mem,
+        total_mem <= capacity,  # the capacity: the driver's total where the file gives it
+    )
 
 
 def assemble(
@@ -127,25 +204,18 @@ def assemble(
     """The totals of one point from its sums (`step_sums`), its token geometry, its
     memory footprint and the matrix peak its MFU is taken against."""
     par = shape.par
-    busy, compute_bound, model_flops = sums.busy, sums.compute_bound, sums.model_flops
-    flops, nbytes, comm = sums.flops, sums.bytes, sums.comm
-    step, exposed, bubble = step_time(busy, sums.once, comm, par.pp, par.microbatches,
-                                      par.overlap, par.vpp, sums.beside)  # fmt: skip
-    tokens = shape.T_job
+    busy, compute_bound = sums.busy, sums.compute_bound
+    f = step_figures(sums, par, shape.T_job, mem, main_peak, hw.capacity)
     per_token = PerToken.trusted(
-        tokens_per_step=tokens,
-        ms_per_step=step * 1e3,
-        ms_per_token=step * 1e3 / tokens,
-        tokens_per_s=tokens / step if step else 0.0,
-        tokens_per_s_device=tokens / step / par.devices if step else 0.0,
+        tokens_per_step=shape.T_job,
+        ms_per_step=f.ms_per_step,
+        ms_per_token=f.ms_per_token,
+        tokens_per_s=f.tokens_per_s,
+        tokens_per_s_device=f.tokens_per_s_device,
     )
-    total_mem = add_up(mem.values())
-    # fits(graph, hw), with the parts kept for the report; the capacity is the driver's
-    # total where the hardware file gives it (hardware.Hardware.capacity)
-    fits = total_mem <= hw.capacity
     warning = None
-    if not fits:
-        need = f"{total_mem / GIB:,.1f} GiB" + ("" if par.single else " per device")
+    if not f.fits:  # fits(graph, hw), with the parts kept for the report
+        need = f"{f.memory / GIB:,.1f} GiB" + ("" if par.single else " per device")
         warning = (
             f"needs {need} but {hw.title} has {hw.capacity / GIB:,.1f} GiB "
             f"({hw.capacity_basis}): it does not fit"
@@ -153,22 +223,22 @@ def assemble(
             + (f"; {advice}" if advice else "")
         )
     return Totals.trusted(
-        flops=flops,
-        bytes=nbytes,
-        intensity=_intensity(flops, nbytes),
-        time_s=step,
+        flops=sums.flops,
+        bytes=sums.bytes,
+        intensity=_intensity(sums.flops, sums.bytes),
+        time_s=f.step,
         busy_s=busy,
         compute_bound_s=compute_bound,
         memory_bound_s=busy - compute_bound,
         compute_share=compute_bound / busy if busy else 0.0,
-        comm_s=comm,
-        comm_exposed_s=exposed,
-        bubble_s=bubble,
-        bound="compute" if compute_bound >= busy - compute_bound else "memory",
+        comm_s=sums.comm,
+        comm_exposed_s=f.exposed,
+        bubble_s=f.bubble,
+        bound=f.bound,
         per_token=per_token,
-        mfu_bound=_mfu(model_flops, step, main_peak),
+        mfu_bound=f.mfu_bound,
         memory=Memory.trusted(
-            **mem, total=total_mem, capacity=hw.capacity, fits=fits, warning=warning
+            **mem, total=f.memory, capacity=hw.capacity, fits=f.fits, warning=warning
         ),
     )
 
@@ -190,6 +260,7 @@ def step_time(
     vpp: int = 1,
     beside: float = 0.0,
     held: float = 0.0,
+    xp: Scalars = SCALARS,
 ) -> tuple[float, float, float]:
     """(step, exposed collective time, pipeline bubble) of one device.
 
@@ -210,18 +281,21 @@ def step_time(
     compute outlasts them). That work is made up after them, past their end, unless
     they outlast the compute: then it runs inside their exposed tail, and only what
     does not fit there lengthens the step.
+
+    Every figure may be an array of a sweep's points instead, with `xp` their
+    operations (grid.py).
     """
     other = busy - comm
     if overlap == "none":
         exposed, hidden, tail = comm, 0.0, 0.0
     elif overlap == "megatron":
-        tail = max(0.0, beside - other)  # the overlapped collectives past the compute
+        tail = xp.above_zero(beside - other)  # the overlapped collectives past the compute
         exposed = comm - beside + tail
-        hidden = min(beside, other) / beside if beside else 0.0
+        hidden = xp.ratio(xp.smaller(beside, other), beside)
     else:
-        exposed = tail = max(0.0, comm - other)
-        hidden = (comm - exposed) / comm if comm else 0.0
-    spent = other + exposed + max(0.0, held * hidden - tail)
-    flowing = (busy - once) * (spent / busy) if busy else 0.0  # all microbatches' work
+        exposed = tail = xp.above_zero(comm - other)
+        hidden = xp.ratio(comm - exposed, comm)
+    spent = other + exposed + xp.above_zero(held * hidden - tail)
+    flowing = (busy - once) * xp.ratio(spent, busy)  # all microbatches' work
     bubble = flowing * (pp - 1) / (vpp * microbatches)
     return spent + bubble, exposed, bubble
