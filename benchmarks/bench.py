@@ -192,7 +192,7 @@ def _grid() -> str:
     wall time and peak resident memory through the CLI."""
     import resource
 
-    from modelcost.analyses.sweeps import SweepRow, _one, plan, run
+    from modelcost.analyses.sweeps import Skip, _one, plan, row_values, run
     from modelcost.render.sweep_stream import writer
 
     spec = specs_dir() / "models" / "llama3-70b.model"
@@ -203,8 +203,8 @@ def _grid() -> str:
     rows = 0
     with open(os.devnull, "wb") as sink:
         w = writer("csv", sink)
-        for r in run(grid):
-            if isinstance(r, SweepRow):
+        for r in row_values(grid):
+            if not isinstance(r, Skip):
                 w.write(r)
                 rows += 1
         w.close()

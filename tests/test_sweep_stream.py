@@ -167,7 +167,7 @@ def test_a_sample_of_a_large_grid_equals_compile_point_by_point() -> None:
         try:  # a layout Parallel refuses (ValueError) or a spec cannot run (SpecError)
             # what the point's phase reads of the sweep's options (validate.for_phase)
             w = for_phase(Workload(pt.phase, pt.batch, pt.seq, pt.context,
-                                   parallel=Parallel(**pt.layout)))  # fmt: skip
+                                   parallel=Parallel(**pt.layout_fields)))  # fmt: skip
             want = row(compile_report(spec, hw, w, how=big.how.on(hw.name)))
         except (SpecError, ValueError) as err:
             message = err.message if isinstance(err, SpecError) else str(err)

@@ -58,7 +58,7 @@ from modelcost.roofline.step import (
     step_figures,
     step_sums,
 )
-from modelcost.roofline.timing import NodeTime, node_time, op_times
+from modelcost.roofline.timing import NodeTime, node_time, op_passes, op_times, timed
 from modelcost.targets.hardware import Hardware
 
 
@@ -272,22 +272,26 @@ def _figures(p: _Points, lengths: list[int], hw: Hardware, how: Costing) -> list
     train, again = checked.shape.train, checked.shape.par.recompute == "full"
     table = op_times(hw, peak, bandwidth)
     fixed: dict[int, NodeTime] = {}
-    changing: dict[int, list[NodeTime]] = {}
+    changing: dict[int, list[NodeTime]] = {}  # a node's time at each length
+    evaluated: dict[int, Column] = {}  # a node's column from its cost as a function
     for k, (n, f) in enumerate(zip(graph.nodes, p.node_at, strict=True)):
         if f is None:
             fixed[k] = node_time(cost_node(n, conventions, train, again), hw, peak, bandwidth,
                                  table)  # fmt: skip
-        else:
+        elif how.estimated:  # the estimate times each kernel at each length
             changing[k] = [node_time(cost_node(f(x), conventions, train, again), hw, peak,
                                      bandwidth, table) for x in lengths]  # fmt: skip
-    columns = [column(fixed[k]) if k in fixed else _lanes_column(changing[k])
+        else:
+            evaluated[k] = _changing_column(f, lengths, hw, how, train, again)
+    columns = [column(fixed[k]) if k in fixed
+               else evaluated[k] if k in evaluated else _lanes_column(changing[k])
                for k in range(len(graph.nodes))]  # fmt: skip
     sums = step_sums(columns)
     xs = np.array(lengths, dtype=object)
     shape = p.shape_at(xs) if p.shape_at else checked.shape  # arrays where it changes
     facts: ModelFacts = p.facts_at(xs) if p.facts_at else checked.facts
     par = checked.shape.par
-    mem = memory_parts(facts, _activations(p, changing, lengths), ARRAYS.real)
+    mem = memory_parts(facts, _activations(p, lengths), ARRAYS.real)
     main_peak = matrix_peak(checked, hw, peak)[0]
     f = step_figures(sums, par, ARRAYS.real(shape.T_job), mem, main_peak, hw.capacity, ARRAYS)
     estimate: Any = None
@@ -313,7 +317,7 @@ def _each_point(value: Any, n: int) -> list:
     return [value] * n
 
 
-def _activations(p: _Points, changing: dict[int, list[NodeTime]], lengths: list[int]) -> Any:
+def _activations(p: _Points, lengths: list[int]) -> Any:
     """The activations alive at each length: at inference they read only the nodes'
     sizes, the same at every length unless a size changes; training's read the
     layout's geometry too (computed at each)."""
@@ -324,9 +328,8 @@ def _activations(p: _Points, changing: dict[int, list[NodeTime]], lengths: list[
     ):
         return activation_bytes(checked)
     out = []
-    for i, x in enumerate(lengths):
-        nodes = tuple(changing[k][i].costed.node if k in changing else n
-                      for k, n in enumerate(graph.nodes))  # fmt: skip
+    for x in lengths:
+        nodes = _nodes_at(graph.nodes, p.node_at, x)
         facts = p.facts_at(x) if p.facts_at else checked.facts
         shape = p.shape_at(x) if p.shape_at else checked.shape
         w = replace(p.base, **{p.field: x})
@@ -357,6 +360,104 @@ def _estimated_sums(
         for k in range(len(checked.nodes))
     ]
     return step_sums(columns)
+
+
+MAX_SIDES = 3  # costings of one changing node as a function of the length (a decision,
+# as compute- against memory-bound, splits its lengths: each side takes one)
+_FIELDS = ("seconds", "flops", "bytes", "compute_bound_s", "recomputed_flops", "held")
+
+
+def _changing_column(f: Any, lengths: list[int], hw: Hardware, how: Costing, train: bool,
+                     again: bool) -> Column:  # fmt: skip
+    """A changing node's column at each length: its cost and roofline computed once with
+    the length a variable and evaluated at every length as arrays, where the decisions
+    they make on it come out alike (a side: up to MAX_SIDES of them); at each length on
+    its own where not, or where a side's figures differ from that length's own at its
+    first, shortest, middle or longest length (a read C code makes, unseen)."""
+    import numpy as np
+
+    one = _one_column(f, hw, how, train, again)
+    values: list[Any] = [None] * len(lengths)  # each length's figures (_FIELDS)
+    todo = list(range(len(lengths)))
+    template: Column | None = None
+    for _ in range(MAX_SIDES):
+        if not todo:
+            break
+        side = _symbolic_column(f, lengths[todo[0]], hw, how, train, again)
+        if side is None:
+            break
+        col, watch = side
+        xs = np.array([lengths[i] for i in todo], dtype=object)
+        held = watch.holding(xs).tolist()
+        covered = [i for i, ok in zip(todo, held, strict=True) if ok]
+        at = np.array([lengths[i] for i in covered], dtype=object)
+        found = list(zip(*(_each_point(_evaluate(getattr(col, name), at), len(covered))
+                           for name in _FIELDS), strict=True))  # fmt: skip
+        by_length = sorted(range(len(covered)), key=lambda j: lengths[covered[j]])
+        for j in dict.fromkeys((0, by_length[0], by_length[len(by_length) // 2], by_length[-1])):
+            if found[j] != _figures_of(one(lengths[covered[j]])):
+                break
+        else:
+            for i, v in zip(covered, found, strict=True):
+                values[i] = v
+            template = template or col
+            todo = [i for i in todo if values[i] is None]
+            continue
+        break
+    for i in todo:  # each on its own
+        got = one(lengths[i])
+        template = template or got
+        values[i] = _figures_of(got)
+    seconds, flops, nbytes, bound, recomputed, held = (
+        _lane(v) if v[0] is not None else None for v in zip(*values, strict=True)
+    )
+    assert template is not None  # the lengths are two or more: one of them made it
+    return Column(seconds, flops, nbytes, bound, recomputed, template.step, template.network,
+                  template.beside, held)  # fmt: skip
+
+
+def _figures_of(c: Column) -> tuple:
+    return tuple(getattr(c, name) for name in _FIELDS)
+
+
+def _one_column(f: Any, hw: Hardware, how: Costing, train: bool, again: bool) -> Any:
+    """A changing node's column at one length, costed and timed as compile does."""
+    table = op_times(hw, how.peak, how.bandwidth)
+
+    def one(x: int) -> Column:
+        return column(node_time(cost_node(f(x), how.conventions, train, again), hw, how.peak,
+                                how.bandwidth, table))  # fmt: skip
+
+    return one
+
+
+def _symbolic_column(f: Any, x0: int, hw: Hardware, how: Costing, train: bool,
+                     again: bool) -> tuple[Column, Watch] | None:  # fmt: skip
+    """A changing node's column with the length a variable worth `x0`, and the
+    decisions its cost and roofline made on it; None where the length's value escaped
+    (a hash, a float(): not a function of it) or costing failed on the variable."""
+    try:
+        with skewed(SKEW), watching() as watch:
+            costed = cost_node(f(length(x0)), how.conventions, train, again, memo=False)
+            passes = op_passes(costed.node.op, costed.fwd, costed.bwd, hw, how.peak,
+                               how.bandwidth)  # fmt: skip
+            col = column(timed(costed, passes, _as_float))
+    except Exception:  # any failure here leaves the node to the exact path
+        return None
+    return None if watch.escaped else (col, watch)
+
+
+def _as_float(v: Any) -> Any:
+    """float(v), as arithmetic (an int times 1.0 is the int made a float, as float()
+    makes it), so a function of the length stays one."""
+    return v * 1.0
+
+
+def _evaluate(value: Any, xs: Any) -> Any:
+    """A column's figure at the lengths `xs`: its function of the length evaluated on
+    them, or the figure itself where it does not depend on the length."""
+    fn = instantiator(value)
+    return value if fn is None else fn(xs)
 
 
 class Arrays(Scalars):

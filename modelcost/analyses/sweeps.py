@@ -81,6 +81,10 @@ class SweepRow(Frozen):
     estimate_ms: float | None = None
 
 
+COLUMNS = tuple(SweepRow.model_fields)  # a row's fields in order: CSV's header
+RowValues = tuple  # a row's values in COLUMNS' order (a streamed sweep writes them)
+
+
 class Sweep(Tabular, Frozen):
     """A sweep's rows, and the points left out with why. In a notebook it shows itself
     as its HTML page (charts and table); `to_records`, `to_csv`, `to_dataframe` give
@@ -111,41 +115,30 @@ def point_row(graph: OpGraph, hw: Hardware, t: Totals) -> SweepRow:
     """A point's row from its graph and totals (`compile_totals`): what `row` reads off
     the report of the same point, without building the report."""
     shape = graph.shape
-    return shape_row(graph.facts.name, hw, shape, figures_of(shape.seq, shape.n_kv, t))
+    return _as_row(shape_values(graph.facts.name, hw, shape,
+                                figures_of(shape.seq, shape.n_kv, t)))  # fmt: skip
 
 
-def shape_row(model: str, hw: Hardware, shape: Shape, f: Figures) -> SweepRow:
-    """A point's row from its model's name, its shape (all but its length) and its
-    figures (grid.py)."""
-    return _row(model, hw.name, shape.phase.value, shape.batch,
-                (shape.prefix, shape.chunk, shape.prompt), shape.par.label,
-                shape.par.devices, f)  # fmt: skip
+def shape_values(model: str, hw: Hardware, shape: Shape, f: Figures) -> RowValues:
+    """A point's row's values from its model's name, its shape (all but its length) and
+    its figures (grid.py)."""
+    return _values(model, hw.name, shape.phase.value, shape.batch,
+                   (shape.prefix, shape.chunk, shape.prompt), shape.par.label,
+                   shape.par.devices, f)  # fmt: skip
+
+
+def _values(model, hardware, phase, batch, engine, layout, devices, f: Figures) -> RowValues:
+    """A row's values in COLUMNS' order (a Figures' fields are the last ten's, in order)."""
+    return (model, hardware, phase, batch, f.seq, f.context, *engine, layout, devices, *f[2:])
 
 
 def _row(model, hardware, phase, batch, engine, layout, devices, f: Figures) -> SweepRow:
-    return SweepRow.trusted(
-        model=model,
-        hardware=hardware,
-        phase=phase,
-        batch=batch,
-        seq=f.seq,
-        context=f.context,
-        prefix=engine[0],
-        chunk=engine[1],
-        prompt=engine[2],
-        layout=layout,
-        devices=devices,
-        step_ms=f.step_ms,
-        ms_per_token=f.ms_per_token,
-        tokens_per_s=f.tokens_per_s,
-        tokens_per_s_device=f.tokens_per_s_device,
-        bound=f.bound,
-        mfu_bound=f.mfu_bound,
-        memory=f.memory,
-        capacity=f.capacity,
-        fits=f.fits,
-        estimate_ms=f.estimate_ms,
-    )
+    return _as_row(_values(model, hardware, phase, batch, engine, layout, devices, f))
+
+
+def _as_row(values: RowValues) -> SweepRow:
+    """The row of values in COLUMNS' order."""
+    return SweepRow.trusted(**dict(zip(COLUMNS, values, strict=True)))
 
 
 def _many(value, limit: int = MAX_POINTS) -> list:
@@ -246,8 +239,13 @@ class _Point(Record, frozen=True):
     batch: int
     seq: int | None
     context: int | None
-    layout: dict[str, Any]
+    layout: tuple[Any, ...]  # each of LAYOUT_AXES's values
     engine: tuple[int, int, int]  # prefix, chunk, prompt
+
+    @property
+    def layout_fields(self) -> dict[str, Any]:
+        """The layout by LAYOUT_AXES's names."""
+        return dict(zip(LAYOUT_AXES, self.layout, strict=True))
 
 
 class Skip(Record, frozen=True):
@@ -325,7 +323,7 @@ class Plan(Record, frozen=True):
             for b, (s, c), e, *values in itertools.product(
                 self.batch, lengths, self.engines, *self.axes
             ):
-                yield _Point(i, j, phase, b, s, c, dict(zip(LAYOUT_AXES, values, strict=True)), e)
+                yield _Point(i, j, phase, b, s, c, tuple(values), e)
 
 
 def plan(
@@ -396,9 +394,23 @@ def run(
     address: str | None = None,
 ) -> Iterator[SweepRow | Skip]:
     """Each point's row, or why it was skipped, in the plan's order (or `points`' own,
-    some of the plan's), as they are computed, CHUNK points a task: in this process,
-    `jobs` worker processes, or Ray tasks on the cluster at `address` (executors.py;
-    a bounded number of chunks in flight, so the memory stays flat)."""
+    some of the plan's), as they are computed (`row_values`)."""
+    for r in row_values(p, jobs, points, executor, address):
+        yield _as_row(r) if isinstance(r, tuple) else r
+
+
+def row_values(
+    p: Plan,
+    jobs: int = 1,
+    points: Iterable[_Point] | None = None,
+    executor: Executor = "local",
+    address: str | None = None,
+) -> Iterator[RowValues | Skip]:
+    """Each point's row's values (COLUMNS' order), or why it was skipped, in the plan's
+    order (or `points`' own, some of the plan's), as they are computed, CHUNK points a
+    task: in this process, `jobs` worker processes, or Ray tasks on the cluster at
+    `address` (executors.py; a bounded number of chunks in flight, so the memory stays
+    flat)."""
     work = (p.specs, p.targets, p.sp, p.how, p.swept)
     chunks = _chunks(iter(p.points() if points is None else points), CHUNK)
     if executor == "local" and p.size < 2 * jobs:  # too few points to share
@@ -453,16 +465,16 @@ def sweep(
 
 
 @in_bulk
-def _run(work, points: list[_Point]) -> list[SweepRow | Skip]:
+def _run(work, points: list[_Point]) -> list[RowValues | Skip]:
     """Each point's row, or why it was skipped: the points of one layout and batch at
     several lengths all at once (grid.py), the others one by one."""
     groups: dict[tuple, list[int]] = {}
     for i, p in enumerate(points):
         n = p.context if p.phase is Phase.decode else p.seq
-        key = ((p.spec, p.hw, p.phase, p.batch, p.engine, tuple(p.layout.items()))
+        key = ((p.spec, p.hw, p.phase, p.batch, p.engine, p.layout)
                if n is not None else (i,))  # fmt: skip
         groups.setdefault(key, []).append(i)
-    out: list[SweepRow | Skip | None] = [None] * len(points)
+    out: list[RowValues | Skip | None] = [None] * len(points)
     for members in groups.values():
         found = _at_lengths(work, [points[i] for i in members])
         for i, result in zip(members, found, strict=True):
@@ -470,7 +482,7 @@ def _run(work, points: list[_Point]) -> list[SweepRow | Skip]:
     return out  # type: ignore[return-value]
 
 
-def _at_lengths(work, points: list[_Point]) -> list[SweepRow | Skip]:
+def _at_lengths(work, points: list[_Point]) -> list[RowValues | Skip]:
     """The rows of points that differ only in their length, lowered once when there are
     enough of them (grid.at_lengths), else each on its own (`_one`)."""
     specs, targets, sp, how, swept = work
@@ -487,25 +499,27 @@ def _at_lengths(work, points: list[_Point]) -> list[SweepRow | Skip]:
             found = at_lengths(spec, hw, base, lengths, how.on(hw.name))  # type: ignore[arg-type]
     if found is None:
         return [_one(work, q) for q in points]
-    return [shape_row(spec.name, hw, *r) if isinstance(r, tuple) else _skip(spec, hw, q, r, swept)
+    return [shape_values(spec.name, hw, *r) if isinstance(r, tuple)
+            else _skip(spec, hw, q, r, swept)
             for q, r in zip(points, found, strict=True)]  # fmt: skip
 
 
 def _workload(p: _Point, sp: bool) -> Workload:
     """The point's workload, with what its phase reads of the layout (for_phase)."""
-    par = Parallel(**p.layout, sp=sp)
+    par = Parallel(**p.layout_fields, sp=sp)
     w = Workload(p.phase, p.batch, p.seq, p.context, parallel=par, prefix=p.engine[0],
                  chunk=p.engine[1], prompt=p.engine[2])  # fmt: skip
     return for_phase(w)
 
 
-def _one(work, p: _Point) -> SweepRow | Skip:
-    """A point's row, or why it was skipped, computed on its own."""
+def _one(work, p: _Point) -> RowValues | Skip:
+    """A point's row's values, or why it was skipped, computed on its own."""
     specs, targets, sp, how, swept = work
     spec, hw = specs[p.spec], targets[p.hw]
     try:
         graph, t = compile_totals(spec, hw, _workload(p, sp), how.on(hw.name))
-        return point_row(graph, hw, t)
+        shape = graph.shape
+        return shape_values(spec.name, hw, shape, figures_of(shape.seq, shape.n_kv, t))
     except (SpecError, ValueError) as err:
         return _skip(spec, hw, p, err, swept)
 
@@ -513,7 +527,7 @@ def _one(work, p: _Point) -> SweepRow | Skip:
 def _skip(spec: ir.Spec, hw: Hardware, p: _Point, err: SpecError | ValueError,
           swept: frozenset[str]) -> Skip:  # fmt: skip
     message = err.message if isinstance(err, SpecError) else str(err)
-    varied = _varied(p.layout, swept)
+    varied = _varied(p.layout_fields, swept)
     extra = ", ".join(f"{k} {v}" for k, v in zip(ENGINE_AXES, p.engine, strict=True) if v)
     varied = ", ".join(x for x in (extra, varied) if x)
     return Skip(f"{spec.name} on {hw.name}, {p.phase.value} batch {p.batch}"

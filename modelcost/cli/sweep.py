@@ -56,16 +56,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
 
 
-def _swept(found, args: argparse.Namespace):
-    """The plan's rows and skips as they are computed, with the progress line."""
-    from modelcost.analyses.sweeps import run
+def _swept(found, args: argparse.Namespace, as_values: bool = False):
+    """The plan's rows (or, `as_values`, each row's values) and skips as they are
+    computed, with the progress line."""
+    from modelcost.analyses.sweeps import row_values, run
 
     from .progress import Progress
 
     progress = Progress(found.size, enabled=False if args.quiet else None)
+    results = (row_values if as_values else run)(found, args.jobs, executor=args.executor,
+                                                 address=args.address)  # fmt: skip
     try:
-        for done, result in enumerate(run(found, args.jobs, executor=args.executor,
-                                          address=args.address), 1):  # fmt: skip
+        for done, result in enumerate(results, 1):
             yield result
             progress.update(done)
     finally:
@@ -116,7 +118,7 @@ def _stream_sweep(found, args: argparse.Namespace) -> int:
     try:
         with streamed(args.output) as out:
             w = None
-            for result in _swept(found, args):
+            for result in _swept(found, args, as_values=True):
                 if isinstance(result, Skip):
                     summary.add(result)
                     continue

@@ -1,6 +1,7 @@
-"""A sweep's rows written as they come: CSV (the columns `Sweep.to_csv` writes, byte
-for byte), JSON Lines (a row's JSON a line) or Parquet (through pyarrow, an optional
-extra: `pip install 'modelcost[parquet]'`), into a binary file. Formatting only."""
+"""A sweep's rows written as they come, each given as its values in COLUMNS' order:
+CSV (the columns `Sweep.to_csv` writes, byte for byte, written BLOCK rows at a time),
+JSON Lines (a row's JSON a line) or Parquet (through pyarrow, an optional extra:
+`pip install 'modelcost[parquet]'`), into a binary file. Formatting only."""
 
 from __future__ import annotations
 
@@ -8,34 +9,38 @@ import csv
 import io
 from typing import IO, Protocol
 
-from modelcost.analyses.sweeps import SweepRow
+from modelcost.analyses.sweeps import COLUMNS, RowValues, SweepRow
 from modelcost.base.errors import SpecError
 
-COLUMNS = tuple(SweepRow.model_fields)  # CSV's header and Parquet's columns, in order
 PARQUET_BATCH = 4096  # rows a Parquet row group holds
+BLOCK = 4096  # CSV rows formatted and written at a time
 
 
 class RowWriter(Protocol):
-    def write(self, row: SweepRow) -> None: ...
+    def write(self, values: RowValues) -> None: ...
     def close(self) -> None: ...
 
 
 class _Csv:
     def __init__(self, out: IO[bytes]) -> None:
-        self._out, self._line = out, io.StringIO()
-        self._csv = csv.writer(self._line, lineterminator="\n")
-        self._put(COLUMNS)
+        self._out, self._text = out, io.StringIO()
+        self._csv = csv.writer(self._text, lineterminator="\n")
+        self._rows: list[RowValues] = [COLUMNS]
 
-    def _put(self, values) -> None:
-        self._csv.writerow(values)
-        self._out.write(self._line.getvalue().encode("utf-8"))
-        self._line.seek(0)
-        self._line.truncate()
+    def write(self, values: RowValues) -> None:
+        self._rows.append(values)
+        if len(self._rows) >= BLOCK:
+            self._flush()
 
-    def write(self, row: SweepRow) -> None:
-        self._put(row.model_dump().values())
+    def _flush(self) -> None:
+        self._csv.writerows(self._rows)
+        self._rows.clear()
+        self._out.write(self._text.getvalue().encode("utf-8"))
+        self._text.seek(0)
+        self._text.truncate()
 
     def close(self) -> None:
+        self._flush()
         self._out.flush()
 
 
@@ -43,7 +48,8 @@ class _JsonLines:
     def __init__(self, out: IO[bytes]) -> None:
         self._out = out
 
-    def write(self, row: SweepRow) -> None:
+    def write(self, values: RowValues) -> None:
+        row = SweepRow.trusted(**dict(zip(COLUMNS, values, strict=True)))
         self._out.write(row.__pydantic_serializer__.to_json(row) + b"\n")
 
     def close(self) -> None:
@@ -75,8 +81,8 @@ class _Parquet:
         self._writer = pq.ParquetWriter(out, self._schema)
         self._batch: list[dict] = []
 
-    def write(self, row: SweepRow) -> None:
-        self._batch.append(row.model_dump(mode="json"))
+    def write(self, values: RowValues) -> None:
+        self._batch.append(dict(zip(COLUMNS, values, strict=True)))
         if len(self._batch) >= PARQUET_BATCH:
             self._flush()
 

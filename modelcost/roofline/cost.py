@@ -40,12 +40,20 @@ def _memo(table: dict, key: tuple[OpRecord, Conventions], backward: bool) -> Cos
     return found
 
 
-def cost_node(n: Node, conventions: Conventions, train: bool, again: bool) -> CostedNode:
+def cost_node(
+    n: Node, conventions: Conventions, train: bool, again: bool, memo: bool = True
+) -> CostedNode:
     """One node's per-instance costs: its forward, and when training its backward (with
-    the forward again under full recomputation, `again`, for a layer's ops)."""
+    the forward again under full recomputation, `again`, for a layer's ops); looked up
+    in the tables of equal ops' costs unless `memo` is off (a sweep's op that is a
+    function of its length: grid.py)."""
     key = (n.op, conventions)
-    fwd = _memo(_FORWARD, key, False)
-    bwd = _memo(_BACKWARD, key, True) if train and not n.step else None
+    if memo:
+        fwd = _memo(_FORWARD, key, False)
+        bwd = _memo(_BACKWARD, key, True) if train and not n.step else None
+    else:
+        fwd = n.op.cost(conventions)
+        bwd = n.op.cost_bwd(conventions) if train and not n.step else None
     recomputed = False
     if bwd is not None and again and n.group != "model":
         bwd, recomputed = bwd + fwd, True

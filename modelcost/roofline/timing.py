@@ -5,6 +5,9 @@ passes, collectives on their links; every node of a costed graph timed once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from modelcost.base.memo import per_object
 from modelcost.base.record import Record
 from modelcost.base.settings import DEFAULT_PEAK
@@ -75,17 +78,17 @@ MAX_TIMED = 65_536  # ops timed per target before the table is cleared (bounded 
 
 @per_object
 def op_times(hw: Hardware, peak: PeakMode, bandwidth: PeakMode) -> dict:  # noqa: ARG001
-    """A table of one op's pass times on `hw` under `peak` and `bandwidth` (`_passes`),
+    """A table of one op's pass times on `hw` under `peak` and `bandwidth` (`op_passes`),
     kept while `hw` lives (per_object keys it by them): the roofline of an op is a pure
     function of the op, its costs and the target."""
     return {}
 
 
-_Passes = tuple[Roof, float, float, float, str | None, tuple[float, float, float] | None]
+Passes = tuple[Roof, float, float, float, str | None, tuple[float, float, float] | None]
 
 
-def _passes(op: OpRecord, f: Cost, b: Cost | None, hw: Hardware, peak: PeakMode,
-            bandwidth: PeakMode) -> _Passes:  # fmt: skip
+def op_passes(op: OpRecord, f: Cost, b: Cost | None, hw: Hardware, peak: PeakMode,
+              bandwidth: PeakMode) -> Passes:  # fmt: skip
     """(roof, forward compute s, forward memory or link s, forward s, link, the
     backward's (compute, memory, time) or None) of one op."""
     precision = op.precision
@@ -130,20 +133,28 @@ def node_time(
     if table is None:
         table = op_times(hw, peak, bandwidth)
     op = cn.node.op
-    f, b, count = cn.fwd, cn.bwd, cn.node.count
+    f, b = cn.fwd, cn.bwd
     key = (op, f, b)
     found = table.get(key)
     if found is None:
         if len(table) >= MAX_TIMED:
             table.clear()
-        found = table[key] = _passes(op, f, b, hw, peak, bandwidth)
-    r, fc, fm, tf, lk, back = found
-    flops, nbytes = float(f.flops), float(f.bytes)
+        found = table[key] = op_passes(op, f, b, hw, peak, bandwidth)
+    return timed(cn, found)
+
+
+def timed(cn: CostedNode, passes: Passes, real: Callable[[Any], Any] = float) -> NodeTime:
+    """One node's roofline from its op's passes (`op_passes`), its FLOPs and bytes made
+    `real` (floats; a sweep's node that is a function of its length keeps them so,
+    grid.py)."""
+    r, fc, fm, tf, lk, back = passes
+    f, b, count = cn.fwd, cn.bwd, cn.node.count
+    flops, nbytes = real(f.flops), real(f.bytes)
     bound_s = count * (tf if fc >= fm else 0)
     tb = 0.0
     if back is not None and b is not None:
         bc, bm, tb = back
-        flops, nbytes = flops + float(b.flops), nbytes + float(b.bytes)
+        flops, nbytes = flops + real(b.flops), nbytes + real(b.bytes)
         bound_s += count * (tb if bc >= bm else 0)
     return NodeTime(
         costed=cn,
