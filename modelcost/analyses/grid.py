@@ -28,6 +28,7 @@ its own. A length the checks refuse is found by the checks alone (`_screen`).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
@@ -121,31 +122,82 @@ def at_lengths(
     cannot share a lowering (the caller computes each on its own). Where a decision in
     the lowering splits them (`min(context, window)`), each side takes a lowering of its
     own, up to MAX_TEMPLATES; what is left is computed one by one. The batch is not such
-    a variable: it changes every GEMM of the step, whose costs are computed anyway."""
+    a variable: it changes every GEMM of the step, whose costs are computed anyway. The
+    lowerings are the target's no more than the costing's (`_planned`)."""
     if len(lengths) < 2:
         return None
     field = length_field(base)
     base = settled(base, how.conventions)
-    found: dict[int, Point] = {}
+    plan = _planned(spec, base, tuple(lengths), field)
+    if plan is None:
+        return None
+    found: dict[int, Point] = dict(plan.refused)
+    for r in plan.regions:
+        figures = _figures(r.points, [lengths[i] for i in r.covered], hw, how)
+        shape = r.points.checked.shape
+        found.update((i, (shape, f)) for i, f in zip(r.covered, figures, strict=True))
+    for i in plan.rest:  # each on its own
+        found[i] = _alone(spec, hw, base, field, lengths[i], how)
+    return [found[i] for i in range(len(lengths))]
+
+
+class _Region(NamedTuple):
+    """The lengths one lowering serves (indices into a plan's lengths), and it."""
+
+    covered: list[int]
+    points: _Points
+
+
+class _Plan(NamedTuple):
+    """How a workload's lengths are computed: the regions lowerings serve, the lengths
+    the checks refuse (with why), and the rest (each on its own)."""
+
+    regions: list[_Region]
+    refused: dict[int, SpecError | ValueError]
+    rest: list[int]
+
+
+MAX_PLANS = 64  # plans kept (a sweep's targets take the same plan in turn)
+_PLANS: OrderedDict[tuple, tuple[ir.Spec, _Plan | None]] = OrderedDict()
+
+
+def _planned(spec: ir.Spec, base: Workload, lengths: tuple[int, ...], field: str) -> _Plan | None:
+    """`_plan`, kept for the MAX_PLANS latest (spec, workload, lengths): lowering reads
+    neither the target nor the costing, so a sweep's targets share one plan."""
+    key = (id(spec), base, lengths)
+    kept = _PLANS.get(key)
+    if kept is not None and kept[0] is spec:
+        _PLANS.move_to_end(key)
+        return kept[1]
+    plan = _plan(spec, base, lengths, field)
+    _PLANS[key] = (spec, plan)  # the spec held, so its id names it while kept
+    if len(_PLANS) > MAX_PLANS:
+        _PLANS.popitem(last=False)
+    return plan
+
+
+def _plan(spec: ir.Spec, base: Workload, lengths: tuple[int, ...], field: str) -> _Plan | None:
+    """Which lowering serves which lengths (None: the first cannot serve any)."""
+    regions: list[_Region] = []
+    refused: dict[int, SpecError | ValueError] = {}
     todo = list(range(len(lengths)))
     screened = False
     for attempt in range(MAX_TEMPLATES):
         if len(todo) < 2:
             break
-        part = _region(spec, hw, base, lengths, todo, field, how)
+        part = _region(spec, base, lengths, todo, field)
         if part is _REFUSED and not screened:  # some lengths are refused: which
-            found.update(_screen(spec, base, field, lengths, todo))
-            todo, screened = [i for i in todo if i not in found], True
+            refused.update(_screen(spec, base, field, lengths, todo))
+            todo, screened = [i for i in todo if i not in refused], True
             continue
-        if not isinstance(part, dict):
+        if not isinstance(part, _Region):
             if attempt == 0:
                 return None
             break
-        found.update(part)
-        todo = [i for i in todo if i not in part]
-    for i in todo:  # the rest, each on its own
-        found[i] = _alone(spec, hw, base, field, lengths[i], how)
-    return [found[i] for i in range(len(lengths))]
+        regions.append(part)
+        served = set(part.covered)
+        todo = [i for i in todo if i not in served]
+    return _Plan(regions, refused, todo)
 
 
 def _alone(spec: ir.Spec, hw: Hardware, base: Workload, field: str, x: int,
@@ -173,17 +225,11 @@ def _screen(spec: ir.Spec, base: Workload, field: str, lengths: Sequence[int],
 
 
 def _region(
-    spec: ir.Spec,
-    hw: Hardware,
-    base: Workload,
-    lengths: Sequence[int],
-    todo: list[int],
-    field: str,
-    how: Costing,
-) -> dict[int, Point] | object | None:
+    spec: ir.Spec, base: Workload, lengths: Sequence[int], todo: list[int], field: str
+) -> _Region | object | None:
     """The points of `todo` that one lowering at the first of them serves (where its
-    decisions come out alike), with their figures; _REFUSED when the checks refuse the
-    first length, None when the lowering serves none."""
+    decisions come out alike); _REFUSED when the checks refuse the first length, None
+    when the lowering serves none."""
     template = _template(spec, base, field, lengths[todo[0]])
     if template is None or template is _REFUSED:
         return template
@@ -215,9 +261,7 @@ def _region(
             or (shape_at(x) if shape_at else graph.shape) != checked.shape
         ):
             return None
-    points = _Points(graph, checked, node_at, facts_at, shape_at, base, field)
-    found = _figures(points, [lengths[i] for i in covered], hw, how)
-    return {i: (checked.shape, f) for i, f in zip(covered, found, strict=True)}
+    return _Region(covered, _Points(graph, checked, node_at, facts_at, shape_at, base, field))
 
 
 def _template(spec: ir.Spec, w: Workload, field: str, x0: int) -> tuple | object | None:

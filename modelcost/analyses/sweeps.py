@@ -122,9 +122,23 @@ def point_row(graph: OpGraph, hw: Hardware, t: Totals) -> SweepRow:
 def shape_values(model: str, hw: Hardware, shape: Shape, f: Figures) -> RowValues:
     """A point's row's values from its model's name, its shape (all but its length) and
     its figures (grid.py)."""
-    return _values(model, hw.name, shape.phase.value, shape.batch,
-                   (shape.prefix, shape.chunk, shape.prompt), shape.par.label,
-                   shape.par.devices, f)  # fmt: skip
+    return _values(*shape_head(model, hw, shape), f)
+
+
+def shape_head(
+    model: str, hw: Hardware, shape: Shape
+) -> tuple[str, str, str, int, tuple[int, int, int], str, int]:
+    """What a row says of its point besides its figures: `_values`' leading arguments."""
+    engine = (shape.prefix, shape.chunk, shape.prompt)
+    return (
+        model,
+        hw.name,
+        shape.phase.value,
+        shape.batch,
+        engine,
+        shape.par.label,
+        shape.par.devices,
+    )
 
 
 def _values(model, hardware, phase, batch, engine, layout, devices, f: Figures) -> RowValues:
@@ -499,9 +513,17 @@ def _at_lengths(work, points: list[_Point]) -> list[RowValues | Skip]:
             found = at_lengths(spec, hw, base, lengths, how.on(hw.name))  # type: ignore[arg-type]
     if found is None:
         return [_one(work, q) for q in points]
-    return [shape_values(spec.name, hw, *r) if isinstance(r, tuple)
-            else _skip(spec, hw, q, r, swept)
-            for q, r in zip(points, found, strict=True)]  # fmt: skip
+    out: list[RowValues | Skip] = []
+    shown: Shape | None = None  # the points one lowering serves share its shape: its head
+    for q, r in zip(points, found, strict=True):
+        if not isinstance(r, tuple):
+            out.append(_skip(spec, hw, q, r, swept))
+            continue
+        shape, f = r
+        if shape is not shown:
+            shown, head = shape, shape_head(spec.name, hw, shape)
+        out.append(_values(*head, f))
+    return out
 
 
 def _workload(p: _Point, sp: bool) -> Workload:
