@@ -2,6 +2,7 @@
 
     python benchmarks/bench.py [--repeat N] [--hw mi355x]
     python benchmarks/bench.py --grid
+    python benchmarks/bench.py --grid-cli [--against DIR] [--ten-million]
 
 `--grid` measures sweeps at scale instead (issue 24): the points/s of the 225,280-point
 grid (Llama 3 70B decode on 5 targets × 4 layouts × 11 batches × 1,024 contexts) in one
@@ -9,6 +10,16 @@ process, streamed as `modelcost sweep --format csv` streams it, and on a tenth o
 contexts the shared lowering (modelcost/analyses/grid.py) against each point compiled on its own,
 taking turns; then the wall time and peak resident memory of a 1,000,000-point streamed
 sweep through the CLI (written to /dev/null).
+
+`--grid-cli` runs issue 36's grid through the CLI (`modelcost sweep`, Llama 3 70B decode
+on 5 targets × tp 1, 2, 4, 8 × 11 batches × 128 contexts = 28,160 points, CSV to
+/dev/null), with the roofline and with `--estimate kernels`: the CPU seconds each run
+takes, start-up included (the children's user + system time), and its wall time, as
+points per CPU second and per wall second, medians of N interleaved runs; with
+`--against DIR` the same commands of another checkout (a `git worktree` of an earlier
+commit) take turns with these, so a noisy machine moves both alike. `--ten-million`
+adds a 10,000,000-point streamed CSV sweep (1,000 batches × 10,000 contexts, H200): its
+wall time and peak resident memory.
 
 In process, per spec: `load` = read, parse and resolve the file; `compile` = lower,
 cost and roofline one workload into a report model; `total` = both. Medians of N runs.
@@ -30,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -68,9 +80,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--hw", default="mi355x")
     ap.add_argument("--grid", action="store_true", help="sweeps at scale only")
+    ap.add_argument("--grid-cli", action="store_true", help="issue 36's grid through the CLI")
+    ap.add_argument("--against", metavar="DIR", help="another checkout, with --grid-cli")
+    ap.add_argument("--ten-million", action="store_true", help="with --grid-cli")
     args = ap.parse_args()
     if args.grid:
         print(_grid())
+        return
+    if args.grid_cli:
+        print(_grid_cli(max(3, args.repeat // 10), args.against, args.ten_million))
         return
     hw = load_hardware(args.hw)
     rows = []
@@ -243,6 +261,54 @@ def _grid() -> str:
         + "\n"
         f"1,000,000-point streamed sweep: {wall:.0f} s, peak resident memory {peak:,.0f} MiB"
     )
+
+
+GRID_CLI = ["sweep", "specs/models/llama3-70b.model", "--hw", ",".join(GRID_TARGETS), "--phase",
+            "decode", "--tp", "1,2,4,8", "--batch", ",".join(map(str, GRID_BATCHES)),
+            "--context", "1K..128K+1K", "--format", "csv", "-o", os.devnull, "--quiet"]  # fmt: skip
+GRID_CLI_POINTS = 5 * 4 * 11 * 128
+
+
+def _cpu_run(cmd: list[str], cwd: Path) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one run of `cmd` in `cwd`, importing modelcost
+    from there (the children's user and system time: start-up included)."""
+    env = {**ENV, "PYTHONPATH": str(cwd)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=cwd)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
+
+
+def _grid_cli(n: int, against: str | None, ten_million: bool) -> str:
+    """Issue 36's grid through the CLI: points per CPU second and per wall second,
+    roofline and kernels, this checkout and (`against`) another, taking turns."""
+    trees = {"this checkout": ROOT} | ({f"against {against}": Path(against)} if against else {})
+    runs = {(tree, est): [] for tree in trees for est in ("roofline", "kernels")}
+    for _ in range(n):
+        for (tree, est), got in runs.items():
+            extra = ["--estimate", "kernels"] if est == "kernels" else []
+            got.append(_cpu_run([sys.executable, "-m", "modelcost", *GRID_CLI, *extra],
+                                trees[tree]))  # fmt: skip
+    lines = [f"issue 36's grid ({GRID_CLI_POINTS:,} points) through the CLI, medians of {n} "
+             "interleaved runs:"]  # fmt: skip
+    for (tree, est), got in runs.items():
+        cpu = statistics.median(c for c, _ in got)
+        wall = statistics.median(w for _, w in got)
+        lines.append(f"  {tree}, {est}: {cpu:.2f} CPU s ({GRID_CLI_POINTS / cpu:,.0f} points "
+                     f"a CPU second), {wall:.2f} s wall ({GRID_CLI_POINTS / wall:,.0f} a "
+                     "second)")  # fmt: skip
+    if ten_million:
+        ten = [sys.executable, "-m", "modelcost", "sweep", "specs/models/llama3-70b.model",
+               "--hw", "h200", "--phase", "decode", "--batch", "1..1000+1", "--context",
+               "1K..10000K+1K", "--format", "csv", "-o", os.devnull, "--quiet"]  # fmt: skip
+        cpu, wall = _cpu_run(ten, ROOT)
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB → MiB
+        lines.append(f"10,000,000-point streamed CSV sweep: {wall:.0f} s wall, {cpu:.0f} "
+                     f"CPU s, peak resident memory {peak:,.0f} MiB (the largest child's so "
+                     "far)")  # fmt: skip
+    return "\n".join(lines)
 
 
 def _sweep_rate() -> str:

@@ -344,3 +344,97 @@ def test_any_small_models_grid_equals_compile(text, phase, batch, tp, lengths, e
             assert isinstance(got, type(err)) and str(got) == str(err)
             continue
         assert _same(got, graph, want)
+
+
+# ---- arrays: the figures over all the lengths at once (issue 36 item 1) --------------
+
+_FLOATS = st.floats(allow_nan=False, width=64) | st.sampled_from([0.0, -0.0, 1.0, -1.0])
+
+
+def _bits(v) -> tuple:
+    """A float's bits (so 0.0 and −0.0 differ), or the value itself."""
+    import struct
+
+    return ("f", struct.pack("<d", v)) if isinstance(v, float) else ("v", v)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.lists(_FLOATS, min_size=1, max_size=8), b=st.lists(_FLOATS, min_size=1, max_size=8))
+def test_array_operations_pick_each_element_as_python_does(a, b) -> None:
+    # max(0.0, x), min(x, y), x / y or 0, a pick: grid.Arrays on arrays gives, element by
+    # element, the very float (sign of zero included) roofline.Scalars gives on one number
+    import numpy as np
+
+    from modelcost.roofline.step import SCALARS
+
+    n = min(len(a), len(b))
+    x, y = np.array(a[:n]), np.array(b[:n])
+    cases = [
+        (SCALARS.above_zero, grid.ARRAYS.above_zero, (x,)),
+        (SCALARS.smaller, grid.ARRAYS.smaller, (x, y)),
+        (SCALARS.ratio, grid.ARRAYS.ratio, (x, y)),
+    ]
+    for one, many, args in cases:
+        got = many(*args).tolist()
+        want = [one(*(float(v[i]) for v in args)) for i in range(n)]
+        assert list(map(_bits, got)) == list(map(_bits, want))
+    picked = grid.ARRAYS.pick(x > y, "compute", "memory").tolist()
+    assert picked == [SCALARS.pick(p > q, "compute", "memory") for p, q in zip(a, b)]
+
+
+def test_a_watchs_guards_over_an_array_are_its_guards_at_each_length() -> None:
+    import numpy as np
+
+    x = length(3000)
+    with watching() as watch:
+        min(x, 4096)  # a sliding window
+        if (x - 1) % 7:  # a truth test
+            pass
+    lengths = [1, 7, 8, 4095, 4096, 4097, 9000]
+    held = watch.holding(np.array(lengths, dtype=object)).tolist()
+    assert held == [watch.holds(n) for n in lengths]
+    # the window holds to 4,096; (n − 1) mod 7 is nonzero at 3,000, so at 7 and 4,095 too
+    assert held == [False, True, False, True, False, False, False]
+
+
+def test_a_decode_grids_changing_ops_are_costed_once_as_functions(monkeypatch) -> None:
+    # Llama 3 70B decode at 64 contexts: its one changing node (the attention over the
+    # cache) is costed once with the context a variable and evaluated at every context;
+    # only the four checks (first, shortest, middle, longest) cost it at one context
+    spec = load_spec(MODELS / "llama3-70b.model")
+    sides, single = [], []
+    symbolic, one = grid._symbolic_column, grid._one_column
+
+    def counted(*a):
+        sides.append(a[1])
+        return symbolic(*a)
+
+    def each(*a):
+        f = one(*a)
+        return lambda x: single.append(x) or f(x)
+
+    monkeypatch.setattr(grid, "_symbolic_column", counted)
+    monkeypatch.setattr(grid, "_one_column", each)
+    lengths = list(range(1024, 1024 * 65, 1024))
+    found = at_lengths(spec, H100, Workload(Phase.decode, 8, parallel=Parallel(tp=8)), lengths,
+                       costing())  # fmt: skip
+    assert found is not None and sides == [1024]
+    assert sorted(single) == [1024, 33 * 1024, 64 * 1024]  # the first is the shortest
+
+
+def test_the_targets_of_a_sweep_share_one_plan_of_lowerings(monkeypatch) -> None:
+    # lowering reads no target: two targets' points at the same layout, batch and
+    # contexts take one template (grid._planned keeps it)
+    spec = load_spec(MODELS / "llama3-8b.model")
+    made = []
+    template = grid._template
+    monkeypatch.setattr(grid, "_template", lambda *a: made.append(a[3]) or template(*a))
+    grid._PLANS.clear()
+    base = Workload(Phase.decode, 3, parallel=Parallel())
+    lengths = [777, 1500, 2222, 3000]
+    for hw in (H100, MI300X):
+        found = at_lengths(spec, hw, base, lengths, costing())
+        for n, got in zip(lengths, found, strict=True):
+            graph, want = compile_totals(spec, hw, replace(base, context=n), costing())
+            assert _same(got, graph, want)
+    assert made == [777]

@@ -174,3 +174,54 @@ def test_a_sample_of_a_large_grid_equals_compile_point_by_point() -> None:
             assert isinstance(got, Skip) and got.why == message
             continue
         assert got == want
+
+
+@pytest.mark.parametrize("estimate", ["roofline", "kernels"])
+def test_whole_groups_drawn_from_a_large_grid_equal_compile(estimate) -> None:
+    # the shared lowering's path (grid.py), not points alone: 6 groups drawn (seeded)
+    # from a grid over 4 specs (dense, MoE, SSM, sliding window), 2 targets, every phase
+    # and the layout axes tp, cp, dp, pp, microbatches, zero and recompute, each group
+    # all the lengths of one spec, target, phase, batch and layout (32: enough to share
+    # a lowering in every phase, sweeps.MIN_LENGTHS); every row against compile_report
+    # of its point, every skip against its refusal
+    import random
+
+    from modelcost.analyses.sweeps import LAYOUT_AXES, _Point, row
+    from modelcost.ir.graph import Parallel, Phase, Workload
+    from modelcost.lowering.validate import for_phase
+    from modelcost.roofline.compile import compile_report
+
+    names = ("llama3-8b", "mixtral-8x7b", "mamba2-2.7b", "gemma2-9b")
+    lengths = [256 * k for k in range(1, 33)]
+    axes = {"tp": [1, 2], "cp": [1, 2], "dp": [1, 2], "pp": [1, 2], "microbatches": [1, 2],
+            "zero": [0, 1], "recompute": ["none", "full"]}  # fmt: skip
+    big = plan([str(MODELS / f"{n}.model") for n in names], ["h100", "mi300x"],
+               ["prefill", "decode", "train"], batch=[2, 8], seq=lengths, context=lengths,
+               layout=axes, estimate=estimate, limit=MAX_STREAMED)  # fmt: skip
+    rng = random.Random(36)
+    ran = rows = 0
+    for _ in range(6):
+        spec_i, hw_i = rng.randrange(len(names)), rng.randrange(2)
+        phase = rng.choice(list(Phase))
+        chosen = {k: rng.choice(v) for k, v in axes.items()}
+        if phase is not Phase.train:  # what inference reads of the layout (for_phase)
+            chosen |= {"zero": 0, "recompute": "none", "microbatches": 1}
+        layout = tuple(chosen.get(k, getattr(Parallel(), k)) for k in LAYOUT_AXES)
+        batch = rng.choice([2, 8])
+        group = [_Point(spec_i, hw_i, phase, batch, None if phase is Phase.decode else n,
+                        n if phase is Phase.decode else None, layout, (0, 0, 0))
+                 for n in lengths]  # fmt: skip
+        for pt, got in zip(group, run(big, points=group), strict=True):
+            spec, hw = big.specs[pt.spec], big.targets[pt.hw]
+            ran += 1
+            try:
+                w = for_phase(Workload(pt.phase, pt.batch, pt.seq, pt.context,
+                                       parallel=Parallel(**pt.layout_fields)))  # fmt: skip
+                want = row(compile_report(spec, hw, w, how=big.how.on(hw.name)))
+            except (SpecError, ValueError) as err:
+                message = err.message if isinstance(err, SpecError) else str(err)
+                assert isinstance(got, Skip) and got.why == message
+                continue
+            assert got == want, (names[spec_i], phase, chosen, pt.seq, pt.context)
+            rows += 1
+    assert ran == 6 * 32 and rows >= 64  # most groups run

@@ -524,7 +524,7 @@ class Arrays(Scalars):
     def ratio(a: Any, b: Any) -> Any:
         import numpy as np
 
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return np.where(b != 0, np.true_divide(a, b), 0.0)
 
     @staticmethod
