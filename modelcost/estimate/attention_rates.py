@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from functools import cache
+from functools import cache, lru_cache
 from itertools import pairwise
 
 from modelcost.base.frozen import Frozen
@@ -122,24 +122,27 @@ def engine_prefill(part: str) -> EnginePrefill | None:
     return found[0] if found else None
 
 
+@lru_cache(maxsize=65_536)
 def split_kv(work: int, slots: int, n_blocks: int, max_splits: int = MAX_SPLITS) -> int:
     """How many ways a decode kernel splits its keys: FlashAttention-2's
     num_splits_heuristic (csrc/flash_attn/flash_api.cpp), as Flash-Decoding does it. With
     `work` blocks filling 80 % of the `slots`, none; else the fewest splits that reach 85 %
-    of the best wave efficiency, among splits that change the keys a split takes."""
+    of the best wave efficiency, among splits that change the keys a split takes (a pure
+    function of its counts: a sweep's points ask it the same question again)."""
     if work >= 0.8 * slots:
         return 1
     top = min(max_splits, slots, n_blocks)
-
-    def eligible(s: int) -> bool:
-        return s == 1 or -(-n_blocks // s) != -(-n_blocks // (s - 1))
-
-    def efficiency(s: int) -> float:
-        waves = work * s / slots
-        return waves / math.ceil(waves)
-
-    best = max((efficiency(s) for s in range(1, top + 1) if eligible(s)), default=0.0)
-    return next((s for s in range(1, top + 1) if eligible(s) and efficiency(s) >= 0.85 * best), 1)
+    found: list[tuple[int, float]] = []  # (splits, wave efficiency) of the eligible
+    best, before = 0.0, 0
+    for s in range(1, top + 1):
+        per_split = -(-n_blocks // s)
+        if s == 1 or per_split != before:  # the keys a split takes change
+            waves = work * s / slots
+            efficiency = waves / math.ceil(waves)
+            found.append((s, efficiency))
+            best = max(best, efficiency)
+        before = per_split
+    return next((s for s, e in found if e >= 0.85 * best), 1)
 
 
 def decode_blocks(op: SdpaOp, units: int) -> tuple[int, int, int]:
