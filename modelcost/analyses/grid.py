@@ -157,22 +157,28 @@ class _Plan(NamedTuple):
     rest: list[int]
 
 
-MAX_PLANS = 64  # plans kept (a sweep's targets take the same plan in turn)
-_PLANS: OrderedDict[tuple, tuple[ir.Spec, _Plan | None]] = OrderedDict()
+# plans kept (a sweep's targets take the same plan in turn), while their lowerings hold
+# at most this many nodes in all (a spec of 1,000 distinct layers: 16,000 a lowering)
+MAX_PLANNED_NODES = 200_000
+_PLANS: OrderedDict[tuple, tuple[ir.Spec, _Plan | None, int]] = OrderedDict()
 
 
 def _planned(spec: ir.Spec, base: Workload, lengths: tuple[int, ...], field: str) -> _Plan | None:
-    """`_plan`, kept for the MAX_PLANS latest (spec, workload, lengths): lowering reads
-    neither the target nor the costing, so a sweep's targets share one plan."""
+    """`_plan`, kept for the latest (spec, workload, lengths) whose lowerings hold at most
+    MAX_PLANNED_NODES nodes: lowering reads neither the target nor the costing, so a
+    sweep's targets share one plan."""
     key = (id(spec), base, lengths)
     kept = _PLANS.get(key)
     if kept is not None and kept[0] is spec:
         _PLANS.move_to_end(key)
         return kept[1]
     plan = _plan(spec, base, lengths, field)
-    _PLANS[key] = (spec, plan)  # the spec held, so its id names it while kept
-    if len(_PLANS) > MAX_PLANS:
-        _PLANS.popitem(last=False)
+    size = sum(len(r.points.graph.nodes) + len(r.points.checked.nodes)
+               for r in (plan.regions if plan else ()))  # fmt: skip
+    _PLANS[key] = (spec, plan, size)  # the spec held, so its id names it while kept
+    held = sum(entry[2] for entry in _PLANS.values())
+    while held > MAX_PLANNED_NODES and len(_PLANS) > 1:
+        held -= _PLANS.popitem(last=False)[1][2]
     return plan
 
 
