@@ -146,11 +146,6 @@ def test_a_sample_of_a_large_grid_equals_compile_point_by_point() -> None:
     # against compile_report of its point, skips against its refusal
     import random
 
-    from modelcost.analyses.sweeps import row
-    from modelcost.ir.graph import Parallel, Workload
-    from modelcost.lowering.validate import for_phase
-    from modelcost.roofline.compile import compile_report
-
     specs = [str(MODELS / f"{n}.model") for n in ("llama3-8b", "mixtral-8x7b", "mamba2-2.7b")]
     big = plan(specs, ["h100", "mi300x"], ["prefill", "decode", "train"],
                batch=[1, 2, 8, 24, 64], seq=[128, 1000, 4096], context=[512, 4096, 30000],
@@ -163,17 +158,7 @@ def test_a_sample_of_a_large_grid_equals_compile_point_by_point() -> None:
     ran = list(run(big, points=chosen))
     assert len(ran) == 80 and sum(isinstance(r, SweepRow) for r in ran) >= 20
     for pt, got in zip(chosen, ran, strict=True):
-        spec, hw = big.specs[pt.spec], big.targets[pt.hw]
-        try:  # a layout Parallel refuses (ValueError) or a spec cannot run (SpecError)
-            # what the point's phase reads of the sweep's options (validate.for_phase)
-            w = for_phase(Workload(pt.phase, pt.batch, pt.seq, pt.context,
-                                   parallel=Parallel(**pt.layout_fields)))  # fmt: skip
-            want = row(compile_report(spec, hw, w, how=big.how.on(hw.name)))
-        except (SpecError, ValueError) as err:
-            message = err.message if isinstance(err, SpecError) else str(err)
-            assert isinstance(got, Skip) and got.why == message
-            continue
-        assert got == want
+        assert got == _compile_says(big, pt)
 
 
 @pytest.mark.parametrize("estimate", ["roofline", "kernels"])
@@ -186,10 +171,8 @@ def test_whole_groups_drawn_from_a_large_grid_equal_compile(estimate) -> None:
     # of its point, every skip against its refusal
     import random
 
-    from modelcost.analyses.sweeps import LAYOUT_AXES, _Point, row
-    from modelcost.ir.graph import Parallel, Phase, Workload
-    from modelcost.lowering.validate import for_phase
-    from modelcost.roofline.compile import compile_report
+    from modelcost.analyses.sweeps import LAYOUT_AXES, _Point
+    from modelcost.ir.graph import Parallel, Phase
 
     names = ("llama3-8b", "mixtral-8x7b", "mamba2-2.7b", "gemma2-9b")
     lengths = [256 * k for k in range(1, 33)]
@@ -212,16 +195,27 @@ def test_whole_groups_drawn_from_a_large_grid_equal_compile(estimate) -> None:
                         n if phase is Phase.decode else None, layout, (0, 0, 0))
                  for n in lengths]  # fmt: skip
         for pt, got in zip(group, run(big, points=group), strict=True):
-            spec, hw = big.specs[pt.spec], big.targets[pt.hw]
             ran += 1
-            try:
-                w = for_phase(Workload(pt.phase, pt.batch, pt.seq, pt.context,
-                                       parallel=Parallel(**pt.layout_fields)))  # fmt: skip
-                want = row(compile_report(spec, hw, w, how=big.how.on(hw.name)))
-            except (SpecError, ValueError) as err:
-                message = err.message if isinstance(err, SpecError) else str(err)
-                assert isinstance(got, Skip) and got.why == message
-                continue
-            assert got == want, (names[spec_i], phase, chosen, pt.seq, pt.context)
-            rows += 1
+            assert got == _compile_says(big, pt), (names[spec_i], phase, chosen, pt.seq,
+                                                    pt.context)  # fmt: skip
+            rows += isinstance(got, SweepRow)
     assert ran == 6 * 32 and rows >= 64  # most groups run
+
+
+def _compile_says(big, pt):
+    """What compile says of point `pt` of plan `big`: its row (compile_report's, read by
+    sweeps.row), or the Skip of its refusal (a layout Parallel refuses, ValueError, or
+    a spec cannot run, SpecError), with what its phase reads of the sweep's options
+    (validate.for_phase)."""
+    from modelcost.analyses.sweeps import _skip, row
+    from modelcost.ir.graph import Parallel, Workload
+    from modelcost.lowering.validate import for_phase
+    from modelcost.roofline.compile import compile_report
+
+    spec, hw = big.specs[pt.spec], big.targets[pt.hw]
+    try:
+        w = for_phase(Workload(pt.phase, pt.batch, pt.seq, pt.context,
+                               parallel=Parallel(**pt.layout_fields)))  # fmt: skip
+        return row(compile_report(spec, hw, w, how=big.how.on(hw.name)))
+    except (SpecError, ValueError) as err:
+        return _skip(spec, hw, pt, err, big.swept)
