@@ -90,11 +90,22 @@ def main() -> None:
     if args.grid_cli:
         print(_grid_cli(max(3, args.repeat // 10), args.against, args.ten_million))
         return
-    hw = load_hardware(args.hw)
+    print(_in_process(args.hw, args.repeat))
+    print()
+    print(_through_cli(args.hw, max(5, args.repeat // 5)))
+    print()
+    print(_scale())
+    print(_layouts(args.repeat))
+    print(_sweep_rate())
+
+
+def _in_process(hw_name: str, repeat: int) -> str:
+    """Every shipped spec's load and compile times in process, medians of `repeat`."""
+    hw = load_hardware(hw_name)
     rows = []
     for path in sorted((specs_dir() / "models").glob("*.model")):
         spec = load_spec(path)
-        load = median_ms(lambda p=path: load_spec(p), args.repeat)
+        load = median_ms(lambda p=path: load_spec(p), repeat)
         cells = [path.stem, f"{load:.2f}"]
         ops = [op for op, _ in walk(spec.body, streams=False)]  # the main stream
         positions = min((op.positions for op in ops if isinstance(op, PositionEmbedding)),
@@ -107,17 +118,18 @@ def main() -> None:
             if phase is Phase.decode and not any(op.decodes for op in ops):  # an encoder
                 cells.append("-")
                 continue
-            cells.append(
-                f"{median_ms(lambda s=spec, w=wl: compile_report(s, hw, w), args.repeat):.2f}"
-            )
+            cells.append(f"{median_ms(lambda s=spec, w=wl: compile_report(s, hw, w), repeat):.2f}")
         total = load + max(float(c) for c in cells[2:] if c != "-")
         cells.append(f"{total:.2f}")
         rows.append(cells)
-    print(f"in process, median of {args.repeat} (ms), hardware {args.hw}:")
-    print(tabulate(rows, headers=["spec", "load", "prefill", "decode", "train", "load + worst"],
-                   colalign=("left",) + ("right",) * 5))  # fmt: skip
-    print()
-    n = max(5, args.repeat // 5)
+    head = f"in process, median of {repeat} (ms), hardware {hw_name}:"
+    return head + "\n" + tabulate(rows, headers=["spec", "load", "prefill", "decode", "train",
+                                                 "load + worst"],
+                                  colalign=("left",) + ("right",) * 5)  # fmt: skip
+
+
+def _through_cli(hw_name: str, n: int) -> str:
+    """The commands' wall times through the CLI against the import floor, taking turns."""
     commands = {
         "(python -c pass)": [sys.executable, "-c", "pass"],
         FLOOR: [sys.executable, "-c", "import lark, pydantic, jinja2, tabulate, msgspec"],
@@ -150,17 +162,14 @@ def main() -> None:
     for name in ("deepseek-v3", "llama3.1-405b", "gpt2"):
         spec = Path(specs_dir() / "models" / f"{name}.model")
         commands[f"compile {name}"] = [sys.executable, "-m", "modelcost", "compile", str(spec),
-            "--hw", args.hw, "--phase", "prefill,decode", "--context", "1024",
+            "--hw", hw_name, "--phase", "prefill,decode", "--context", "1024",
             "--seq", "1024", "--format", "json"]  # fmt: skip
     walls = _interleaved(commands, n)
     floor = walls[FLOOR]
     cli = [[k, f"{v:.0f}", f"{v / floor:.2f}"] for k, v in walls.items()]
-    print(f"through the CLI, median wall time of {n} interleaved runs:")
-    print(tabulate(cli, headers=["command", "ms", "× floor"], colalign=("left", "right", "right")))
-    print()
-    print(_scale())
-    print(_layouts(args.repeat))
-    print(_sweep_rate())
+    return (f"through the CLI, median wall time of {n} interleaved runs:\n"
+            + tabulate(cli, headers=["command", "ms", "× floor"],
+                       colalign=("left", "right", "right")))  # fmt: skip
 
 
 FLOOR = "floor: import lark, pydantic, jinja2, tabulate, msgspec"

@@ -10,6 +10,7 @@ from conftest import MODELS, ZOO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import modelcost.analyses.changing as changing
 import modelcost.analyses.grid as grid
 import modelcost.analyses.sweeps as sweeps
 from modelcost.analyses.grid import at_lengths, figures_of, length_field
@@ -41,7 +42,9 @@ def _same(got, graph, want) -> bool:
     (the lowering's shape is one point's; each point's length is in its figures)."""
     shape, figures = got
     lengthless = {"S": 0, "n_kv": 0}
-    return figures == figures_of(graph.shape.seq, graph.shape.n_kv, want) and replace(
+    want_figures = figures_of(graph.shape.seq, graph.shape.n_kv, want)
+    # bit for bit: reprs, so 0.0 against −0.0 or 1 against 1.0 differ
+    return list(map(repr, figures)) == list(map(repr, want_figures)) and replace(
         shape, **lengthless
     ) == replace(graph.shape, **lengthless)
 
@@ -404,18 +407,18 @@ def test_a_decode_grids_changing_ops_are_costed_once_as_functions(monkeypatch) -
     # only the four checks (first, shortest, middle, longest) cost it at one context
     spec = load_spec(MODELS / "llama3-70b.model")
     sides, single = [], []
-    symbolic, one = grid._symbolic_column, grid._one_column
+    symbolic, one = changing._symbolic_column, changing.node_timed
 
     def counted(*a):
         sides.append(a[1])
         return symbolic(*a)
 
     def each(*a):
-        f = one(*a)
-        return lambda x: single.append(x) or f(x)
+        single.append(a[0].op.N_KV)  # the attention's keys: its context
+        return one(*a)
 
-    monkeypatch.setattr(grid, "_symbolic_column", counted)
-    monkeypatch.setattr(grid, "_one_column", each)
+    monkeypatch.setattr(changing, "_symbolic_column", counted)
+    monkeypatch.setattr(changing, "node_timed", each)
     lengths = list(range(1024, 1024 * 65, 1024))
     found = at_lengths(spec, H100, Workload(Phase.decode, 8, parallel=Parallel(tp=8)), lengths,
                        costing())  # fmt: skip
@@ -434,8 +437,28 @@ def test_the_targets_of_a_sweep_share_one_plan_of_lowerings(monkeypatch) -> None
     base = Workload(Phase.decode, 3, parallel=Parallel())
     lengths = [777, 1500, 2222, 3000]
     for hw in (H100, MI300X):
-        found = at_lengths(spec, hw, base, lengths, costing())
+        found = at_lengths(spec, hw, base, lengths, costing(), share=True)
         for n, got in zip(lengths, found, strict=True):
             graph, want = compile_totals(spec, hw, replace(base, context=n), costing())
             assert _same(got, graph, want)
     assert made == [777]
+    grid._PLANS.clear()
+    at_lengths(spec, H100, base, lengths, costing())  # one target: nothing kept
+    assert made == [777, 777] and not grid._PLANS
+
+
+def test_a_rows_figures_are_its_last_columns_in_order() -> None:
+    # sweeps._values appends a Figures' fields after seq and context: the two orders are
+    # one (a field added to one and not the other would shift every row's columns)
+    assert grid.Figures._fields[:2] == ("seq", "context")
+    assert grid.Figures._fields[2:] == sweeps.COLUMNS[-10:]
+    assert sweeps.COLUMNS[4:6] == ("seq", "context")
+
+
+def test_a_ratio_over_python_numbers_gives_zero_where_python_does() -> None:
+    # a training sum of recomputed FLOPs is an array of Python ints (dtype object): at a
+    # zero divisor the ratio is 0.0, as Scalars.ratio gives, not Python's ZeroDivisionError
+    import numpy as np
+
+    got = grid.ARRAYS.ratio(np.array([10**20, 3], dtype=object), np.array([0.0, 2.0]))
+    assert got.tolist() == [0.0, 1.5]  # 3 / 2.0

@@ -67,7 +67,8 @@ FOLDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "", "cost", "timing", "footprint", "step", "estimated", "roofline", "advice", "compile",
     )),
     ("analyses", "many points: sweeps, diffs, serving, training layouts", (
-        "", "speculative", "executors", "grid", "diff", "sweeps", "serving_records",
+        "", "speculative", "executors", "arrays", "changing", "grid", "diff", "sweeps",
+        "serving_records",
         "scenario", "serving", "serving_search", "serving_mix", "scheduler", "arrivals", "curve",
         "pools",
         "disagg", "deployment", "training",

@@ -35,14 +35,13 @@ from typing import Any, NamedTuple, cast
 import modelcost.language.spec as ir
 from modelcost.base.errors import SpecError
 from modelcost.base.record import replace
-from modelcost.base.symbolic import Watch, instantiator, length, skewed, watching
+from modelcost.base.symbolic import SKEW, Watch, instantiator, length, skewed, watching
 from modelcost.estimate.costing import Costing
 from modelcost.ir.graph import ModelFacts, Node, OpGraph, Shape, Workload, settled
 from modelcost.ir.report import Totals
 from modelcost.lowering.lower import lower
 from modelcost.lowering.validate import workload_shape
 from modelcost.roofline.compile import compile_totals
-from modelcost.roofline.cost import cost_node
 from modelcost.roofline.estimated import (
     NodeEstimate,
     collectives_engine,
@@ -50,17 +49,12 @@ from modelcost.roofline.estimated import (
     estimate_step,
 )
 from modelcost.roofline.footprint import activation_bytes, memory_parts
-from modelcost.roofline.step import (
-    Column,
-    Scalars,
-    Sums,
-    column,
-    matrix_peak,
-    step_figures,
-    step_sums,
-)
-from modelcost.roofline.timing import NodeTime, node_time, op_passes, op_times, timed
+from modelcost.roofline.step import Sums, column, matrix_peak, step_figures, step_sums
+from modelcost.roofline.timing import NodeTime
 from modelcost.targets.hardware import Hardware
+
+from .arrays import ARRAYS, each_point, lanes_column, spread
+from .changing import changing_column, node_timed
 
 
 class Figures(NamedTuple):
@@ -110,25 +104,31 @@ def length_field(w: Workload) -> str:
 
 
 MAX_TEMPLATES = 4  # lowerings one group's lengths may take (a sliding window: two)
-SKEW = 1_000_003  # what a symbolic value's own number is off by (symbolic.skewed)
 _REFUSED = object()  # the checks refuse the template's own length
 
 
 def at_lengths(
-    spec: ir.Spec, hw: Hardware, base: Workload, lengths: Sequence[int], how: Costing
+    spec: ir.Spec,
+    hw: Hardware,
+    base: Workload,
+    lengths: Sequence[int],
+    how: Costing,
+    share: bool = False,
 ) -> list[Point] | None:
     """Each length's figures, or the error that refuses it, as `compile_totals` of
     `base` at that length gives them (its `length_field`); None when the lengths
     cannot share a lowering (the caller computes each on its own). Where a decision in
     the lowering splits them (`min(context, window)`), each side takes a lowering of its
     own, up to MAX_TEMPLATES; what is left is computed one by one. The batch is not such
-    a variable: it changes every GEMM of the step, whose costs are computed anyway. The
-    lowerings are the target's no more than the costing's (`_planned`)."""
+    a variable: it changes every GEMM of the step, whose costs are computed anyway.
+    Lowering reads neither the target nor the costing: with `share` (a sweep of several
+    targets) the lowerings are kept for the next target to ask (`_planned`)."""
     if len(lengths) < 2:
         return None
     field = length_field(base)
     base = settled(base, how.conventions)
-    plan = _planned(spec, base, tuple(lengths), field)
+    key = tuple(lengths)
+    plan = _planned(spec, base, key, field) if share else _plan(spec, base, key, field)
     if plan is None:
         return None
     found: dict[int, Point] = dict(plan.refused)
@@ -157,27 +157,27 @@ class _Plan(NamedTuple):
     rest: list[int]
 
 
-# plans kept (a sweep's targets take the same plan in turn), while their lowerings hold
-# at most this many nodes in all (a spec of 1,000 distinct layers: 16,000 a lowering)
-MAX_PLANNED_NODES = 200_000
+# plans kept for a sweep's other targets, while they hold at most this many nodes and
+# refusals in all (a Llama 3 70B decode lowering: 21 nodes; a spec of 1,000 distinct
+# layers: 16,000; a kept node is about 1.8 kB, its instantiators with it)
+MAX_PLANNED = 50_000
 _PLANS: OrderedDict[tuple, tuple[ir.Spec, _Plan | None, int]] = OrderedDict()
 
 
 def _planned(spec: ir.Spec, base: Workload, lengths: tuple[int, ...], field: str) -> _Plan | None:
-    """`_plan`, kept for the latest (spec, workload, lengths) whose lowerings hold at most
-    MAX_PLANNED_NODES nodes: lowering reads neither the target nor the costing, so a
-    sweep's targets share one plan."""
+    """`_plan`, kept for the latest (spec, workload, lengths) while the plans hold at
+    most MAX_PLANNED nodes and refusals (each plan counting one at least)."""
     key = (id(spec), base, lengths)
     kept = _PLANS.get(key)
     if kept is not None and kept[0] is spec:
         _PLANS.move_to_end(key)
         return kept[1]
     plan = _plan(spec, base, lengths, field)
-    size = sum(len(r.points.graph.nodes) + len(r.points.checked.nodes)
-               for r in (plan.regions if plan else ()))  # fmt: skip
+    size = 1 + (len(plan.refused) + sum(len(r.points.graph.nodes) + len(r.points.checked.nodes)
+                                        for r in plan.regions) if plan else 0)  # fmt: skip
     _PLANS[key] = (spec, plan, size)  # the spec held, so its id names it while kept
     held = sum(entry[2] for entry in _PLANS.values())
-    while held > MAX_PLANNED_NODES and len(_PLANS) > 1:
+    while held > MAX_PLANNED and len(_PLANS) > 1:
         held -= _PLANS.popitem(last=False)[1][2]
     return plan
 
@@ -226,7 +226,7 @@ def _screen(spec: ir.Spec, base: Workload, field: str, lengths: Sequence[int],
         try:
             workload_shape(spec, replace(base, **{field: lengths[i]}))
         except (SpecError, ValueError) as err:
-            refused[i] = err
+            refused[i] = err.with_traceback(None)  # kept without the frames it was raised in
     return refused
 
 
@@ -253,9 +253,7 @@ def _region(
     # matters there; a read that saturates (the experts hit) may agree at the first
     # length yet not at others: real lowerings at the longest, middle and shortest
     # lengths catch one that rises or falls with the length
-    by_length = sorted(covered, key=lambda i: lengths[i])
-    middle = by_length[len(by_length) // 2]
-    for i in dict.fromkeys((covered[0], by_length[-1], middle, by_length[0])):
+    for i in spread(covered, lambda i: lengths[i]):
         x = lengths[i]
         try:
             checked = lower(spec, replace(base, **{field: x}))
@@ -318,27 +316,23 @@ def _figures(p: _Points, lengths: list[int], hw: Hardware, how: Costing) -> list
     import numpy as np
 
     graph, checked = p.graph, p.checked
-    conventions, peak, bandwidth = how.conventions, how.peak, how.bandwidth
     train, again = checked.shape.train, checked.shape.par.recompute == "full"
-    table = op_times(hw, peak, bandwidth)
     fixed: dict[int, NodeTime] = {}
     changing: dict[int, list[NodeTime]] = {}  # a node's time at each length
-    evaluated: dict[int, Column] = {}  # a node's column from its cost as a function
+    evaluated: dict = {}  # a node's column from its cost as a function
     for k, (n, f) in enumerate(zip(graph.nodes, p.node_at, strict=True)):
         if f is None:
-            fixed[k] = node_time(cost_node(n, conventions, train, again), hw, peak, bandwidth,
-                                 table)  # fmt: skip
+            fixed[k] = node_timed(n, hw, how, train, again)
         elif how.estimated or not checked.shape.decode:
             # the estimate times each kernel at each length; prefill and training change
             # most ops with the sequence, each costing little at one length, which is
             # cheaper than costing it as a function (measured: Llama 3 8B at 64
             # sequences, training 0.86 s as functions against 0.38 s at each)
-            changing[k] = [node_time(cost_node(f(x), conventions, train, again), hw, peak,
-                                     bandwidth, table) for x in lengths]  # fmt: skip
+            changing[k] = [node_timed(f(x), hw, how, train, again) for x in lengths]
         else:  # a decode step's few changing ops (the attention over the cache)
-            evaluated[k] = _changing_column(f, lengths, hw, how, train, again)
+            evaluated[k] = changing_column(f, lengths, hw, how, train, again)
     columns = [column(fixed[k]) if k in fixed
-               else evaluated[k] if k in evaluated else _lanes_column(changing[k])
+               else evaluated[k] if k in evaluated else lanes_column(changing[k])
                for k in range(len(graph.nodes))]  # fmt: skip
     sums = step_sums(columns)
     xs = np.array(lengths, dtype=object)
@@ -346,7 +340,7 @@ def _figures(p: _Points, lengths: list[int], hw: Hardware, how: Costing) -> list
     facts: ModelFacts = p.facts_at(xs) if p.facts_at else checked.facts
     par = checked.shape.par
     mem = memory_parts(facts, _activations(p, changing, lengths), ARRAYS.real)
-    main_peak = matrix_peak(checked, hw, peak)[0]
+    main_peak = matrix_peak(checked, hw, how.peak)[0]
     f = step_figures(sums, par, ARRAYS.real(shape.T_job), mem, main_peak, hw.capacity, ARRAYS)
     estimate: Any = None
     if how.estimated:
@@ -356,19 +350,7 @@ def _figures(p: _Points, lengths: list[int], hw: Hardware, how: Costing) -> list
     values = (shape.seq, shape.n_kv, f.ms_per_step, f.ms_per_token, f.tokens_per_s,
               f.tokens_per_s_device, f.bound, f.mfu_bound, f.memory, hw.capacity, f.fits,
               estimate)  # fmt: skip
-    return list(map(Figures._make, zip(*(_each_point(v, points) for v in values), strict=True)))
-
-
-def _each_point(value: Any, n: int) -> list:
-    """A figure's value at each of `n` points, as Python numbers (an array's elements;
-    a value the same at every point, repeated)."""
-    import numpy as np
-
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        return value.tolist()
-    if isinstance(value, np.ndarray | np.generic):
-        value = value.item()
-    return [value] * n
+    return list(map(Figures._make, zip(*(each_point(v, points) for v in values), strict=True)))
 
 
 def _activations(p: _Points, changing: dict[int, list[NodeTime]], lengths: list[int]) -> Any:
@@ -412,174 +394,7 @@ def _estimated_sums(
     columns = [
         column(fixed[k], once[k].total_s, once[k].held_s)
         if k in fixed
-        else _lanes_column(changing[k], found(changing[k]))
+        else lanes_column(changing[k], found(changing[k]))
         for k in range(len(checked.nodes))
     ]
     return step_sums(columns)
-
-
-MAX_SIDES = 3  # costings of one changing node as a function of the length (a decision,
-# as compute- against memory-bound, splits its lengths: each side takes one)
-_FIELDS = ("seconds", "flops", "bytes", "compute_bound_s", "recomputed_flops", "held")
-
-
-def _changing_column(f: Any, lengths: list[int], hw: Hardware, how: Costing, train: bool,
-                     again: bool) -> Column:  # fmt: skip
-    """A changing node's column at each length: its cost and roofline computed once with
-    the length a variable and evaluated at every length as arrays, where the decisions
-    they make on it come out alike (a side: up to MAX_SIDES of them); at each length on
-    its own where not, or where a side's figures differ from that length's own at its
-    first, shortest, middle or longest length (a read C code makes, unseen)."""
-    import numpy as np
-
-    one = _one_column(f, hw, how, train, again)
-    values: list[Any] = [None] * len(lengths)  # each length's figures (_FIELDS)
-    todo = list(range(len(lengths)))
-    template: Column | None = None
-    for _ in range(MAX_SIDES):
-        if not todo:
-            break
-        side = _symbolic_column(f, lengths[todo[0]], hw, how, train, again)
-        if side is None:
-            break
-        col, watch = side
-        xs = np.array([lengths[i] for i in todo], dtype=object)
-        held = watch.holding(xs).tolist()
-        covered = [i for i, ok in zip(todo, held, strict=True) if ok]
-        at = np.array([lengths[i] for i in covered], dtype=object)
-        found = list(zip(*(_each_point(_evaluate(getattr(col, name), at), len(covered))
-                           for name in _FIELDS), strict=True))  # fmt: skip
-        by_length = sorted(range(len(covered)), key=lambda j: lengths[covered[j]])
-        for j in dict.fromkeys((0, by_length[0], by_length[len(by_length) // 2], by_length[-1])):
-            if found[j] != _figures_of(one(lengths[covered[j]])):
-                break
-        else:
-            for i, v in zip(covered, found, strict=True):
-                values[i] = v
-            template = template or col
-            todo = [i for i in todo if values[i] is None]
-            continue
-        break
-    for i in todo:  # each on its own
-        got = one(lengths[i])
-        template = template or got
-        values[i] = _figures_of(got)
-    seconds, flops, nbytes, bound, recomputed, held = (
-        _lane(v) if v[0] is not None else None for v in zip(*values, strict=True)
-    )
-    assert template is not None  # the lengths are two or more: one of them made it
-    return Column(seconds, flops, nbytes, bound, recomputed, template.step, template.network,
-                  template.beside, held)  # fmt: skip
-
-
-def _figures_of(c: Column) -> tuple:
-    return tuple(getattr(c, name) for name in _FIELDS)
-
-
-def _one_column(f: Any, hw: Hardware, how: Costing, train: bool, again: bool) -> Any:
-    """A changing node's column at one length, costed and timed as compile does."""
-    table = op_times(hw, how.peak, how.bandwidth)
-
-    def one(x: int) -> Column:
-        return column(node_time(cost_node(f(x), how.conventions, train, again), hw, how.peak,
-                                how.bandwidth, table))  # fmt: skip
-
-    return one
-
-
-def _symbolic_column(f: Any, x0: int, hw: Hardware, how: Costing, train: bool,
-                     again: bool) -> tuple[Column, Watch] | None:  # fmt: skip
-    """A changing node's column with the length a variable worth `x0`, and the
-    decisions its cost and roofline made on it; None where the length's value escaped
-    (a hash, a float(): not a function of it) or costing failed on the variable."""
-    try:
-        with skewed(SKEW), watching() as watch:
-            costed = cost_node(f(length(x0)), how.conventions, train, again, memo=False)
-            passes = op_passes(costed.node.op, costed.fwd, costed.bwd, hw, how.peak,
-                               how.bandwidth)  # fmt: skip
-            col = column(timed(costed, passes, _as_float))
-    except Exception:  # any failure here leaves the node to the exact path
-        return None
-    return None if watch.escaped else (col, watch)
-
-
-def _as_float(v: Any) -> Any:
-    """float(v), as arithmetic (an int times 1.0 is the int made a float, as float()
-    makes it), so a function of the length stays one."""
-    return v * 1.0
-
-
-def _evaluate(value: Any, xs: Any) -> Any:
-    """A column's figure at the lengths `xs`: its function of the length evaluated on
-    them, or the figure itself where it does not depend on the length."""
-    fn = instantiator(value)
-    return value if fn is None else fn(xs)
-
-
-class Arrays(Scalars):
-    """Scalars' operations on numpy arrays of a sweep's points, each element computed
-    as Scalars computes one number (roofline.step_figures)."""
-
-    @staticmethod
-    def above_zero(x: Any) -> Any:
-        import numpy as np
-
-        return np.where(x > 0.0, x, 0.0)
-
-    @staticmethod
-    def smaller(a: Any, b: Any) -> Any:
-        import numpy as np
-
-        return np.where(b < a, b, a)
-
-    @staticmethod
-    def ratio(a: Any, b: Any) -> Any:
-        import numpy as np
-
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return np.where(b != 0, np.true_divide(a, b), 0.0)
-
-    @staticmethod
-    def pick(test: Any, a: Any, b: Any) -> Any:
-        import numpy as np
-
-        return np.where(test, a, b)
-
-    @staticmethod
-    def real(x: Any) -> Any:  # type: ignore[override]
-        """Floats: each element as float() converts it (a Python int, exactly)."""
-        import numpy as np
-
-        return np.asarray(x, dtype=np.float64) if isinstance(x, np.ndarray | list) else float(x)
-
-
-ARRAYS = Arrays()
-
-
-def _lanes_column(times: list[NodeTime], found: list[NodeEstimate] | None = None) -> Column:
-    """A changing node's column: its figures at each length, as arrays (its estimate
-    `found` at each, default the roofline's time)."""
-    cols = [column(t) if found is None else column(t, found[i].total_s, found[i].held_s)
-            for i, t in enumerate(times)]  # fmt: skip
-    first = cols[0]
-    return Column(
-        _lane(c.seconds for c in cols),
-        _lane(c.flops for c in cols),
-        _lane(c.bytes for c in cols),
-        _lane(c.compute_bound_s for c in cols),
-        _lane(c.recomputed_flops for c in cols) if first.recomputed_flops is not None else None,
-        first.step,
-        first.network,
-        first.beside,
-        _lane(c.held for c in cols),
-    )
-
-
-def _lane(values: Any) -> Any:
-    """An array of a figure at each length: floats as float64 (the same numbers), any
-    other (a Python int) as itself (dtype object), so each sum is Python's."""
-    import numpy as np
-
-    items = list(values)
-    kind = np.float64 if all(type(v) is float for v in items) else object
-    return np.array(items, dtype=kind)

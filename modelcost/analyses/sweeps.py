@@ -152,7 +152,12 @@ def _row(model, hardware, phase, batch, engine, layout, devices, f: Figures) -> 
 
 def _as_row(values: RowValues) -> SweepRow:
     """The row of values in COLUMNS' order."""
-    return SweepRow.trusted(**dict(zip(COLUMNS, values, strict=True)))
+    return SweepRow.trusted(**named(values))
+
+
+def named(values: RowValues) -> dict[str, Any]:
+    """A row's values (COLUMNS' order) by their columns' names."""
+    return dict(zip(COLUMNS, values, strict=True))
 
 
 def _many(value, limit: int = MAX_POINTS) -> list:
@@ -510,7 +515,8 @@ def _at_lengths(work, points: list[_Point]) -> list[RowValues | Skip]:
             base = None
         if base is not None:
             lengths = [q.context if q.phase is Phase.decode else q.seq for q in points]
-            found = at_lengths(spec, hw, base, lengths, how.on(hw.name))  # type: ignore[arg-type]
+            found = at_lengths(spec, hw, base, lengths, how.on(hw.name),  # type: ignore[arg-type]
+                               share=len(targets) > 1)  # fmt: skip
     if found is None:
         return [_one(work, q) for q in points]
     out: list[RowValues | Skip] = []

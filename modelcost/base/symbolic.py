@@ -136,6 +136,7 @@ def _combine(op: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     return _make(value, fn)
 
 
+SKEW = 1_000_003  # what a symbolic value's own number is off by, where grid.py lowers
 _SKEW = [0]  # added to the number C code sees, under `skewed` (grid.py lowers so)
 
 

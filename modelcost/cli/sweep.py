@@ -152,7 +152,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    help="worker processes sharing the points (default 1)")  # fmt: skip
     p.add_argument("--format", choices=SWEEP_FORMATS, default="md",
                    help="csv, jsonl and parquet (pip install 'modelcost[parquet]') are "
-                   f"written row by row as the points are computed, up to "
+                   f"written as the points are computed (CSV in blocks, no row held "
+                   f"over half a second), up to "
                    f"{MAX_STREAMED:,} points; md, json and html once whole, up to "
                    f"{MAX_POINTS:,} (default md)")  # fmt: skip
     p.add_argument("--quiet", action="store_true",

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from typing import IO, Protocol
 
-from modelcost.analyses.sweeps import COLUMNS, RowValues, SweepRow
+from modelcost.analyses.sweeps import COLUMNS, RowValues, SweepRow, named
 from modelcost.base.errors import SpecError
 
 PARQUET_BATCH = 4096  # rows a Parquet row group holds
-BLOCK = 4096  # CSV rows formatted and written at a time
+BLOCK = 4096  # CSV rows formatted and written at a time, at the most
+WAIT = 0.5  # seconds a computed row waits at the most (a pipe's reader sees it)
 
 
 class RowWriter(Protocol):
@@ -26,18 +28,23 @@ class _Csv:
         self._out, self._text = out, io.StringIO()
         self._csv = csv.writer(self._text, lineterminator="\n")
         self._rows: list[RowValues] = [COLUMNS]
+        self._since = time.monotonic()
 
     def write(self, values: RowValues) -> None:
+        """Keep a row; write the rows kept when they are BLOCK, or WAIT seconds have passed
+        since the last write."""
         self._rows.append(values)
-        if len(self._rows) >= BLOCK:
+        if len(self._rows) >= BLOCK or time.monotonic() - self._since >= WAIT:
             self._flush()
 
     def _flush(self) -> None:
         self._csv.writerows(self._rows)
         self._rows.clear()
         self._out.write(self._text.getvalue().encode("utf-8"))
+        self._out.flush()
         self._text.seek(0)
         self._text.truncate()
+        self._since = time.monotonic()
 
     def close(self) -> None:
         self._flush()
@@ -49,7 +56,7 @@ class _JsonLines:
         self._out = out
 
     def write(self, values: RowValues) -> None:
-        row = SweepRow.trusted(**dict(zip(COLUMNS, values, strict=True)))
+        row = SweepRow.trusted(**named(values))
         self._out.write(row.__pydantic_serializer__.to_json(row) + b"\n")
 
     def close(self) -> None:
@@ -82,7 +89,7 @@ class _Parquet:
         self._batch: list[dict] = []
 
     def write(self, values: RowValues) -> None:
-        self._batch.append(dict(zip(COLUMNS, values, strict=True)))
+        self._batch.append(named(values))
         if len(self._batch) >= PARQUET_BATCH:
             self._flush()
 
