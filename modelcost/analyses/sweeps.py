@@ -106,23 +106,22 @@ class Sweep(Tabular, Frozen):
 def row(r: Report) -> SweepRow:
     """A point's row, read off its report."""
     w, lay = r.workload, r.workload.layout
-    return _row(r.model.name, r.hardware.name, w.phase, w.batch,
-                (w.prefix, w.chunk, w.prompt), lay.label, lay.devices,
-                figures_of(w.seq, w.context, r.totals))  # fmt: skip
+    return _as_row(_values(r.model.name, r.hardware.name, w.phase, w.batch,
+                           (w.prefix, w.chunk, w.prompt), lay.label, lay.devices,
+                           figures_of(w.seq, w.context, r.totals)))  # fmt: skip
 
 
 def point_row(graph: OpGraph, hw: Hardware, t: Totals) -> SweepRow:
     """A point's row from its graph and totals (`compile_totals`): what `row` reads off
     the report of the same point, without building the report."""
+    return _as_row(point_values(graph, hw, t))
+
+
+def point_values(graph: OpGraph, hw: Hardware, t: Totals) -> RowValues:
+    """`point_row`'s values, in COLUMNS' order."""
     shape = graph.shape
-    return _as_row(shape_values(graph.facts.name, hw, shape,
-                                figures_of(shape.seq, shape.n_kv, t)))  # fmt: skip
-
-
-def shape_values(model: str, hw: Hardware, shape: Shape, f: Figures) -> RowValues:
-    """A point's row's values from its model's name, its shape (all but its length) and
-    its figures (grid.py)."""
-    return _values(*shape_head(model, hw, shape), f)
+    return _values(*shape_head(graph.facts.name, hw, shape),
+                   figures_of(shape.seq, shape.n_kv, t))  # fmt: skip
 
 
 def shape_head(
@@ -144,10 +143,6 @@ def shape_head(
 def _values(model, hardware, phase, batch, engine, layout, devices, f: Figures) -> RowValues:
     """A row's values in COLUMNS' order (a Figures' fields are the last ten's, in order)."""
     return (model, hardware, phase, batch, f.seq, f.context, *engine, layout, devices, *f[2:])
-
-
-def _row(model, hardware, phase, batch, engine, layout, devices, f: Figures) -> SweepRow:
-    return _as_row(_values(model, hardware, phase, batch, engine, layout, devices, f))
 
 
 def _as_row(values: RowValues) -> SweepRow:
@@ -546,8 +541,7 @@ def _one(work, p: _Point) -> RowValues | Skip:
     spec, hw = specs[p.spec], targets[p.hw]
     try:
         graph, t = compile_totals(spec, hw, _workload(p, sp), how.on(hw.name))
-        shape = graph.shape
-        return shape_values(spec.name, hw, shape, figures_of(shape.seq, shape.n_kv, t))
+        return point_values(graph, hw, t)
     except (SpecError, ValueError) as err:
         return _skip(spec, hw, p, err, swept)
 
